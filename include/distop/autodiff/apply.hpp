@@ -1,0 +1,34 @@
+#pragma once
+// Putting linear operators and the start of backward on the tape.
+
+#include <memory>
+
+#include "distop/autodiff/tape.hpp"
+#include "distop/autodiff/var.hpp"
+#include "distop/ops/linear_operator.hpp"
+
+namespace distop {
+
+// y = F x, recorded so that backward adds F* (dL/dy) to dL/dx. The operator is shared with the
+// tape and must not change before backward.
+template <class T>
+Var<T> apply(Tape& tape, std::shared_ptr<const LinearOperator<T>> op, const Var<T>& x) {
+  Var<T> y(op->apply(x.value()), x.requires_grad());
+  if (x.requires_grad()) {
+    tape.record(op->name(), [op, x, y]() mutable {
+      if (!y.has_grad()) return;
+      x.accumulate_grad(op->apply_adjoint(y.grad()));
+    });
+  }
+  return y;
+}
+
+// Seeds dL/dL = 1 on every entry of `loss` (each rank's component, under the sum convention the
+// loss is the sum of its components) and replays the tape.
+template <class T>
+void backward(Tape& tape, Var<T>& loss) {
+  loss.grad().local().fill(T(1));
+  tape.backward();
+}
+
+}  // namespace distop

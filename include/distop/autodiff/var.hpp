@@ -1,0 +1,67 @@
+#pragma once
+// Var<T>: a distributed tensor on the tape, with its gradient.
+
+#include <memory>
+
+#include "distop/dist/dist_tensor.hpp"
+#include "distop/kernels/axpy.hpp"
+
+namespace distop {
+
+// A value and, once backward has reached it, the gradient of the loss with respect to it (a
+// tensor of the same space). Copies refer to the same variable. A Var used by several operations
+// accumulates the gradient each of them sends back. Parameters are Vars made with
+// requires_grad = true; an operation records itself on the tape only if one of its inputs requires
+// a gradient, and then its outputs do too.
+template <class T>
+class Var {
+ public:
+  Var() = default;
+  explicit Var(DistTensor<T> value, bool requires_grad = false)
+      : node_(std::make_shared<Node>(Node{std::move(value), {}, false, requires_grad})) {}
+
+  bool defined() const noexcept { return node_ != nullptr; }
+  const DistTensor<T>& value() const { return node_->value; }
+  DistTensor<T>& value() { return node_->value; }
+  const TensorSpace& space() const { return node_->value.space(); }
+  bool requires_grad() const noexcept { return node_ && node_->requires_grad; }
+
+  bool has_grad() const noexcept { return node_ && node_->has_grad; }
+  // The gradient; a zero tensor is made on first access.
+  DistTensor<T>& grad() {
+    if (!node_->has_grad) {
+      node_->grad = DistTensor<T>(node_->value.space());
+      node_->has_grad = true;
+    }
+    return node_->grad;
+  }
+  // grad += g. Takes g's storage when there is no gradient yet (g must not be used afterwards).
+  void accumulate_grad(DistTensor<T> g) {
+    check_space(g, space(), "Var::accumulate_grad", "the gradient");
+    if (!node_->has_grad) {
+      node_->grad = std::move(g);
+      node_->has_grad = true;
+    } else {
+      kernels::axpy(T(1), g.local(), node_->grad.local());
+    }
+  }
+  // Forgets the gradient (the next accumulation starts from zero).
+  void zero_grad() noexcept {
+    if (node_) {
+      node_->grad = DistTensor<T>();
+      node_->has_grad = false;
+    }
+  }
+  bool same_as(const Var& other) const noexcept { return node_ == other.node_; }
+
+ private:
+  struct Node {
+    DistTensor<T> value;
+    DistTensor<T> grad;
+    bool has_grad;
+    bool requires_grad;
+  };
+  std::shared_ptr<Node> node_;
+};
+
+}  // namespace distop

@@ -1,0 +1,50 @@
+#pragma once
+// TensorSpace: a global shape, a partition and a decomposition.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distop/core/shape.hpp"
+#include "distop/dist/decomposition.hpp"
+#include "distop/dist/partition.hpp"
+
+namespace distop {
+
+// The space of a distributed tensor: the direct sum of the boxes that the decomposition gives the
+// partition's ranks. Its inner product sums every rank's local products (accumulated in double)
+// over the parent communicator; ranks outside the partition hold nothing. Replicated copies are
+// separate components (the sum convention of DESIGN.md). Cheap to copy: the description is shared.
+class TensorSpace {
+ public:
+  TensorSpace() = default;
+  // Balanced, tensor axis d split by grid axis d.
+  TensorSpace(Shape global, Partition partition);
+  TensorSpace(Partition partition, Decomposition decomposition);
+
+  const Shape& global_shape() const;
+  const Partition& partition() const;
+  const Decomposition& decomposition() const;
+  int rank() const { return global_shape().rank(); }
+
+  // This rank's box (all extents 0 when the rank is outside the partition) and its offset.
+  const Shape& local_shape() const;
+  const std::vector<std::int64_t>& local_offset() const;
+  // The box of any grid cell, and of any parent rank (all extents 0 outside the partition).
+  Shape local_shape_at(const std::vector<int>& coords) const;
+  Shape local_shape_of_rank(int parent_rank) const;
+
+  // The same partition with another global extent on one unsplit axis (for instance a layer's
+  // output features, or a new batch size).
+  TensorSpace with_extent(int axis, std::int64_t extent) const;
+
+  // Same global shape, same partition ranks and grid, same decomposition.
+  bool operator==(const TensorSpace& other) const;
+  std::string str() const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<const Impl> impl_;
+};
+
+}  // namespace distop

@@ -1,0 +1,56 @@
+#pragma once
+// LinearOperator<T>: the contract every data-movement primitive meets.
+
+#include <string>
+
+#include "distop/dist/dist_tensor.hpp"
+#include "distop/dist/tensor_space.hpp"
+
+namespace distop {
+
+// A linear map F from domain() to range(), with its adjoint F*, defined by
+// <F x, y> = <x, F* y> under the spaces' inner products (DESIGN.md's sum convention).
+//
+// - forward(x, y): y = F x. Overwrites y, which must already live in range() (a DistTensor made
+//   from range()); x must live in domain(). Collective as the operator's doc comment says.
+// - adjoint(y, x): x = F* y. Overwrites x (in domain()); y lives in range().
+// - x and y never alias. Plans are built by the constructor (collective); forward and adjoint
+//   move payload only, and check spaces from metadata alone, so a mismatch raises the same Error
+//   on every rank before any message is sent.
+//
+// The scalar type is a template parameter: an operator moves float or double tensors.
+template <class T>
+class LinearOperator {
+ public:
+  virtual ~LinearOperator() = default;
+  virtual const TensorSpace& domain() const = 0;
+  virtual const TensorSpace& range() const = 0;
+  virtual void forward(const DistTensor<T>& x, DistTensor<T>& y) const = 0;
+  virtual void adjoint(const DistTensor<T>& y, DistTensor<T>& x) const = 0;
+  virtual std::string name() const = 0;
+
+  // Convenience: a new tensor in range() holding F x, and one in domain() holding F* y.
+  DistTensor<T> apply(const DistTensor<T>& x) const {
+    auto y = DistTensor<T>::uninitialized(range());
+    forward(x, y);
+    return y;
+  }
+  DistTensor<T> apply_adjoint(const DistTensor<T>& y) const {
+    auto x = DistTensor<T>::uninitialized(domain());
+    adjoint(y, x);
+    return x;
+  }
+
+ protected:
+  // Both tensors must live in the operator's spaces; raises the same Error on every rank if not.
+  void check_forward_args(const DistTensor<T>& x, const DistTensor<T>& y) const {
+    check_space(x, domain(), name() + ".forward", "the input");
+    check_space(y, range(), name() + ".forward", "the output");
+  }
+  void check_adjoint_args(const DistTensor<T>& y, const DistTensor<T>& x) const {
+    check_space(y, range(), name() + ".adjoint", "the input");
+    check_space(x, domain(), name() + ".adjoint", "the output");
+  }
+};
+
+}  // namespace distop

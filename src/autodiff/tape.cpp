@@ -1,0 +1,28 @@
+#include "distop/autodiff/tape.hpp"
+
+#include "distop/core/error.hpp"
+
+namespace distop {
+
+void Tape::record(std::string name, Backward backward) {
+  DISTOP_CHECK(static_cast<bool>(backward), "Tape::record", "entry '", name, "' has no adjoint");
+  entries_.push_back({std::move(name), std::move(backward)});
+}
+
+void Tape::backward() {
+  // Clear even if an adjoint throws, so the saved context is released.
+  auto entries = std::move(entries_);
+  entries_.clear();
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it) it->backward();
+}
+
+void Tape::clear() noexcept { entries_.clear(); }
+
+std::vector<std::string> Tape::names() const {
+  std::vector<std::string> n;
+  n.reserve(entries_.size());
+  for (const auto& e : entries_) n.push_back(e.name);
+  return n;
+}
+
+}  // namespace distop

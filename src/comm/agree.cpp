@@ -1,0 +1,56 @@
+#include "distop/comm/agree.hpp"
+
+#include <climits>
+#include <vector>
+
+#include "distop/comm/mpi.hpp"
+#include "distop/core/error.hpp"
+
+namespace distop::comm {
+
+void agree_ok(MPI_Comm comm, const std::string& op, bool ok, const std::string& message) {
+  if (comm == MPI_COMM_NULL) {
+    if (!ok) throw Error(op, message);
+    return;
+  }
+  int rank = 0;
+  DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &rank), op);
+  int first_failing = ok ? INT_MAX : rank;
+  DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &first_failing, 1, MPI_INT, MPI_MIN, comm), op);
+  if (first_failing == INT_MAX) return;
+  long long length = rank == first_failing ? static_cast<long long>(message.size()) : 0;
+  DISTOP_MPI_CHECK(MPI_Bcast(&length, 1, MPI_LONG_LONG, first_failing, comm), op);
+  std::vector<char> text(static_cast<std::size_t>(length));
+  if (rank == first_failing) text.assign(message.begin(), message.end());
+  DISTOP_MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(length), MPI_CHAR, first_failing, comm),
+                   op);
+  std::string agreed(text.begin(), text.end());
+  if (rank != first_failing) {
+    int world = world_rank();
+    MPI_Group g_comm, g_world;
+    MPI_Comm_group(comm, &g_comm);
+    MPI_Comm_group(MPI_COMM_WORLD, &g_world);
+    MPI_Group_translate_ranks(g_comm, 1, &first_failing, g_world, &world);
+    MPI_Group_free(&g_comm);
+    MPI_Group_free(&g_world);
+    agreed = "on rank " + std::to_string(world) + ": " + agreed;
+  }
+  throw Error(op, agreed);
+}
+
+void agree(MPI_Comm comm, const std::string& op, const std::function<void()>& action) {
+  std::string message;
+  bool ok = true;
+  try {
+    action();
+  } catch (const Error& e) {
+    ok = false;
+    message = e.detail();
+  } catch (const std::exception& e) {
+    ok = false;
+    message = e.what();
+  }
+  agree_ok(comm, op, ok, message);
+}
+
+}  // namespace distop::comm

@@ -1,0 +1,42 @@
+#include "distop/ops/all_sum_reduce.hpp"
+
+#include "distop/comm/mpi.hpp"
+
+namespace distop {
+
+template <class T>
+AllSumReduce<T>::AllSumReduce(const TensorSpace& space, std::vector<int> axes) : space_(space) {
+  const auto& d = space.decomposition();
+  for (int a : axes) {
+    DISTOP_CHECK(a >= 0 && a < space.partition().dim(), "AllSumReduce", "grid axis ", a,
+                 " out of range for ", space.partition().str());
+    DISTOP_CHECK(d.replicates(a), "AllSumReduce", "grid axis ", a, " splits the tensor (",
+                 space.str(), "); only boxes that agree along the summed axes can be added");
+  }
+  comm_ = space.partition().axes_comm(std::move(axes));
+}
+
+template <class T>
+void AllSumReduce<T>::run(const DistTensor<T>& in, DistTensor<T>& out) const {
+  if (comm_ == MPI_COMM_NULL) return;
+  DISTOP_MPI_CHECK(MPI_Allreduce(in.data(), out.data(), static_cast<int>(in.local_numel()),
+                                 comm::mpi_type<T>(), MPI_SUM, comm_),
+                   "AllSumReduce");
+}
+
+template <class T>
+void AllSumReduce<T>::forward(const DistTensor<T>& x, DistTensor<T>& y) const {
+  this->check_forward_args(x, y);
+  run(x, y);
+}
+
+template <class T>
+void AllSumReduce<T>::adjoint(const DistTensor<T>& y, DistTensor<T>& x) const {
+  this->check_adjoint_args(y, x);
+  run(y, x);
+}
+
+template class AllSumReduce<float>;
+template class AllSumReduce<double>;
+
+}  // namespace distop

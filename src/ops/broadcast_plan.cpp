@@ -1,0 +1,146 @@
+#include "distop/ops/broadcast_plan.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "distop/core/error.hpp"
+
+namespace distop {
+
+namespace {
+constexpr const char* kOp = "BroadcastPlan";
+
+void check_counts(std::int64_t a, std::int64_t b, const char* what) {
+  DISTOP_CHECK(a == b, kOp, what, ": the source box has ", a, " entries but the destination box ",
+               b);
+}
+}  // namespace
+
+BroadcastPlan::BroadcastPlan(Partition src, Partition dst)
+    : src_(std::move(src)), dst_(std::move(dst)) {
+  int same = MPI_UNEQUAL;
+  DISTOP_MPI_CHECK(MPI_Comm_compare(src_.parent(), dst_.parent(), &same), kOp);
+  DISTOP_CHECK(same == MPI_IDENT || same == MPI_CONGRUENT, kOp,
+               "the partitions come from different parent communicators");
+  DISTOP_CHECK(src_.dim() <= dst_.dim(), kOp, "cannot broadcast from ", src_.str(), " to ",
+               dst_.str(), ": the source grid has more axes");
+  pad_ = dst_.dim() - src_.dim();
+  for (int a = 0; a < dst_.dim(); ++a) {
+    const auto s = a < pad_ ? 1 : src_.shape()[a - pad_];
+    DISTOP_CHECK(s == 1 || s == dst_.shape()[a], kOp, "cannot broadcast from ", src_.str(), " to ",
+                 dst_.str(), ": grid axis ", a, " has extent ", s, " in the (left-padded) source and ",
+                 dst_.shape()[a], " in the destination; it must be equal or 1");
+  }
+  // Members of each group, root first.
+  std::vector<std::vector<int>> members(static_cast<std::size_t>(src_.size()));
+  for (int g = 0; g < src_.size(); ++g) members[g].push_back(src_.ranks()[g]);
+  for (int i = 0; i < dst_.size(); ++i) {
+    const int g = source_group(dst_.coords_of(i));
+    const int r = dst_.ranks()[i];
+    if (members[g].front() != r) members[g].push_back(r);
+  }
+  const int me = src_.parent_rank();
+  MPI_Group parent_group;
+  DISTOP_MPI_CHECK(MPI_Comm_group(src_.parent(), &parent_group), kOp);
+  for (int g = 0; g < src_.size(); ++g) {
+    const auto& m = members[g];
+    if (std::find(m.begin(), m.end(), me) == m.end()) continue;
+    Group grp;
+    grp.id = g;
+    grp.root = m.front() == me;
+    const auto my_dst = dst_.coords_of_rank(me);
+    grp.member = !my_dst.empty() && source_group(my_dst) == g;
+    if (m.size() > 1) {
+      MPI_Group group;
+      DISTOP_MPI_CHECK(MPI_Group_incl(parent_group, static_cast<int>(m.size()), m.data(), &group),
+                       kOp);
+      MPI_Comm c = MPI_COMM_NULL;
+      const int rc = MPI_Comm_create_group(src_.parent(), group, g, &c);
+      MPI_Group_free(&group);
+      DISTOP_MPI_CHECK(rc, kOp);
+      grp.comm = comm::Comm::adopt(c);
+    }
+    groups_.push_back(std::move(grp));
+  }
+  MPI_Group_free(&parent_group);
+}
+
+int BroadcastPlan::source_group(const std::vector<int>& dst_coords) const {
+  std::int64_t index = 0;
+  for (int a = 0; a < src_.dim(); ++a)
+    index = index * src_.shape()[a] + (src_.shape()[a] == 1 ? 0 : dst_coords[a + pad_]);
+  return static_cast<int>(index);
+}
+
+TensorSpace BroadcastPlan::broadcast_space(const TensorSpace& src_space) const {
+  DISTOP_CHECK(src_space.partition().same_as(src_), kOp, "a tensor of ", src_space.str(),
+               " does not live on the plan's source ", src_.str());
+  const auto& d = src_space.decomposition();
+  std::vector<int> map;
+  std::vector<std::vector<std::int64_t>> extents;
+  for (int t = 0; t < src_space.rank(); ++t) {
+    const int g = d.axis_map()[t];
+    const auto& b = d.bounds(t);
+    const bool split = g >= 0 && src_.shape()[g] > 1;
+    map.push_back(split ? g + pad_ : -1);
+    std::vector<std::int64_t> e;
+    if (split) {
+      for (std::size_t i = 0; i + 1 < b.size(); ++i) e.push_back(b[i + 1] - b[i]);
+    } else {
+      e.push_back(src_space.global_shape()[t]);
+    }
+    extents.push_back(std::move(e));
+  }
+  return TensorSpace(dst_, Decomposition::blocks(src_space.global_shape(), dst_.shape(), extents,
+                                                 map));
+}
+
+template <class T>
+void BroadcastPlan::broadcast(const T* x, std::int64_t x_count, T* y, std::int64_t y_count) const {
+  const auto type = comm::mpi_type<T>();
+  for (const auto& g : groups_) {
+    if (g.root && g.member) check_counts(x_count, y_count, "broadcast");
+    if (g.root) {
+      if (!g.comm.null())
+        DISTOP_MPI_CHECK(MPI_Bcast(const_cast<T*>(x), static_cast<int>(x_count), type, 0,
+                                   g.comm.get()),
+                         "Broadcast");
+      if (g.member && x_count > 0) std::memcpy(y, x, static_cast<std::size_t>(x_count) * sizeof(T));
+    } else {
+      DISTOP_MPI_CHECK(MPI_Bcast(y, static_cast<int>(y_count), type, 0, g.comm.get()), "Broadcast");
+    }
+  }
+}
+
+template <class T>
+void BroadcastPlan::reduce(const T* y, std::int64_t y_count, T* x, std::int64_t x_count) const {
+  const auto type = comm::mpi_type<T>();
+  for (const auto& g : groups_) {
+    if (g.root) {
+      if (g.comm.null()) {
+        check_counts(x_count, y_count, "reduce");
+        if (x_count > 0) std::memcpy(x, y, static_cast<std::size_t>(x_count) * sizeof(T));
+      } else if (g.member) {
+        check_counts(x_count, y_count, "reduce");
+        DISTOP_MPI_CHECK(MPI_Reduce(y, x, static_cast<int>(x_count), type, MPI_SUM, 0, g.comm.get()),
+                         "SumReduce");
+      } else {
+        std::fill(x, x + x_count, T(0));
+        DISTOP_MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, x, static_cast<int>(x_count), type, MPI_SUM, 0,
+                                    g.comm.get()),
+                         "SumReduce");
+      }
+    } else {
+      DISTOP_MPI_CHECK(MPI_Reduce(y, nullptr, static_cast<int>(y_count), type, MPI_SUM, 0,
+                                  g.comm.get()),
+                       "SumReduce");
+    }
+  }
+}
+
+template void BroadcastPlan::broadcast(const float*, std::int64_t, float*, std::int64_t) const;
+template void BroadcastPlan::broadcast(const double*, std::int64_t, double*, std::int64_t) const;
+template void BroadcastPlan::reduce(const float*, std::int64_t, float*, std::int64_t) const;
+template void BroadcastPlan::reduce(const double*, std::int64_t, double*, std::int64_t) const;
+
+}  // namespace distop
