@@ -1,0 +1,131 @@
+// Broadcast and SumReduce: dot-product adjoint tests over a matrix of partitions, the sequential
+// definition (every destination holds its source's box), and errors.
+#include <gtest/gtest.h>
+
+#include "box_util.hpp"
+#include "distop/ops/broadcast.hpp"
+#include "distop/ops/sum_reduce.hpp"
+#include "distop/testing/adjoint_test.hpp"
+#include "mpi_test_util.hpp"
+
+using namespace distop;
+using distop::test::world_rank;
+using distop::test::world_size;
+
+namespace {
+
+struct Case {
+  const char* name;
+  int ranks_needed;
+  Shape src_grid;
+  std::vector<int> src_ranks;
+  Shape dst_grid;
+  std::vector<int> dst_ranks;
+  Shape tensor;
+  std::vector<std::vector<std::int64_t>> blocks;  // unbalanced source split, if not empty
+};
+
+std::vector<Case> cases() {
+  return {
+      {"1d_one_to_all", 2, {1}, {0}, {2}, {0, 1}, {7}, {}},
+      {"same_rank_copy", 1, {1}, {0}, {1}, {0}, {5}, {}},
+      {"disjoint", 2, {1}, {1}, {1}, {0}, {6}, {}},
+      {"idle_ranks", 3, {1}, {2}, {2}, {0, 2}, {12}, {}},
+      {"2d_row_to_grid", 4, {1, 2}, {0, 1}, {2, 2}, {0, 1, 2, 3}, {5, 6}, {}},
+      {"2d_unbalanced", 4, {1, 2}, {2, 3}, {2, 2}, {3, 1, 0, 2}, {4, 9}, {{4}, {2, 7}}},
+      {"3d", 4, {1, 1, 2}, {0, 1}, {2, 1, 2}, {0, 1, 2, 3}, {3, 4, 5}, {}},
+      {"4d", 4, {1, 1, 1, 2}, {2, 3}, {1, 2, 1, 2}, {0, 1, 2, 3}, {2, 3, 4, 6}, {}},
+      {"left_padded", 4, {2}, {0, 1}, {2, 2}, {0, 1, 2, 3}, {8}, {}},
+      {"partial_overlap_3", 3, {1}, {1}, {3}, {2, 1, 0}, {10}, {}},
+  };
+}
+
+TensorSpace source_space(const Case& c) {
+  Partition p = Partition::world(c.src_grid, c.src_ranks);
+  if (!c.blocks.empty()) return TensorSpace(p, Decomposition::blocks(c.tensor, c.src_grid, c.blocks));
+  return TensorSpace(c.tensor, p);
+}
+
+template <class T>
+void run_adjoint_matrix() {
+  int ran = 0;
+  for (const auto& c : cases()) {
+    if (world_size() < c.ranks_needed) continue;
+    SCOPED_TRACE(c.name);
+    auto src = source_space(c);
+    Broadcast<T> b(src, Partition::world(c.dst_grid, c.dst_ranks));
+    auto rb = distop::testing::adjoint_test(b);
+    EXPECT_TRUE(rb.passed) << "Broadcast " << c.name << ": " << rb.str();
+    SumReduce<T> s(b.plan(), src);
+    auto rs = distop::testing::adjoint_test(s);
+    EXPECT_TRUE(rs.passed) << "SumReduce " << c.name << ": " << rs.str();
+    EXPECT_EQ(s.domain(), b.range());
+    ++ran;
+  }
+  EXPECT_GE(ran, 1);
+}
+
+}  // namespace
+
+TEST(BroadcastAdjoint, MatrixDouble) { run_adjoint_matrix<double>(); }
+TEST(BroadcastAdjoint, MatrixFloat) { run_adjoint_matrix<float>(); }
+
+TEST(Broadcast, EveryDestinationHoldsItsSourceBox) {
+  for (const auto& c : cases()) {
+    if (world_size() < c.ranks_needed) continue;
+    SCOPED_TRACE(c.name);
+    auto src = source_space(c);
+    Broadcast<double> b(src, Partition::world(c.dst_grid, c.dst_ranks));
+    DistTensor<double> x(src);
+    test::fill_global_index(x);
+    auto y = b.apply(x);
+    // The range space's boxes are those of the sources; their global indices are what arrives.
+    auto expected = test::global_indices(b.range());
+    auto got = y.local().to_vector();
+    ASSERT_EQ(got.size(), expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], static_cast<double>(expected[i])) << "entry " << i;
+  }
+}
+
+TEST(SumReduce, SumsTheCopiesOfEachGroup) {
+  DISTOP_REQUIRE_RANKS(4);
+  // [2, 2] grid reduced onto its first row: each row-0 rank receives the sum of its column.
+  Partition grid = Partition::world(Shape{2, 2});
+  Partition row = Partition::world(Shape{1, 2}, {0, 1});
+  TensorSpace out(Shape{3, 4}, row);
+  SumReduce<double> s(grid, out);
+  DistTensor<double> x(s.domain());
+  test::fill_global_index(x);
+  auto y = s.apply(x);
+  auto expected = test::global_indices(out);
+  auto got = y.local().to_vector();
+  ASSERT_EQ(got.size(), expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], 2.0 * expected[i]);
+}
+
+TEST(Broadcast, IncompatibleGridsAreErrors) {
+  DISTOP_REQUIRE_RANKS(4);
+  TensorSpace src(Shape{6, 6}, Partition::world(Shape{2, 1}, {0, 1}));
+  // Source extent 2 against destination extent 4 on axis 0.
+  EXPECT_THROW(Broadcast<float>(src, Partition::world(Shape{4, 1})), Error);
+  // A source grid with more axes than the destination.
+  TensorSpace src3(Shape{2, 2, 2}, Partition::world(Shape{1, 1, 2}, {0, 1}));
+  EXPECT_THROW(Broadcast<float>(src3, Partition::world(Shape{2, 2})), Error);
+}
+
+TEST(Broadcast, TensorOfAnotherSpaceIsAnError) {
+  const int n = world_size();
+  TensorSpace src(Shape{8}, Partition::world(Shape{1}, {0}));
+  Broadcast<double> b(src, Partition::world(Shape{n}));
+  DistTensor<double> wrong(TensorSpace(Shape{9}, Partition::world(Shape{1}, {0})));
+  DistTensor<double> y(b.range());
+  try {
+    b.forward(wrong, y);
+    ADD_FAILURE() << "accepted a tensor of another space";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Broadcast.forward"), std::string::npos) << e.what();
+  }
+  DistTensor<double> x(src);
+  EXPECT_THROW(b.adjoint(x, x), Error);  // range tensor expected first
+}

@@ -1,0 +1,97 @@
+#include "distop/dist/partition.hpp"
+
+#include <gtest/gtest.h>
+
+#include "distop/core/error.hpp"
+#include "distop/dist/dist_tensor.hpp"
+#include "mpi_test_util.hpp"
+
+using distop::Partition;
+using distop::Shape;
+using distop::test::world_rank;
+using distop::test::world_size;
+
+TEST(Partition, GridCoordinatesAndIdleRanks) {
+  const int n = world_size();
+  Partition p = Partition::world(Shape{1, n});
+  EXPECT_TRUE(p.active());
+  EXPECT_EQ(p.coords(), (std::vector<int>{0, world_rank()}));
+  EXPECT_EQ(p.rank_at({0, n - 1}), n - 1);
+  // A partition of the last rank only leaves the others idle.
+  Partition last = Partition::world(Shape{1}, {n - 1});
+  EXPECT_EQ(last.active(), world_rank() == n - 1);
+  EXPECT_EQ(last.comm() == MPI_COMM_NULL, world_rank() != n - 1);
+  EXPECT_EQ(last.index(), world_rank() == n - 1 ? 0 : -1);
+}
+
+TEST(Partition, ExplicitRankOrder) {
+  DISTOP_REQUIRE_RANKS(4);
+  // Column-major placement: grid cell (i, j) holds rank j * 2 + i.
+  Partition p = Partition::world(Shape{2, 2}, {0, 2, 1, 3});
+  if (world_rank() < 4) {
+    const int r = world_rank();
+    EXPECT_EQ(p.coords(), (std::vector<int>{r % 2, r / 2}));
+    int prank = -1;
+    MPI_Comm_rank(p.comm(), &prank);
+    EXPECT_EQ(prank, p.index());
+  }
+}
+
+TEST(Partition, SliceReshapeUnite) {
+  DISTOP_REQUIRE_RANKS(4);
+  Partition p = Partition::world(Shape{2, 2});
+  Partition row0 = p.slice(0, 0);
+  EXPECT_EQ(row0.shape(), (Shape{1, 2}));
+  EXPECT_EQ(row0.ranks(), (std::vector<int>{0, 1}));
+  Partition col1 = p.slice(1, 1);
+  EXPECT_EQ(col1.ranks(), (std::vector<int>{1, 3}));
+  Partition flat = col1.reshape(Shape{2});
+  EXPECT_EQ(flat.shape(), (Shape{2}));
+  EXPECT_EQ(flat.ranks(), col1.ranks());
+  Partition u = row0.unite(col1);
+  EXPECT_EQ(u.ranks(), (std::vector<int>{0, 1, 3}));
+  EXPECT_EQ(u.active(), world_rank() != 2);
+}
+
+TEST(Partition, AxesCommunicators) {
+  DISTOP_REQUIRE_RANKS(4);
+  Partition p = Partition::world(Shape{2, 2});
+  MPI_Comm along1 = p.axes_comm({1});
+  if (p.active()) {
+    int size = 0, rank = -1, sum = 0;
+    MPI_Comm_size(along1, &size);
+    MPI_Comm_rank(along1, &rank);
+    EXPECT_EQ(size, 2);
+    EXPECT_EQ(rank, p.coords()[1]);
+    int me = world_rank();
+    MPI_Allreduce(&me, &sum, 1, MPI_INT, MPI_SUM, along1);
+    EXPECT_EQ(sum, p.coords()[0] == 0 ? 0 + 1 : 2 + 3);
+    EXPECT_EQ(p.axes_comm({1}), along1);  // cached
+  }
+}
+
+TEST(Partition, InvariantsFailLoudlyOnEveryRank) {
+  const int n = world_size();
+  EXPECT_THROW(Partition::world(Shape{n + 1}), distop::Error);           // too many cells
+  EXPECT_THROW(Partition::world(Shape{2}, {0, 0}), distop::Error);       // duplicate rank
+  EXPECT_THROW(Partition::world(Shape{1}, {n}), distop::Error);          // no such rank
+  EXPECT_THROW(Partition::world(Shape{0}), distop::Error);               // empty extent
+  EXPECT_THROW(Partition::world(Shape{2, 1}, {0}), distop::Error);       // cells != ranks
+  // Ranks that disagree about the grid all get the same error, none hangs.
+  if (n >= 2) {
+    try {
+      Partition::world(Shape{world_rank() == 0 ? 1 : 2}, world_rank() == 0 ? std::vector<int>{0}
+                                                                          : std::vector<int>{0, 1});
+      ADD_FAILURE() << "disagreeing ranks were accepted";
+    } catch (const distop::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(DistTensor, WrongLocalShapeOnOneRankIsAnErrorOnAll) {
+  const int n = world_size();
+  distop::TensorSpace space(Shape{4 * n}, Partition::world(Shape{n}));
+  const auto local = world_rank() == n - 1 ? Shape{3} : space.local_shape();
+  EXPECT_THROW(distop::DistTensor<float>(space, distop::Tensor<float>(local)), distop::Error);
+}
