@@ -66,6 +66,25 @@ Shape TensorSpace::local_shape_of_rank(int parent_rank) const {
   return local_shape_at(c);
 }
 
+std::vector<std::int64_t> TensorSpace::global_indices() const {
+  const auto& local = local_shape();
+  const auto& offset = local_offset();
+  const auto gstride = global_shape().strides();
+  std::vector<std::int64_t> out(static_cast<std::size_t>(local.numel()));
+  const int r = local.rank();
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(r), 0);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::int64_t g = 0;
+    for (int d = 0; d < r; ++d) g += (idx[d] + offset[d]) * gstride[d];
+    out[i] = g;
+    for (int d = r - 1; d >= 0; --d) {
+      if (++idx[d] < local[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
 TensorSpace TensorSpace::with_extent(int axis, std::int64_t extent) const {
   const auto& d = decomposition();
   DISTOP_CHECK(axis >= 0 && axis < rank(), "TensorSpace::with_extent", "axis ", axis,

@@ -21,14 +21,14 @@ class Var {
       : node_(std::make_shared<Node>(Node{std::move(value), {}, false, requires_grad})) {}
 
   bool defined() const noexcept { return node_ != nullptr; }
-  const DistTensor<T>& value() const { return node_->value; }
-  DistTensor<T>& value() { return node_->value; }
+  // A Var is a handle: const refers to the handle, not to the variable it shares.
+  DistTensor<T>& value() const { return node_->value; }
   const TensorSpace& space() const { return node_->value.space(); }
   bool requires_grad() const noexcept { return node_ && node_->requires_grad; }
 
   bool has_grad() const noexcept { return node_ && node_->has_grad; }
   // The gradient; a zero tensor is made on first access.
-  DistTensor<T>& grad() {
+  DistTensor<T>& grad() const {
     if (!node_->has_grad) {
       node_->grad = DistTensor<T>(node_->value.space());
       node_->has_grad = true;
@@ -36,7 +36,7 @@ class Var {
     return node_->grad;
   }
   // grad += g. Takes g's storage when there is no gradient yet (g must not be used afterwards).
-  void accumulate_grad(DistTensor<T> g) {
+  void accumulate_grad(DistTensor<T> g) const {
     check_space(g, space(), "Var::accumulate_grad", "the gradient");
     if (!node_->has_grad) {
       node_->grad = std::move(g);
@@ -46,7 +46,7 @@ class Var {
     }
   }
   // Forgets the gradient (the next accumulation starts from zero).
-  void zero_grad() noexcept {
+  void zero_grad() const noexcept {
     if (node_) {
       node_->grad = DistTensor<T>();
       node_->has_grad = false;

@@ -34,6 +34,10 @@ class TensorSpace {
   Shape local_shape_at(const std::vector<int>& coords) const;
   Shape local_shape_of_rank(int parent_rank) const;
 
+  // For every entry of this rank's box, in row-major order, its row-major index in the global
+  // tensor: the key for anything that must not depend on the partitioning (seeded values, say).
+  std::vector<std::int64_t> global_indices() const;
+
   // The same partition with another global extent on one unsplit axis (for instance a layer's
   // output features, or a new batch size).
   TensorSpace with_extent(int axis, std::int64_t extent) const;

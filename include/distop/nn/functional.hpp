@@ -1,0 +1,24 @@
+#pragma once
+// Tape-recorded building blocks shared by layers.
+
+#include "distop/autodiff/tape.hpp"
+#include "distop/autodiff/var.hpp"
+
+namespace distop::nn {
+
+// y = x W^T on every rank's boxes: x [rows, k], W [n, k], y [rows, n] in `out_space`. Records
+// dx = dy W and dW = dy^T x. Purely local: no messages.
+template <class T>
+Var<T> matmul_nt(Tape& tape, const Var<T>& x, const Var<T>& w, const TensorSpace& out_space);
+
+// y[i, :] = x[i, :] + b on every rank's boxes: x [rows, n], b [n]. Records dx = dy, db = column
+// sums of dy.
+template <class T>
+Var<T> add_bias(Tape& tape, const Var<T>& x, const Var<T>& b);
+
+// The same storage seen in another space with the same box on every rank (no copy); the gradient
+// is seen back in the original space.
+template <class T>
+Var<T> reinterpret(Tape& tape, const Var<T>& x, const TensorSpace& space);
+
+}  // namespace distop::nn
