@@ -11,6 +11,12 @@ extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace distop {
 
+#ifdef DISTOP_HAVE_CUDA
+namespace detail {
+void select_cuda_device();
+}
+#endif
+
 void set_blas_threads([[maybe_unused]] int threads) {
 #ifdef DISTOP_HAVE_OPENBLAS
   if (threads > 0) openblas_set_num_threads(threads);
@@ -26,6 +32,9 @@ Environment::Environment(int& argc, char**& argv, EnvironmentOptions options) {
     owns_mpi_ = true;
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+#ifdef DISTOP_HAVE_CUDA
+  detail::select_cuda_device();
+#endif
   if (!Kokkos::is_initialized()) {
     Kokkos::initialize(argc, argv);
     owns_kokkos_ = true;

@@ -1,6 +1,6 @@
 #include "distop/ops/all_sum_reduce.hpp"
 
-#include "distop/comm/mpi.hpp"
+#include "distop/comm/collectives.hpp"
 
 namespace distop {
 
@@ -19,9 +19,7 @@ AllSumReduce<T>::AllSumReduce(const TensorSpace& space, std::vector<int> axes) :
 template <class T>
 void AllSumReduce<T>::run(const DistTensor<T>& in, DistTensor<T>& out) const {
   if (comm_ == MPI_COMM_NULL) return;
-  DISTOP_MPI_CHECK(MPI_Allreduce(in.data(), out.data(), static_cast<int>(in.local_numel()),
-                                 comm::mpi_type<T>(), MPI_SUM, comm_),
-                   "AllSumReduce");
+  comm::allreduce_sum(in.data(), out.data(), in.local_numel(), comm_);
 }
 
 template <class T>

@@ -1,8 +1,8 @@
 #include "distop/ops/broadcast_plan.hpp"
 
 #include <algorithm>
-#include <cstring>
 
+#include "distop/comm/collectives.hpp"
 #include "distop/core/error.hpp"
 
 namespace distop {
@@ -97,43 +97,36 @@ TensorSpace BroadcastPlan::broadcast_space(const TensorSpace& src_space) const {
 
 template <class T>
 void BroadcastPlan::broadcast(const T* x, std::int64_t x_count, T* y, std::int64_t y_count) const {
-  const auto type = comm::mpi_type<T>();
   for (const auto& g : groups_) {
-    if (g.root && g.member) check_counts(x_count, y_count, "broadcast");
-    if (g.root) {
-      if (!g.comm.null())
-        DISTOP_MPI_CHECK(MPI_Bcast(const_cast<T*>(x), static_cast<int>(x_count), type, 0,
-                                   g.comm.get()),
-                         "Broadcast");
-      if (g.member && x_count > 0) std::memcpy(y, x, static_cast<std::size_t>(x_count) * sizeof(T));
-    } else {
-      DISTOP_MPI_CHECK(MPI_Bcast(y, static_cast<int>(y_count), type, 0, g.comm.get()), "Broadcast");
+    if (!g.root) {
+      comm::bcast(y, y_count, 0, g.comm.get());
+      continue;
+    }
+    // The root sends from x itself; its own copy (if it is also a destination) is local.
+    if (!g.comm.null()) comm::bcast(const_cast<T*>(x), x_count, 0, g.comm.get());
+    if (g.member) {
+      check_counts(x_count, y_count, "broadcast");
+      comm::copy(x, y, x_count);
     }
   }
 }
 
 template <class T>
 void BroadcastPlan::reduce(const T* y, std::int64_t y_count, T* x, std::int64_t x_count) const {
-  const auto type = comm::mpi_type<T>();
   for (const auto& g : groups_) {
-    if (g.root) {
+    if (!g.root) {
+      comm::reduce_sum(y, static_cast<T*>(nullptr), y_count, 0, g.comm.get());
+    } else if (g.member) {
+      check_counts(x_count, y_count, "reduce");
       if (g.comm.null()) {
-        check_counts(x_count, y_count, "reduce");
-        if (x_count > 0) std::memcpy(x, y, static_cast<std::size_t>(x_count) * sizeof(T));
-      } else if (g.member) {
-        check_counts(x_count, y_count, "reduce");
-        DISTOP_MPI_CHECK(MPI_Reduce(y, x, static_cast<int>(x_count), type, MPI_SUM, 0, g.comm.get()),
-                         "SumReduce");
+        comm::copy(y, x, x_count);
       } else {
-        std::fill(x, x + x_count, T(0));
-        DISTOP_MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, x, static_cast<int>(x_count), type, MPI_SUM, 0,
-                                    g.comm.get()),
-                         "SumReduce");
+        comm::reduce_sum(y, x, x_count, 0, g.comm.get());
       }
     } else {
-      DISTOP_MPI_CHECK(MPI_Reduce(y, nullptr, static_cast<int>(y_count), type, MPI_SUM, 0,
-                                  g.comm.get()),
-                       "SumReduce");
+      // A root outside the destination contributes nothing: reduce in place onto zeros.
+      comm::fill_zero(x, x_count);
+      comm::reduce_sum(static_cast<const T*>(nullptr), x, x_count, 0, g.comm.get());
     }
   }
 }

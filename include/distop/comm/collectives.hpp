@@ -1,0 +1,36 @@
+#pragma once
+// The call surface every distop operator moves payload through: collectives and copies on buffers
+// in distop's memory space (MemSpace).
+//
+// Host memory goes straight to MPI. Device memory (a CUDA Kokkos) goes to NCCL in builds with
+// DISTOP_ENABLE_NCCL, and otherwise through host staging buffers, because the MPI distop is built
+// against need not be CUDA-aware. Operators never call MPI on payload directly.
+
+#include <mpi.h>
+
+#include <cstdint>
+
+namespace distop::comm {
+
+// buf on every rank of comm; root's entries overwrite the others'.
+template <class T>
+void bcast(T* buf, std::int64_t count, int root, MPI_Comm comm);
+// recv (on root) = sum over comm of send. send == nullptr on root means "in place": root's
+// contribution is recv's current content. recv is ignored off root.
+template <class T>
+void reduce_sum(const T* send, T* recv, std::int64_t count, int root, MPI_Comm comm);
+// recv = sum over comm of send; send == recv is allowed (in place).
+template <class T>
+void allreduce_sum(const T* send, T* recv, std::int64_t count, MPI_Comm comm);
+
+// Local copies and fills in MemSpace.
+template <class T>
+void copy(const T* src, T* dst, std::int64_t count);
+template <class T>
+void fill_zero(T* dst, std::int64_t count);
+
+// The name of the backend device buffers use in this build: "mpi" (host memory), "mpi+staging"
+// or "nccl".
+const char* device_backend();
+
+}  // namespace distop::comm

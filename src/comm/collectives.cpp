@@ -1,0 +1,143 @@
+#include "distop/comm/collectives.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "distop/comm/mpi.hpp"
+#include "distop/core/tensor.hpp"
+
+#ifdef DISTOP_HAVE_NCCL
+#include "nccl_backend.hpp"
+#endif
+
+namespace distop::comm {
+
+namespace {
+
+template <class T>
+using Unmanaged = Kokkos::View<T*, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
+template <class T>
+using HostBuffer = Kokkos::View<T*, Kokkos::HostSpace>;
+
+int checked_count(std::int64_t count, const char* op) {
+  DISTOP_CHECK(count >= 0 && count <= INT_MAX, op, "message of ", count,
+               " elements exceeds MPI's int count limit");
+  return static_cast<int>(count);
+}
+
+// Host copies of device buffers, for an MPI that cannot read device memory.
+template <class T>
+HostBuffer<T> to_host(const T* src, std::int64_t count) {
+  HostBuffer<T> h(Kokkos::view_alloc(Kokkos::WithoutInitializing, "distop::staging"),
+                  static_cast<std::size_t>(count));
+  if (src) Kokkos::deep_copy(h, Unmanaged<const T>(src, static_cast<std::size_t>(count)));
+  return h;
+}
+template <class T>
+void from_host(const HostBuffer<T>& h, T* dst) {
+  Kokkos::deep_copy(Unmanaged<T>(dst, h.extent(0)), h);
+}
+
+}  // namespace
+
+const char* device_backend() {
+  if constexpr (kHostAccessible) return "mpi";
+#ifdef DISTOP_HAVE_NCCL
+  return "nccl";
+#else
+  return "mpi+staging";
+#endif
+}
+
+template <class T>
+void bcast(T* buf, std::int64_t count, int root, MPI_Comm comm) {
+  const int n = checked_count(count, "bcast");
+  if constexpr (kHostAccessible) {
+    DISTOP_MPI_CHECK(MPI_Bcast(buf, n, mpi_type<T>(), root, comm), "bcast");
+  } else {
+#ifdef DISTOP_HAVE_NCCL
+    nccl::bcast(buf, count, root, comm);
+#else
+    auto h = to_host(buf, count);
+    DISTOP_MPI_CHECK(MPI_Bcast(h.data(), n, mpi_type<T>(), root, comm), "bcast");
+    from_host(h, buf);
+#endif
+  }
+}
+
+template <class T>
+void reduce_sum(const T* send, T* recv, std::int64_t count, int root, MPI_Comm comm) {
+  const int n = checked_count(count, "reduce_sum");
+  int rank = 0;
+  DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &rank), "reduce_sum");
+  const bool in_place = rank == root && send == nullptr;
+  if constexpr (kHostAccessible) {
+    DISTOP_MPI_CHECK(MPI_Reduce(in_place ? MPI_IN_PLACE : send, recv, n, mpi_type<T>(), MPI_SUM,
+                                root, comm),
+                     "reduce_sum");
+  } else {
+#ifdef DISTOP_HAVE_NCCL
+    nccl::reduce_sum(in_place ? recv : send, recv, count, root, comm);
+#else
+    auto hs = to_host(in_place ? recv : send, count);
+    HostBuffer<T> hr(Kokkos::view_alloc(Kokkos::WithoutInitializing, "distop::staging"),
+                     rank == root ? static_cast<std::size_t>(count) : 0);
+    DISTOP_MPI_CHECK(MPI_Reduce(hs.data(), hr.data(), n, mpi_type<T>(), MPI_SUM, root, comm),
+                     "reduce_sum");
+    if (rank == root) from_host(hr, recv);
+#endif
+  }
+}
+
+template <class T>
+void allreduce_sum(const T* send, T* recv, std::int64_t count, MPI_Comm comm) {
+  const int n = checked_count(count, "allreduce_sum");
+  if constexpr (kHostAccessible) {
+    DISTOP_MPI_CHECK(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, mpi_type<T>(),
+                                   MPI_SUM, comm),
+                     "allreduce_sum");
+  } else {
+#ifdef DISTOP_HAVE_NCCL
+    nccl::allreduce_sum(send, recv, count, comm);
+#else
+    auto h = to_host(send, count);
+    DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, h.data(), n, mpi_type<T>(), MPI_SUM, comm),
+                     "allreduce_sum");
+    from_host(h, recv);
+#endif
+  }
+}
+
+template <class T>
+void copy(const T* src, T* dst, std::int64_t count) {
+  if (count <= 0 || src == dst) return;
+  if constexpr (kHostAccessible) {
+    std::memcpy(dst, src, static_cast<std::size_t>(count) * sizeof(T));
+    return;
+  }
+  Kokkos::deep_copy(Unmanaged<T>(dst, static_cast<std::size_t>(count)),
+                    Unmanaged<const T>(src, static_cast<std::size_t>(count)));
+}
+
+template <class T>
+void fill_zero(T* dst, std::int64_t count) {
+  if (count <= 0) return;
+  if constexpr (kHostAccessible) {
+    std::fill(dst, dst + count, T(0));
+    return;
+  }
+  Kokkos::deep_copy(Unmanaged<T>(dst, static_cast<std::size_t>(count)), T(0));
+}
+
+#define DISTOP_INSTANTIATE(T)                                                   \
+  template void bcast(T*, std::int64_t, int, MPI_Comm);                         \
+  template void reduce_sum(const T*, T*, std::int64_t, int, MPI_Comm);          \
+  template void allreduce_sum(const T*, T*, std::int64_t, MPI_Comm);            \
+  template void copy(const T*, T*, std::int64_t);                               \
+  template void fill_zero(T*, std::int64_t);
+DISTOP_INSTANTIATE(float)
+DISTOP_INSTANTIATE(double)
+#undef DISTOP_INSTANTIATE
+
+}  // namespace distop::comm

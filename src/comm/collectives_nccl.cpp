@@ -1,0 +1,119 @@
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <type_traits>
+
+#include "distop/comm/mpi.hpp"
+#include "distop/core/error.hpp"
+#include "nccl_backend.hpp"
+
+#define DISTOP_NCCL_CHECK(call, op)                                                       \
+  do {                                                                                    \
+    const ncclResult_t distop_nccl_rc_ = (call);                                          \
+    if (distop_nccl_rc_ != ncclSuccess)                                                   \
+      throw ::distop::Error((op), std::string(#call) + " failed: " +                      \
+                                      ncclGetErrorString(distop_nccl_rc_));               \
+  } while (0)
+
+#define DISTOP_CUDA_CHECK(call, op)                                                       \
+  do {                                                                                    \
+    const cudaError_t distop_cuda_rc_ = (call);                                           \
+    if (distop_cuda_rc_ != cudaSuccess)                                                   \
+      throw ::distop::Error((op), std::string(#call) + " failed: " +                      \
+                                      cudaGetErrorString(distop_cuda_rc_));               \
+  } while (0)
+
+namespace distop::comm::nccl {
+
+namespace {
+
+struct Context {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+};
+
+int destroy_context(MPI_Comm, int, void* value, void*) {
+  auto* ctx = static_cast<Context*>(value);
+  if (ctx->comm) ncclCommDestroy(ctx->comm);  // never throws: called from MPI_Comm_free
+  if (ctx->stream) cudaStreamDestroy(ctx->stream);
+  delete ctx;
+  return MPI_SUCCESS;
+}
+
+int keyval() {
+  static int key = [] {
+    int k = MPI_KEYVAL_INVALID;
+    DISTOP_MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, destroy_context, &k, nullptr),
+                     "nccl");
+    return k;
+  }();
+  return key;
+}
+
+// Collective over comm on first use.
+Context& context(MPI_Comm comm) {
+  void* value = nullptr;
+  int found = 0;
+  DISTOP_MPI_CHECK(MPI_Comm_get_attr(comm, keyval(), &value, &found), "nccl");
+  if (found) return *static_cast<Context*>(value);
+  int rank = 0, size = 0;
+  DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &rank), "nccl");
+  DISTOP_MPI_CHECK(MPI_Comm_size(comm, &size), "nccl");
+  ncclUniqueId id;
+  if (rank == 0) DISTOP_NCCL_CHECK(ncclGetUniqueId(&id), "nccl");
+  DISTOP_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm), "nccl");
+  auto* ctx = new Context;
+  DISTOP_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking), "nccl");
+  DISTOP_NCCL_CHECK(ncclCommInitRank(&ctx->comm, size, id, rank), "nccl");
+  DISTOP_MPI_CHECK(MPI_Comm_set_attr(comm, keyval(), ctx), "nccl");
+  return *ctx;
+}
+
+template <class T>
+ncclDataType_t nccl_type() {
+  if constexpr (std::is_same_v<T, float>) return ncclFloat32;
+  else return ncclFloat64;
+}
+
+void finish(Context& ctx, const char* op) {
+  DISTOP_CUDA_CHECK(cudaStreamSynchronize(ctx.stream), op);
+}
+
+}  // namespace
+
+template <class T>
+void bcast(T* buf, std::int64_t count, int root, MPI_Comm comm) {
+  auto& ctx = context(comm);
+  DISTOP_NCCL_CHECK(ncclBroadcast(buf, buf, static_cast<std::size_t>(count), nccl_type<T>(), root,
+                                  ctx.comm, ctx.stream),
+                    "bcast");
+  finish(ctx, "bcast");
+}
+
+template <class T>
+void reduce_sum(const T* send, T* recv, std::int64_t count, int root, MPI_Comm comm) {
+  auto& ctx = context(comm);
+  DISTOP_NCCL_CHECK(ncclReduce(send, recv, static_cast<std::size_t>(count), nccl_type<T>(), ncclSum,
+                               root, ctx.comm, ctx.stream),
+                    "reduce_sum");
+  finish(ctx, "reduce_sum");
+}
+
+template <class T>
+void allreduce_sum(const T* send, T* recv, std::int64_t count, MPI_Comm comm) {
+  auto& ctx = context(comm);
+  DISTOP_NCCL_CHECK(ncclAllReduce(send, recv, static_cast<std::size_t>(count), nccl_type<T>(),
+                                  ncclSum, ctx.comm, ctx.stream),
+                    "allreduce_sum");
+  finish(ctx, "allreduce_sum");
+}
+
+#define DISTOP_INSTANTIATE(T)                                                   \
+  template void bcast(T*, std::int64_t, int, MPI_Comm);                         \
+  template void reduce_sum(const T*, T*, std::int64_t, int, MPI_Comm);          \
+  template void allreduce_sum(const T*, T*, std::int64_t, MPI_Comm);
+DISTOP_INSTANTIATE(float)
+DISTOP_INSTANTIATE(double)
+#undef DISTOP_INSTANTIATE
+
+}  // namespace distop::comm::nccl
