@@ -95,3 +95,30 @@ TEST(DistTensor, WrongLocalShapeOnOneRankIsAnErrorOnAll) {
   const auto local = world_rank() == n - 1 ? Shape{3} : space.local_shape();
   EXPECT_THROW(distop::DistTensor<float>(space, distop::Tensor<float>(local)), distop::Error);
 }
+
+#include "distop/dist/assemble.hpp"
+#include "box_util.hpp"
+
+TEST(Assemble, RoundTripsThroughBoxesWithReplication) {
+  const int n = world_size();
+  // Features split over grid axis 1, copies along grid axis 0 when n is even.
+  const Shape grid = n % 2 == 0 ? Shape{2, n / 2} : Shape{1, n};
+  distop::TensorSpace space(Partition::world(grid),
+                            distop::Decomposition::balanced(Shape{3, 10}, grid, {-1, 1}));
+  distop::DistTensor<double> x(space);
+  distop::test::fill_global_index(x);
+  auto global = distop::assemble(x, 0);
+  if (world_rank() == 0) {
+    ASSERT_EQ(global.size(), 30u);
+    for (std::size_t i = 0; i < global.size(); ++i) EXPECT_EQ(global[i], static_cast<double>(i));
+  } else {
+    EXPECT_TRUE(global.empty());
+  }
+  std::vector<double> values(30);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = 2.0 * static_cast<double>(i);
+  distop::DistTensor<double> y(space);
+  distop::distribute(values, y);
+  auto idx = space.global_indices();
+  auto got = y.local().to_vector();
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], 2.0 * static_cast<double>(idx[i]));
+}
