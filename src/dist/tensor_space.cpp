@@ -89,7 +89,7 @@ TensorSpace TensorSpace::with_extent(int axis, std::int64_t extent) const {
   const auto& d = decomposition();
   DISTOP_CHECK(axis >= 0 && axis < rank(), "TensorSpace::with_extent", "axis ", axis,
                " out of range for a tensor of rank ", rank());
-  DISTOP_CHECK(d.axis_map()[axis] < 0, "TensorSpace::with_extent", "axis ", axis,
+  DISTOP_CHECK(d.parts(axis) == 1, "TensorSpace::with_extent", "axis ", axis,
                " is split over the grid; only an unsplit axis can change its extent");
   Shape g = global_shape();
   g[axis] = extent;

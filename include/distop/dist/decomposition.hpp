@@ -34,6 +34,8 @@ class Decomposition {
   const std::vector<int>& axis_map() const noexcept { return axis_map_; }
   // Block offsets along tensor axis d: parts + 1 entries, from 0 to the global extent.
   const std::vector<std::int64_t>& bounds(int axis) const { return bounds_.at(axis); }
+  // The number of blocks along tensor axis d (1 when it is held whole or its grid axis has extent 1).
+  std::int64_t parts(int axis) const { return static_cast<std::int64_t>(bounds(axis).size()) - 1; }
   // Whether grid axis g splits no tensor axis.
   bool replicates(int grid_axis) const;
   bool balanced() const;
