@@ -1,0 +1,122 @@
+// The MLP example meets bad input with a clear error, a non-zero exit status and no hang.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "distop/data/idx.hpp"
+#include "distop/io/safetensors.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Outcome {
+  int status = -1;
+  std::string output;
+};
+
+// Runs the example under mpiexec with a time limit (exit 124 means it hung).
+Outcome run_mlp(int ranks, const std::string& args) {
+  const std::string cmd = "timeout 120 " + std::string(DISTOP_MPIEXEC) + " -n " +
+                          std::to_string(ranks) + " " + DISTOP_MLP + " --quiet " + args + " 2>&1";
+  Outcome o;
+  std::FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return o;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) o.output += buf;
+  const int st = pclose(p);
+  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return o;
+}
+
+void expect_clean_failure(const Outcome& o, const std::string& needle) {
+  EXPECT_NE(o.status, 0) << o.output;
+  EXPECT_NE(o.status, 124) << "the example hung:\n" << o.output;
+  EXPECT_NE(o.output.find(needle), std::string::npos)
+      << "expected '" << needle << "' in:\n" << o.output;
+  EXPECT_EQ(o.output.find("MPI_Abort"), std::string::npos) << o.output;
+}
+
+fs::path work() { return fs::path(DISTOP_MLP_WORK_DIR) / "errors"; }
+
+// A safetensors file with the MLP's tensors at the given shapes, leaving out `skip`.
+void write_weights(const fs::path& path, const std::vector<std::pair<std::string, distop::Shape>>& t,
+                   const std::string& skip = "") {
+  std::vector<std::vector<float>> storage;
+  std::vector<distop::io::TensorEntry> entries;
+  storage.reserve(t.size());
+  for (const auto& [name, shape] : t) {
+    if (name == skip) continue;
+    storage.emplace_back(static_cast<std::size_t>(shape.numel()), 0.01f);
+    entries.emplace_back(name, shape, storage.back().data());
+  }
+  distop::io::write_safetensors(path.string(), entries);
+}
+
+const std::vector<std::pair<std::string, distop::Shape>> kMlp = {
+    {"fc1.weight", {256, 784}}, {"fc1.bias", {256}}, {"fc2.weight", {128, 256}},
+    {"fc2.bias", {128}},        {"fc3.weight", {10, 128}}, {"fc3.bias", {10}}};
+
+}  // namespace
+
+class MlpErrors : public ::testing::Test {
+ protected:
+  void SetUp() override { fs::create_directories(work()); }
+};
+
+TEST_F(MlpErrors, MissingDataDirectory) {
+  expect_clean_failure(run_mlp(2, "--data " + (work() / "nowhere").string()), "load_mnist_like");
+}
+
+TEST_F(MlpErrors, CorruptDataFile) {
+  const auto dir = work() / "corrupt-data";
+  fs::create_directories(dir);
+  // A header that promises 100 images of 28 x 28, and data for 50.
+  {
+    distop::data::IdxArray full{{100, 28, 28}, std::vector<std::uint8_t>(100 * 28 * 28, 7)};
+    distop::data::write_idx((dir / "train-images-idx3-ubyte").string(), full, false);
+    fs::resize_file(dir / "train-images-idx3-ubyte", 16 + 50 * 28 * 28);
+  }
+  distop::data::IdxArray labels{{100}, std::vector<std::uint8_t>(100, 1)};
+  distop::data::write_idx((dir / "train-labels-idx1-ubyte").string(), labels, false);
+  auto o = run_mlp(2, "--data " + dir.string());
+  expect_clean_failure(o, "train-images-idx3-ubyte");
+}
+
+TEST_F(MlpErrors, InitFileMissingATensor) {
+  const auto f = work() / "missing-bias.safetensors";
+  write_weights(f, kMlp, "fc2.bias");
+  expect_clean_failure(run_mlp(2, "--steps 1 --init " + f.string()), "no tensor 'fc2.bias'");
+}
+
+TEST_F(MlpErrors, InitFileWithAWrongShape) {
+  auto shapes = kMlp;
+  shapes[2].second = distop::Shape{128, 255};
+  const auto f = work() / "wrong-shape.safetensors";
+  write_weights(f, shapes);
+  expect_clean_failure(run_mlp(2, "--steps 1 --init " + f.string()), "fc2.weight");
+}
+
+TEST_F(MlpErrors, InitFileThatIsNotSafetensors) {
+  const auto f = work() / "garbage.safetensors";
+  std::ofstream(f) << "this is not a safetensors file";
+  expect_clean_failure(run_mlp(2, "--steps 1 --init " + f.string()), f.filename().string());
+}
+
+TEST_F(MlpErrors, RankCountThePartitionCannotUse) {
+  // Four ranks split each hidden layer two ways; one hidden feature cannot be split.
+  expect_clean_failure(run_mlp(4, "--steps 1 --hidden 1"), "cannot be split");
+}
+
+TEST_F(MlpErrors, BadFlags) {
+  expect_clean_failure(run_mlp(2, "--hidden 12,abc"), "--hidden");
+  auto o = run_mlp(2, "--no-such-flag");
+  EXPECT_NE(o.status, 0);
+  EXPECT_NE(o.status, 124);
+  EXPECT_NE(o.output.find("no-such-flag"), std::string::npos) << o.output;
+}
