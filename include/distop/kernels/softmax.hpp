@@ -1,0 +1,38 @@
+#pragma once
+// Softmax, log-softmax and softmax cross-entropy over the last axis of 2-D logits [rows, classes],
+// computed stably (the row maximum is subtracted before exponentiating, the row statistics are
+// kept in double).
+
+#include <cstdint>
+#include <vector>
+
+#include "distop/core/tensor.hpp"
+
+namespace distop::kernels {
+
+// Labels are one class index per row, in [0, classes); a label count other than the number of rows
+// or a label out of range is an Error naming the offending row.
+
+// probs = softmax(logits) row by row, overwriting probs (same shape; may alias logits).
+template <class T>
+void softmax(const Tensor<T>& logits, Tensor<T>& probs);
+// out = log softmax(logits) row by row, overwriting out (same shape; may alias logits).
+template <class T>
+void log_softmax(const Tensor<T>& logits, Tensor<T>& out);
+
+// The sum over rows of -log softmax(logits)[row, label[row]], accumulated in double. When probs is
+// given (same shape as logits, not aliasing it) it receives softmax(logits), for the backward pass.
+template <class T>
+double softmax_cross_entropy(const Tensor<T>& logits, const std::vector<std::int32_t>& labels,
+                             Tensor<T>* probs = nullptr);
+// dlogits = scale (probs - onehot(labels)): the gradient of scale times the summed cross-entropy,
+// given probs = softmax(logits). Overwrites dlogits (same shape; may alias probs).
+template <class T>
+void softmax_cross_entropy_backward(const Tensor<T>& probs, const std::vector<std::int32_t>& labels,
+                                    T scale, Tensor<T>& dlogits);
+
+// The number of rows whose argmax (the first, on ties) equals the label.
+template <class T>
+std::int64_t count_correct(const Tensor<T>& logits, const std::vector<std::int32_t>& labels);
+
+}  // namespace distop::kernels

@@ -1,0 +1,99 @@
+#include "distop/kernels/gemm.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#ifdef DISTOP_HAVE_CUDA
+#include "gemm_cuda.hpp"
+#endif
+
+namespace distop::kernels {
+
+namespace {
+
+std::string describe(const char* name, Op op, const Shape& s) {
+  return std::string(op == Op::T ? "op(" : "") + name + (op == Op::T ? ") = " : " = ") +
+         (op == Op::T ? Shape{s[1], s[0]}.str() + " (transposed " + s.str() + ")" : s.str());
+}
+
+// BLAS takes int extents; a leading dimension must be at least 1 even for an empty matrix.
+int blas_int(std::int64_t v, const char* what) {
+  DISTOP_CHECK(v <= INT_MAX, "gemm", what, " = ", v, " exceeds the BLAS index range");
+  return static_cast<int>(v);
+}
+template <class T>
+int leading_dim(const Tensor<T>& t) {
+  return std::max(1, blas_int(t.extent(1), "a row length"));
+}
+
+CBLAS_TRANSPOSE cblas_op(Op op) { return op == Op::T ? CblasTrans : CblasNoTrans; }
+
+void host_gemm(Op ta, Op tb, int m, int n, int k, float alpha, const float* a, int lda,
+               const float* b, int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, cblas_op(ta), cblas_op(tb), m, n, k, alpha, a, lda, b, ldb, beta, c,
+              ldc);
+}
+void host_gemm(Op ta, Op tb, int m, int n, int k, double alpha, const double* a, int lda,
+               const double* b, int ldb, double beta, double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, cblas_op(ta), cblas_op(tb), m, n, k, alpha, a, lda, b, ldb, beta, c,
+              ldc);
+}
+
+#ifdef DISTOP_HAVE_CUDA
+// The stream Kokkos runs its kernels on, so that the GEMM is ordered after the kernels that
+// produced its operands and before those that consume its result, without a device-wide sync.
+void* kokkos_stream() {
+#ifdef KOKKOS_ENABLE_CUDA
+  if constexpr (std::is_same_v<ExecSpace, Kokkos::Cuda>) return ExecSpace().cuda_stream();
+#endif
+  return nullptr;
+}
+#endif
+
+}  // namespace
+
+template <class T>
+void gemm(Op op_a, Op op_b, T alpha, const Tensor<T>& a, const Tensor<T>& b, T beta, Tensor<T>& c) {
+  DISTOP_CHECK(a.rank() == 2 && b.rank() == 2 && c.rank() == 2, "gemm",
+               "expected 2-D tensors, found a ", a.shape().str(), ", b ", b.shape().str(), ", c ",
+               c.shape().str());
+  const std::int64_t m = op_a == Op::N ? a.extent(0) : a.extent(1);
+  const std::int64_t k = op_a == Op::N ? a.extent(1) : a.extent(0);
+  const std::int64_t kb = op_b == Op::N ? b.extent(0) : b.extent(1);
+  const std::int64_t n = op_b == Op::N ? b.extent(1) : b.extent(0);
+  DISTOP_CHECK(k == kb, "gemm", "inner dimensions differ: ", describe("a", op_a, a.shape()),
+               " but ", describe("b", op_b, b.shape()));
+  DISTOP_CHECK(c.extent(0) == m && c.extent(1) == n, "gemm", "c is ", c.shape().str(),
+               ", expected ", Shape{m, n}.str(), " for ", describe("a", op_a, a.shape()), " and ",
+               describe("b", op_b, b.shape()));
+  if (m == 0 || n == 0) return;
+  DISTOP_CHECK(c.data() != a.data() && c.data() != b.data(), "gemm",
+               "the output c aliases an input");
+  const int mi = blas_int(m, "m"), ni = blas_int(n, "n"), ki = blas_int(k, "k");
+  const int lda = leading_dim(a), ldb = leading_dim(b), ldc = leading_dim(c);
+
+  if constexpr (kHostAccessible) {
+    host_gemm(op_a, op_b, mi, ni, ki, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+  } else {
+#ifdef DISTOP_HAVE_CUDA
+    detail::gemm_cublas(op_a == Op::T, op_b == Op::T, mi, ni, ki, alpha, a.data(), lda, b.data(),
+                        ldb, beta, c.data(), ldc, kokkos_stream());
+#else
+    throw Error("gemm",
+                "the tensors live in device memory, but distop was built without CUDA, so there "
+                "is no device GEMM (configure with -DDISTOP_ENABLE_CUDA=ON for cuBLAS)");
+#endif
+  }
+}
+
+template void gemm(Op, Op, float, const Tensor<float>&, const Tensor<float>&, float,
+                   Tensor<float>&);
+template void gemm(Op, Op, double, const Tensor<double>&, const Tensor<double>&, double,
+                   Tensor<double>&);
+
+}  // namespace distop::kernels

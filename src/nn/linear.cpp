@@ -1,0 +1,124 @@
+#include "distop/nn/linear.hpp"
+
+#include <cmath>
+#include <utility>
+
+#include "distop/kernels/elementwise.hpp"
+#include "distop/kernels/gemm.hpp"
+#include "distop/nn/init.hpp"
+
+namespace distop::nn {
+
+namespace {
+
+using kernels::Op;
+
+// A parameter of global shape `shape`, replicated over every rank of the partition.
+TensorSpace replicated(const Partition& p, const Shape& shape) {
+  return TensorSpace(
+      p, Decomposition::balanced(shape, p.shape(),
+                                 std::vector<int>(static_cast<std::size_t>(shape.rank()), -1)));
+}
+
+// v.grad += (what `write` computes): written straight into the existing gradient (beta = 1), or
+// into a fresh tensor (beta = 0) that becomes the gradient.
+template <class T, class Write>
+void accumulate(Var<T>& v, Write write) {
+  if (v.has_grad()) {
+    write(T(1), v.grad().local());
+  } else {
+    auto g = DistTensor<T>::uninitialized(v.space());
+    write(T(0), g.local());
+    v.accumulate_grad(std::move(g));
+  }
+}
+
+}  // namespace
+
+template <class T>
+Linear<T>::Linear(std::int64_t in_features, std::int64_t out_features, std::uint64_t seed,
+                  Partition partition, bool bias)
+    : in_(in_features), out_(out_features), partition_(std::move(partition)) {
+  DISTOP_CHECK(in_ > 0 && out_ > 0, "Linear", "feature counts must be positive, found in ", in_,
+               " and out ", out_);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_));
+  DistTensor<T> w(replicated(partition_, Shape{out_, in_}));
+  uniform_init(w, parameter_seed(seed, "weight"), bound);
+  weight_ = Var<T>(std::move(w), true);
+  if (bias) {
+    DistTensor<T> b(replicated(partition_, Shape{out_}));
+    uniform_init(b, parameter_seed(seed, "bias"), bound);
+    bias_ = Var<T>(std::move(b), true);
+  }
+}
+
+template <class T>
+Var<T>& Linear<T>::bias() {
+  DISTOP_CHECK(has_bias(), "Linear::bias", "the layer was made without a bias");
+  return bias_;
+}
+
+template <class T>
+std::vector<Var<T>> Linear<T>::parameters() const {
+  std::vector<Var<T>> p{weight_};
+  if (has_bias()) p.push_back(bias_);
+  return p;
+}
+
+template <class T>
+Var<T> Linear<T>::forward(Tape& tape, const Var<T>& x) const {
+  const TensorSpace& xs = x.space();
+  DISTOP_CHECK(xs.rank() == 2 && xs.global_shape()[1] == in_ && xs.decomposition().parts(1) == 1,
+               "Linear", "expected an input of global shape [batch, ", in_,
+               "] with the feature axis unsplit, found ", xs.str());
+  // Whether this rank holds a box of the input (and so computes).
+  const bool active = xs.partition().active();
+  DISTOP_CHECK(!active || partition_.active(), "Linear",
+               "this rank holds a box of the input but is not in the layer's ", partition_.str());
+
+  auto y_value = DistTensor<T>::uninitialized(xs.with_extent(1, out_));
+  if (active) {
+    kernels::gemm(Op::N, Op::T, T(1), x.value().local(), weight_.value().local(), T(0),
+                  y_value.local());
+    if (has_bias()) kernels::add_row_vector(y_value.local(), bias_.value().local());
+  }
+  const bool record =
+      x.requires_grad() || weight_.requires_grad() || (has_bias() && bias_.requires_grad());
+  Var<T> y(std::move(y_value), record);
+  if (!record) return y;
+
+  tape.record("Linear", [xin = x, y, w = weight_, b = bias_, active]() mutable {
+    if (!y.has_grad()) return;
+    const Tensor<T>& dy = y.grad().local();
+    const Tensor<T>& xl = xin.value().local();
+    // Every rank adds a gradient (possibly empty, or zero) so that whether a Var has one is the
+    // same on all ranks, which the adjoints of collective operations upstream rely on.
+    if (w.requires_grad()) {
+      if (active)
+        accumulate(
+            w, [&](T beta, Tensor<T>& g) { kernels::gemm(Op::T, Op::N, T(1), dy, xl, beta, g); });
+      else
+        w.grad();
+    }
+    if (b.defined() && b.requires_grad()) {
+      if (active)
+        accumulate(b, [&](T beta, Tensor<T>& g) { kernels::sum_rows(dy, beta, g); });
+      else
+        b.grad();
+    }
+    if (xin.requires_grad()) {
+      if (active)
+        accumulate(xin, [&](T beta, Tensor<T>& g) {
+          kernels::gemm(Op::N, Op::N, T(1), dy, w.value().local(), beta, g);
+        });
+      else
+        xin.grad();
+    }
+  });
+  return y;
+}
+
+template class Linear<float>;
+template class Linear<double>;
+
+}  // namespace distop::nn

@@ -1,0 +1,98 @@
+#include "distop/kernels/elementwise.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace {
+
+using distop::Shape;
+using distop::Tensor;
+namespace kernels = distop::kernels;
+
+template <class T>
+class ElementwiseTest : public ::testing::Test {};
+using Scalars = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(ElementwiseTest, Scalars);
+
+const std::vector<double> kInputs = {-3.0, -0.5, -1e-3, 0.25, 1.0, 4.0};
+
+TYPED_TEST(ElementwiseTest, ActivationsAndDerivativesMatchTheirFormulas) {
+  using T = TypeParam;
+  const double tol = std::is_same_v<T, float> ? 1e-6 : 1e-15;
+  std::vector<T> xs(kInputs.begin(), kInputs.end());
+  std::vector<T> dys = {1, -2, 3, 0.5, -1, 2};
+  auto x = Tensor<T>::from_vector(Shape{2, 3}, xs);
+  auto dy = Tensor<T>::from_vector(Shape{2, 3}, dys);
+  Tensor<T> y(Shape{2, 3}), dx(Shape{2, 3});
+
+  kernels::relu(x, y);
+  kernels::relu_backward(x, dy, dx);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    EXPECT_EQ(y.to_vector()[i], xs[i] > 0 ? xs[i] : T(0));
+    EXPECT_EQ(dx.to_vector()[i], xs[i] > 0 ? dys[i] : T(0));
+  }
+
+  kernels::sigmoid(x, y);
+  kernels::sigmoid_backward(y, dy, dx);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double s = 1 / (1 + std::exp(-kInputs[i]));
+    EXPECT_NEAR(y.to_vector()[i], s, tol);
+    EXPECT_NEAR(dx.to_vector()[i], dys[i] * s * (1 - s), 4 * tol);
+  }
+
+  kernels::tanh(x, y);
+  kernels::tanh_backward(y, dy, dx);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double t = std::tanh(kInputs[i]);
+    EXPECT_NEAR(y.to_vector()[i], t, tol);
+    EXPECT_NEAR(dx.to_vector()[i], dys[i] * (1 - t * t), 8 * tol);
+  }
+}
+
+TYPED_TEST(ElementwiseTest, SigmoidSaturatesWithoutOverflow) {
+  using T = TypeParam;
+  auto x = Tensor<T>::from_vector(Shape{4}, {-1000, -100, 100, 1000});
+  Tensor<T> y(Shape{4});
+  kernels::sigmoid(x, y);
+  const auto v = y.to_vector();
+  for (T e : v) EXPECT_TRUE(std::isfinite(e));
+  EXPECT_EQ(v[0], T(0));
+  EXPECT_EQ(v[3], T(1));
+}
+
+TYPED_TEST(ElementwiseTest, InPlaceIsAllowed) {
+  using T = TypeParam;
+  auto x = Tensor<T>::from_vector(Shape{3}, {-1, 0, 2});
+  kernels::relu(x, x);
+  EXPECT_EQ(x.to_vector(), (std::vector<T>{0, 0, 2}));
+}
+
+TYPED_TEST(ElementwiseTest, AddRowVectorAndSumRows) {
+  using T = TypeParam;
+  auto y = Tensor<T>::from_vector(Shape{3, 2}, {1, 2, 3, 4, 5, 6});
+  auto b = Tensor<T>::from_vector(Shape{2}, {10, -10});
+  kernels::add_row_vector(y, b);
+  EXPECT_EQ(y.to_vector(), (std::vector<T>{11, -8, 13, -6, 15, -4}));
+
+  Tensor<T> db(Shape{2});
+  db.fill(std::numeric_limits<T>::quiet_NaN());  // not read when beta is 0
+  kernels::sum_rows(y, T(0), db);
+  EXPECT_EQ(db.to_vector(), (std::vector<T>{39, -18}));
+  kernels::sum_rows(y, T(0.5), db);
+  EXPECT_EQ(db.to_vector(), (std::vector<T>{58.5, -27}));
+}
+
+TEST(Elementwise, ShapeMismatchesAreErrors) {
+  Tensor<double> a(Shape{2, 3}), b(Shape{5}), c(Shape{3});
+  EXPECT_THROW(kernels::relu(a, b), distop::Error);
+  EXPECT_THROW(kernels::tanh_backward(a, a, b), distop::Error);
+  EXPECT_THROW(kernels::add_row_vector(a, b), distop::Error);
+  EXPECT_NO_THROW(kernels::add_row_vector(a, c));
+  EXPECT_THROW(kernels::sum_rows(a, 0.0, b), distop::Error);
+  EXPECT_THROW(kernels::add_row_vector(c, c), distop::Error);  // y must be 2-D
+}
+
+}  // namespace
