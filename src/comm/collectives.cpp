@@ -2,7 +2,12 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <thread>
+
+#include <sched.h>
 
 #include "distop/comm/mpi.hpp"
 #include "distop/core/tensor.hpp"
@@ -39,7 +44,57 @@ void from_host(const HostBuffer<T>& h, T* dst) {
   Kokkos::deep_copy(Unmanaged<T>(dst, h.extent(0)), h);
 }
 
+// Blocking collectives, or their nonblocking forms finished by a wait that yields the processor
+// between tests when the node runs more ranks than it has cores (see yield_when_idle()).
+void finish(MPI_Request& request, const char* op) {
+  if (!yield_when_idle()) {
+    DISTOP_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE), op);
+    return;
+  }
+  int done = 0;
+  for (;;) {
+    DISTOP_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE), op);
+    if (done) return;
+    sched_yield();
+  }
+}
+
 }  // namespace
+
+namespace {
+int yield_setting = -1;  // -1: not decided yet
+}
+
+void decide_yield_when_idle(MPI_Comm world) {
+  if (const char* v = std::getenv("DISTOP_YIELD_WHEN_IDLE")) {
+    yield_setting = std::string(v) == "1" ? 1 : 0;
+    return;
+  }
+  int local = 1;
+  MPI_Comm node = MPI_COMM_NULL;
+  if (MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    MPI_Comm_size(node, &local);
+    MPI_Comm_free(&node);
+  }
+  const auto cores = std::thread::hardware_concurrency();
+  yield_setting = cores > 0 && static_cast<unsigned>(local) > cores ? 1 : 0;
+}
+
+bool yield_when_idle() {
+  if (yield_setting < 0) {
+    // Without an Environment: what the launcher says (MPICH's hydra), with no messages, since
+    // this may run on a subset of the ranks.
+    int local = 1;
+    if (const char* v = std::getenv("MPI_LOCALNRANKS")) local = std::atoi(v);
+    if (const char* v = std::getenv("DISTOP_YIELD_WHEN_IDLE")) {
+      yield_setting = std::string(v) == "1" ? 1 : 0;
+    } else {
+      const auto cores = std::thread::hardware_concurrency();
+      yield_setting = cores > 0 && static_cast<unsigned>(local) > cores ? 1 : 0;
+    }
+  }
+  return yield_setting == 1;
+}
 
 const char* device_backend() {
   if constexpr (kHostAccessible) return "mpi";
@@ -54,7 +109,13 @@ template <class T>
 void bcast(T* buf, std::int64_t count, int root, MPI_Comm comm) {
   const int n = checked_count(count, "bcast");
   if constexpr (kHostAccessible) {
-    DISTOP_MPI_CHECK(MPI_Bcast(buf, n, mpi_type<T>(), root, comm), "bcast");
+    if (yield_when_idle()) {
+      MPI_Request r;
+      DISTOP_MPI_CHECK(MPI_Ibcast(buf, n, mpi_type<T>(), root, comm, &r), "bcast");
+      finish(r, "bcast");
+    } else {
+      DISTOP_MPI_CHECK(MPI_Bcast(buf, n, mpi_type<T>(), root, comm), "bcast");
+    }
   } else {
 #ifdef DISTOP_HAVE_NCCL
     nccl::bcast(buf, count, root, comm);
@@ -73,9 +134,15 @@ void reduce_sum(const T* send, T* recv, std::int64_t count, int root, MPI_Comm c
   DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &rank), "reduce_sum");
   const bool in_place = rank == root && send == nullptr;
   if constexpr (kHostAccessible) {
-    DISTOP_MPI_CHECK(MPI_Reduce(in_place ? MPI_IN_PLACE : send, recv, n, mpi_type<T>(), MPI_SUM,
-                                root, comm),
-                     "reduce_sum");
+    const void* s = in_place ? MPI_IN_PLACE : send;
+    if (yield_when_idle()) {
+      MPI_Request r;
+      DISTOP_MPI_CHECK(MPI_Ireduce(s, recv, n, mpi_type<T>(), MPI_SUM, root, comm, &r),
+                       "reduce_sum");
+      finish(r, "reduce_sum");
+    } else {
+      DISTOP_MPI_CHECK(MPI_Reduce(s, recv, n, mpi_type<T>(), MPI_SUM, root, comm), "reduce_sum");
+    }
   } else {
 #ifdef DISTOP_HAVE_NCCL
     nccl::reduce_sum(in_place ? recv : send, recv, count, root, comm);
@@ -94,9 +161,15 @@ template <class T>
 void allreduce_sum(const T* send, T* recv, std::int64_t count, MPI_Comm comm) {
   const int n = checked_count(count, "allreduce_sum");
   if constexpr (kHostAccessible) {
-    DISTOP_MPI_CHECK(MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, n, mpi_type<T>(),
-                                   MPI_SUM, comm),
-                     "allreduce_sum");
+    const void* s = send == recv ? MPI_IN_PLACE : send;
+    if (yield_when_idle()) {
+      MPI_Request r;
+      DISTOP_MPI_CHECK(MPI_Iallreduce(s, recv, n, mpi_type<T>(), MPI_SUM, comm, &r),
+                       "allreduce_sum");
+      finish(r, "allreduce_sum");
+    } else {
+      DISTOP_MPI_CHECK(MPI_Allreduce(s, recv, n, mpi_type<T>(), MPI_SUM, comm), "allreduce_sum");
+    }
   } else {
 #ifdef DISTOP_HAVE_NCCL
     nccl::allreduce_sum(send, recv, count, comm);

@@ -5,6 +5,8 @@
 #include <Kokkos_Core.hpp>
 #include <cstdlib>
 
+#include "distop/comm/collectives.hpp"
+
 #ifdef DISTOP_HAVE_OPENBLAS
 extern "C" void openblas_set_num_threads(int num_threads);
 #endif
@@ -32,6 +34,7 @@ Environment::Environment(int& argc, char**& argv, EnvironmentOptions options) {
     owns_mpi_ = true;
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  comm::decide_yield_when_idle(MPI_COMM_WORLD);
 #ifdef DISTOP_HAVE_CUDA
   detail::select_cuda_device();
 #endif

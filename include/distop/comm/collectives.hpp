@@ -29,6 +29,14 @@ void copy(const T* src, T* dst, std::int64_t count);
 template <class T>
 void fill_zero(T* dst, std::int64_t count);
 
+// Whether waits yield the processor between tests of a nonblocking request instead of spinning:
+// true when this node runs more MPI ranks than it has cores (MPICH polls, so spinning ranks would
+// take the cores from the ranks doing the work), or as DISTOP_YIELD_WHEN_IDLE=1/0 says. Decided
+// once: by decide_yield_when_idle, which Environment calls (collective over `world`), or else
+// from the launcher's MPI_LOCALNRANKS without messages.
+bool yield_when_idle();
+void decide_yield_when_idle(MPI_Comm world);
+
 // The name of the backend device buffers use in this build: "mpi" (host memory), "mpi+staging"
 // or "nccl".
 const char* device_backend();
