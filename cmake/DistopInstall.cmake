@@ -10,6 +10,13 @@ install(TARGETS distop EXPORT distopTargets
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/distop DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 
+get_target_property(_distop_type distop TYPE)
+if(_distop_type STREQUAL "STATIC_LIBRARY")
+  set(DISTOP_IS_STATIC ON)
+else()
+  set(DISTOP_IS_STATIC OFF)
+endif()
+
 set(DISTOP_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/distop)
 install(EXPORT distopTargets NAMESPACE distop:: DESTINATION ${DISTOP_CMAKE_DIR})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/distopConfig.cmake.in

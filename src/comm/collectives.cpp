@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <sched.h>
 
@@ -128,12 +129,86 @@ void bcast(T* buf, std::int64_t count, int root, MPI_Comm comm) {
 }
 
 template <class T>
+void bcast_with_copy(const T* send, T* copy_to, T* recv, std::int64_t count, int root,
+                     MPI_Comm comm) {
+  int rank = 0, size = 0;
+  DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &rank), "bcast");
+  DISTOP_MPI_CHECK(MPI_Comm_size(comm, &size), "bcast");
+  const bool is_root = rank == root;
+  if constexpr (!kHostAccessible) {
+    if (is_root) {
+      bcast(const_cast<T*>(send), count, root, comm);
+      if (copy_to) copy(send, copy_to, count);
+    } else {
+      bcast(recv, count, root, comm);
+    }
+    return;
+  }
+  const int n = checked_count(count, "bcast");
+  const auto type = mpi_type<T>();
+  constexpr int kTag = 7;
+  if (size == 2) {
+    if (!is_root) {
+      MPI_Request r;
+      DISTOP_MPI_CHECK(MPI_Irecv(recv, n, type, root, kTag, comm, &r), "bcast");
+      finish(r, "bcast");
+      return;
+    }
+    MPI_Request r;
+    DISTOP_MPI_CHECK(MPI_Isend(send, n, type, 1 - root, kTag, comm, &r), "bcast");
+    if (copy_to) copy(send, copy_to, count);
+    finish(r, "bcast");
+    return;
+  }
+  T* buf = is_root ? const_cast<T*>(send) : recv;
+  const bool overlap = is_root && copy_to &&
+                       static_cast<std::size_t>(count) * sizeof(T) >= std::size_t{64} << 10;
+  if (overlap || yield_when_idle()) {
+    MPI_Request r;
+    DISTOP_MPI_CHECK(MPI_Ibcast(buf, n, type, root, comm, &r), "bcast");
+    if (is_root && copy_to) copy(send, copy_to, count);
+    finish(r, "bcast");
+    return;
+  }
+  DISTOP_MPI_CHECK(MPI_Bcast(buf, n, type, root, comm), "bcast");
+  if (is_root && copy_to) copy(send, copy_to, count);
+}
+
+// A grow-only host buffer per element type, for the root of a two-rank reduction.
+template <class T>
+T* scratch(std::int64_t count) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < static_cast<std::size_t>(count)) buffer.resize(static_cast<std::size_t>(count));
+  return buffer.data();
+}
+
+template <class T>
 void reduce_sum(const T* send, T* recv, std::int64_t count, int root, MPI_Comm comm) {
   const int n = checked_count(count, "reduce_sum");
-  int rank = 0;
+  int rank = 0, size = 0;
   DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &rank), "reduce_sum");
+  DISTOP_MPI_CHECK(MPI_Comm_size(comm, &size), "reduce_sum");
   const bool in_place = rank == root && send == nullptr;
   if constexpr (kHostAccessible) {
+    if (size == 2) {
+      // One message and a local sum: several times faster than MPICH's MPI_Reduce here.
+      constexpr int kTag = 8;
+      MPI_Request r;
+      if (rank != root) {
+        DISTOP_MPI_CHECK(MPI_Isend(send, n, mpi_type<T>(), root, kTag, comm, &r), "reduce_sum");
+        finish(r, "reduce_sum");
+        return;
+      }
+      T* other = scratch<T>(count);
+      DISTOP_MPI_CHECK(MPI_Irecv(other, n, mpi_type<T>(), 1 - root, kTag, comm, &r), "reduce_sum");
+      finish(r, "reduce_sum");
+      if (in_place) {
+        for (std::int64_t i = 0; i < count; ++i) recv[i] += other[i];
+      } else {
+        for (std::int64_t i = 0; i < count; ++i) recv[i] = send[i] + other[i];
+      }
+      return;
+    }
     const void* s = in_place ? MPI_IN_PLACE : send;
     if (yield_when_idle()) {
       MPI_Request r;
@@ -205,6 +280,7 @@ void fill_zero(T* dst, std::int64_t count) {
 
 #define DISTOP_INSTANTIATE(T)                                                   \
   template void bcast(T*, std::int64_t, int, MPI_Comm);                         \
+  template void bcast_with_copy(const T*, T*, T*, std::int64_t, int, MPI_Comm); \
   template void reduce_sum(const T*, T*, std::int64_t, int, MPI_Comm);          \
   template void allreduce_sum(const T*, T*, std::int64_t, MPI_Comm);            \
   template void copy(const T*, T*, std::int64_t);                               \

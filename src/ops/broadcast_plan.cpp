@@ -98,15 +98,16 @@ TensorSpace BroadcastPlan::broadcast_space(const TensorSpace& src_space) const {
 template <class T>
 void BroadcastPlan::broadcast(const T* x, std::int64_t x_count, T* y, std::int64_t y_count) const {
   for (const auto& g : groups_) {
-    if (!g.root) {
-      comm::bcast(y, y_count, 0, g.comm.get());
-      continue;
-    }
-    // The root sends from x itself; its own copy (if it is also a destination) is local.
-    if (!g.comm.null()) comm::bcast(const_cast<T*>(x), x_count, 0, g.comm.get());
-    if (g.member) {
-      check_counts(x_count, y_count, "broadcast");
-      comm::copy(x, y, x_count);
+    if (g.root && g.member) check_counts(x_count, y_count, "broadcast");
+    T* own_copy = g.root && g.member ? y : nullptr;
+    if (g.comm.null()) {
+      comm::copy(x, own_copy, x_count);  // a group of one: the root is its only destination
+    } else if (g.root) {
+      // The root sends from x itself and writes its own copy while the message travels.
+      comm::bcast_with_copy(x, own_copy, static_cast<T*>(nullptr), x_count, 0, g.comm.get());
+    } else {
+      comm::bcast_with_copy(static_cast<const T*>(nullptr), static_cast<T*>(nullptr), y, y_count,
+                            0, g.comm.get());
     }
   }
 }

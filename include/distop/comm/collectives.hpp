@@ -15,6 +15,13 @@ namespace distop::comm {
 // buf on every rank of comm; root's entries overwrite the others'.
 template <class T>
 void bcast(T* buf, std::int64_t count, int root, MPI_Comm comm);
+// A broadcast whose root also keeps a copy: the root sends `send` to the other ranks and, while
+// the message is in flight, copies it to `copy_to` (if not null); the other ranks receive into
+// `recv`. A group of two is one point-to-point message; larger groups overlap MPI_Ibcast with
+// the copy from 64 KiB up (below that MPI_Bcast, then the copy, is faster).
+template <class T>
+void bcast_with_copy(const T* send, T* copy_to, T* recv, std::int64_t count, int root,
+                     MPI_Comm comm);
 // recv (on root) = sum over comm of send. send == nullptr on root means "in place": root's
 // contribution is recv's current content. recv is ignored off root.
 template <class T>
