@@ -25,8 +25,8 @@ struct Options {
   std::string data = data::kFashionMnistDir;
   int epochs = 5;
   std::int64_t steps = 0;  // 0: no limit
-  std::int64_t batch_size = 64;
-  double lr = 0.05;
+  std::int64_t batch_size = 32;
+  double lr = 0.01;
   double momentum = 0.9;
   double weight_decay = 0.0;
   std::uint64_t seed = 1;
