@@ -1,6 +1,7 @@
 #include "distop/ops/all_sum_reduce.hpp"
 
 #include "distop/comm/collectives.hpp"
+#include "distop/comm/mpi.hpp"
 
 namespace distop {
 
@@ -14,6 +15,15 @@ AllSumReduce<T>::AllSumReduce(const TensorSpace& space, std::vector<int> axes) :
                  space.str(), "); only boxes that agree along the summed axes can be added");
   }
   comm_ = space.partition().axes_comm(std::move(axes));
+  if (comm_ != MPI_COMM_NULL) DISTOP_MPI_CHECK(MPI_Comm_size(comm_, &group_size_), "AllSumReduce");
+}
+
+template <class T>
+CommStats AllSumReduce<T>::forward_stats() const {
+  if (group_size_ <= 1) return {};
+  const std::int64_t g = group_size_;
+  const std::int64_t bytes = 2 * (g - 1) * space_.local_shape().numel() * static_cast<std::int64_t>(sizeof(T)) / g;
+  return {2 * (g - 1), bytes, 2 * (g - 1), bytes};
 }
 
 template <class T>

@@ -44,6 +44,23 @@ void SumReduce<T>::adjoint(const DistTensor<T>& y, DistTensor<T>& x) const {
   plan_->broadcast(y.data(), y.local_numel(), x.data(), x.local_numel());
 }
 
+template <class T>
+CommStats Broadcast<T>::forward_stats() const {
+  return plan_->broadcast_stats(domain_.local_shape().numel(), range_.local_shape().numel(), sizeof(T));
+}
+template <class T>
+CommStats Broadcast<T>::adjoint_stats() const {
+  return plan_->reduce_stats(range_.local_shape().numel(), domain_.local_shape().numel(), sizeof(T));
+}
+template <class T>
+CommStats SumReduce<T>::forward_stats() const {
+  return plan_->reduce_stats(domain_.local_shape().numel(), range_.local_shape().numel(), sizeof(T));
+}
+template <class T>
+CommStats SumReduce<T>::adjoint_stats() const {
+  return plan_->broadcast_stats(range_.local_shape().numel(), domain_.local_shape().numel(), sizeof(T));
+}
+
 template class Broadcast<float>;
 template class Broadcast<double>;
 template class SumReduce<float>;

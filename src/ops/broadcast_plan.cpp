@@ -50,6 +50,7 @@ BroadcastPlan::BroadcastPlan(Partition src, Partition dst)
     grp.root = m.front() == me;
     const auto my_dst = dst_.coords_of_rank(me);
     grp.member = !my_dst.empty() && source_group(my_dst) == g;
+    grp.size = static_cast<int>(m.size());
     if (m.size() > 1) {
       MPI_Group group;
       DISTOP_MPI_CHECK(MPI_Group_incl(parent_group, static_cast<int>(m.size()), m.data(), &group),
@@ -130,6 +131,27 @@ void BroadcastPlan::reduce(const T* y, std::int64_t y_count, T* x, std::int64_t 
       comm::reduce_sum(static_cast<const T*>(nullptr), x, x_count, 0, g.comm.get());
     }
   }
+}
+
+CommStats BroadcastPlan::broadcast_stats(std::int64_t x_count, std::int64_t y_count,
+                                         std::size_t element) const {
+  CommStats s;
+  for (const auto& g : groups_) {
+    if (g.root) {
+      s.messages_sent += g.size - 1;
+      s.bytes_sent += (g.size - 1) * x_count * static_cast<std::int64_t>(element);
+    } else {
+      s.messages_received += 1;
+      s.bytes_received += y_count * static_cast<std::int64_t>(element);
+    }
+  }
+  return s;
+}
+
+CommStats BroadcastPlan::reduce_stats(std::int64_t y_count, std::int64_t x_count,
+                                      std::size_t element) const {
+  const auto b = broadcast_stats(x_count, y_count, element);
+  return {b.messages_received, b.bytes_received, b.messages_sent, b.bytes_sent};
 }
 
 template void BroadcastPlan::broadcast(const float*, std::int64_t, float*, std::int64_t) const;

@@ -91,3 +91,14 @@ TEST(AdjointTest, CatchesAWrongAdjoint) {
   EXPECT_FALSE(r.passed) << r.str();
   EXPECT_GT(r.relative_error, 1e-6);
 }
+
+TEST(AllSumReduce, CommunicationAccountingMatchesTheClosedForm) {
+  const int n = world_size();
+  auto s = replicated_space(Shape{n, 1});  // boxes of 3 x 8 doubles = 192 bytes
+  AllSumReduce<double> a(s, {0});
+  const std::int64_t g = n;
+  const CommStats expected =
+      n == 1 ? CommStats{} : CommStats{2 * (g - 1), 2 * (g - 1) * 192 / g, 2 * (g - 1), 2 * (g - 1) * 192 / g};
+  EXPECT_EQ(a.forward_stats(), expected);
+  EXPECT_EQ(a.adjoint_stats(), expected);
+}

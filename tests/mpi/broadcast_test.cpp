@@ -129,3 +129,22 @@ TEST(Broadcast, TensorOfAnotherSpaceIsAnError) {
   DistTensor<double> x(src);
   EXPECT_THROW(b.adjoint(x, x), Error);  // range tensor expected first
 }
+
+TEST(Broadcast, CommunicationAccountingMatchesTheClosedForm) {
+  const int n = world_size();
+  // 10 doubles from rank 0 to every rank: the root sends n - 1 messages of 80 bytes.
+  TensorSpace src(Shape{10}, Partition::world(Shape{1}, {0}));
+  Broadcast<double> b(src, Partition::world(Shape{n}));
+  const auto f = b.forward_stats();
+  const auto a = b.adjoint_stats();
+  if (world_rank() == 0) {
+    EXPECT_EQ(f, (CommStats{n - 1, 80 * (n - 1), 0, 0}));
+    EXPECT_EQ(a, (CommStats{0, 0, n - 1, 80 * (n - 1)}));
+  } else {
+    EXPECT_EQ(f, (CommStats{0, 0, 1, 80}));
+    EXPECT_EQ(a, (CommStats{1, 80, 0, 0}));
+  }
+  SumReduce<double> s(b.plan(), src);
+  EXPECT_EQ(s.forward_stats(), a);
+  EXPECT_EQ(s.adjoint_stats(), f);
+}

@@ -3,6 +3,8 @@
 
 #include <mpi.h>
 
+#include "distop/core/error.hpp"
+
 namespace distop::test {
 
 inline int world_size() {
@@ -11,11 +13,7 @@ inline int world_size() {
   return n;
 }
 
-inline int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
+using ::distop::world_rank;
 
 }  // namespace distop::test
 

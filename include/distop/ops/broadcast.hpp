@@ -30,6 +30,9 @@ class Broadcast final : public LinearOperator<T> {
   void forward(const DistTensor<T>& x, DistTensor<T>& y) const override;
   void adjoint(const DistTensor<T>& y, DistTensor<T>& x) const override;
   std::string name() const override { return "Broadcast"; }
+  // A root sends its box to each other member of its group; each member receives it once.
+  CommStats forward_stats() const override;
+  CommStats adjoint_stats() const override;
   const std::shared_ptr<const BroadcastPlan>& plan() const noexcept { return plan_; }
 
  private:

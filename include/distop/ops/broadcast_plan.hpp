@@ -8,6 +8,7 @@
 #include "distop/comm/mpi.hpp"
 #include "distop/dist/partition.hpp"
 #include "distop/dist/tensor_space.hpp"
+#include "distop/ops/linear_operator.hpp"
 
 namespace distop {
 
@@ -46,12 +47,19 @@ class BroadcastPlan {
   template <class T>
   void reduce(const T* y, std::int64_t y_count, T* x, std::int64_t x_count) const;
 
+  // The logical volume on this rank, with the same counts (in bytes per element `element`): a root
+  // sends its box once to each other member of its group, each member receives it once;
+  // reduce_stats is the reverse.
+  CommStats broadcast_stats(std::int64_t x_count, std::int64_t y_count, std::size_t element) const;
+  CommStats reduce_stats(std::int64_t y_count, std::int64_t x_count, std::size_t element) const;
+
  private:
   struct Group {
     int id = -1;          // the source grid index of the group's root
     bool root = false;    // this rank is the group's source
     bool member = false;  // this rank is one of the group's destinations
     comm::Comm comm;      // null when the group is this rank alone
+    int size = 1;         // members, root included
   };
   // The source grid index feeding the destination cell at `dst_coords`.
   int source_group(const std::vector<int>& dst_coords) const;

@@ -1,12 +1,33 @@
 #pragma once
 // LinearOperator<T>: the contract every data-movement primitive meets.
 
+#include <cstdint>
 #include <string>
 
 #include "distop/dist/dist_tensor.hpp"
 #include "distop/dist/tensor_space.hpp"
 
 namespace distop {
+
+// What one application of an operator moves on this rank: the messages it sends and receives and
+// their payload in bytes. Local copies are not messages. Operators built on an MPI collective count
+// the collective's logical volume, as written in their doc comment (for instance a broadcast root
+// sends one message to each other member of its group).
+struct CommStats {
+  std::int64_t messages_sent = 0;
+  std::int64_t bytes_sent = 0;
+  std::int64_t messages_received = 0;
+  std::int64_t bytes_received = 0;
+
+  CommStats& operator+=(const CommStats& o) {
+    messages_sent += o.messages_sent;
+    bytes_sent += o.bytes_sent;
+    messages_received += o.messages_received;
+    bytes_received += o.bytes_received;
+    return *this;
+  }
+  friend bool operator==(const CommStats&, const CommStats&) = default;
+};
 
 // A linear map F from domain() to range(), with its adjoint F*, defined by
 // <F x, y> = <x, F* y> under the spaces' inner products (DESIGN.md's sum convention).
@@ -28,6 +49,10 @@ class LinearOperator {
   virtual void forward(const DistTensor<T>& x, DistTensor<T>& y) const = 0;
   virtual void adjoint(const DistTensor<T>& y, DistTensor<T>& x) const = 0;
   virtual std::string name() const = 0;
+  // What forward and adjoint each move on this rank (metadata only; no messages). Operators that
+  // move nothing between ranks keep the default, zero.
+  virtual CommStats forward_stats() const { return {}; }
+  virtual CommStats adjoint_stats() const { return {}; }
 
   // Convenience: a new tensor in range() holding F x, and one in domain() holding F* y.
   DistTensor<T> apply(const DistTensor<T>& x) const {

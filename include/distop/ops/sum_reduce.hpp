@@ -30,6 +30,9 @@ class SumReduce final : public LinearOperator<T> {
   void forward(const DistTensor<T>& x, DistTensor<T>& y) const override;
   void adjoint(const DistTensor<T>& y, DistTensor<T>& x) const override;
   std::string name() const override { return "SumReduce"; }
+  // The reverse of Broadcast's: each member sends its box to the group's root once.
+  CommStats forward_stats() const override;
+  CommStats adjoint_stats() const override;
   const std::shared_ptr<const BroadcastPlan>& plan() const noexcept { return plan_; }
 
  private:

@@ -1,0 +1,102 @@
+#include "distop/kernels/box.hpp"
+
+#include <gtest/gtest.h>
+
+#include "distop/core/error.hpp"
+#include "distop/core/random.hpp"
+
+using distop::Box;
+using distop::Shape;
+using distop::Tensor;
+
+namespace {
+
+// The row-major offset of index `i` of `box` in a tensor of shape `shape`, by plain index math.
+std::int64_t offset_of(const Shape& shape, const Box& box, std::int64_t i) {
+  const auto st = shape.strides();
+  std::int64_t off = 0;
+  for (int a = box.rank() - 1; a >= 0; --a) {
+    off += (box.offset[a] + i % box.extent[a]) * st[a];
+    i /= box.extent[a];
+  }
+  return off;
+}
+
+Tensor<double> iota(const Shape& s) {
+  std::vector<double> v(static_cast<std::size_t>(s.numel()));
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i);
+  return Tensor<double>::from_vector(s, v);
+}
+
+std::vector<std::pair<Shape, Box>> cases() {
+  std::vector<std::pair<Shape, Box>> c;
+  c.push_back({Shape{10}, Box{{3}, {5}}});
+  c.push_back({Shape{4, 6}, Box{{1, 0}, {2, 6}}});   // whole rows: one run
+  c.push_back({Shape{4, 6}, Box{{1, 2}, {3, 3}}});   // strided rows
+  c.push_back({Shape{3, 4, 5}, Box{{0, 1, 0}, {3, 2, 5}}});
+  c.push_back({Shape{3, 4, 5}, Box{{1, 1, 1}, {2, 3, 3}}});
+  c.push_back({Shape{2, 3, 4, 5}, Box{{1, 0, 2, 1}, {1, 3, 2, 4}}});
+  c.push_back({Shape{2, 3, 4, 5}, Box{{0, 0, 0, 0}, {2, 3, 4, 5}}});  // everything
+  c.push_back({Shape{2, 3}, Box{{1, 1}, {0, 2}}});   // empty
+  return c;
+}
+
+}  // namespace
+
+TEST(Box, PackMatchesIndexMath) {
+  for (const auto& [shape, box] : cases()) {
+    auto t = iota(shape);
+    std::vector<double> out(static_cast<std::size_t>(box.numel()), -1);
+    distop::kernels::pack(t, box, out.data());
+    for (std::int64_t i = 0; i < box.numel(); ++i)
+      ASSERT_EQ(out[i], static_cast<double>(offset_of(shape, box, i))) << shape.str() << box.str();
+  }
+}
+
+TEST(Box, UnpackOverwritesOrAccumulatesOnlyTheBox) {
+  for (const auto& [shape, box] : cases()) {
+    std::vector<double> in(static_cast<std::size_t>(box.numel()));
+    for (std::size_t i = 0; i < in.size(); ++i) in[i] = 1000.0 + static_cast<double>(i);
+    auto t = iota(shape);
+    distop::kernels::unpack(in.data(), box, t, false);
+    auto u = iota(shape);
+    distop::kernels::unpack(in.data(), box, u, true);
+    auto tv = t.to_vector(), uv = u.to_vector();
+    std::vector<int> inside(tv.size(), -1);
+    for (std::int64_t i = 0; i < box.numel(); ++i) inside[offset_of(shape, box, i)] = static_cast<int>(i);
+    for (std::size_t k = 0; k < tv.size(); ++k) {
+      if (inside[k] < 0) {
+        ASSERT_EQ(tv[k], static_cast<double>(k));
+        ASSERT_EQ(uv[k], static_cast<double>(k));
+      } else {
+        ASSERT_EQ(tv[k], in[inside[k]]);
+        ASSERT_EQ(uv[k], static_cast<double>(k) + in[inside[k]]);
+      }
+    }
+  }
+}
+
+TEST(Box, CopyBoxAndFillBox) {
+  auto a = iota(Shape{4, 5});
+  Tensor<double> b(Shape{3, 3});
+  distop::kernels::copy_box(a, Box{{1, 2}, {2, 3}}, b, Box{{1, 0}, {2, 3}});
+  EXPECT_EQ(b.to_vector(), (std::vector<double>{0, 0, 0, 7, 8, 9, 12, 13, 14}));
+  distop::kernels::fill_box(b, Box{{0, 1}, {3, 1}}, -1.0);
+  EXPECT_EQ(b.to_vector(), (std::vector<double>{0, -1, 0, 7, -1, 9, 12, -1, 14}));
+}
+
+TEST(Box, IntersectAndRelative) {
+  Box a{{0, 2}, {4, 4}}, b{{2, 0}, {4, 3}};
+  EXPECT_EQ(a.intersect(b), (Box{{2, 2}, {2, 1}}));
+  EXPECT_TRUE(a.intersect(Box{{5, 0}, {1, 9}}).empty());
+  EXPECT_EQ(a.relative_to({0, 2}), (Box{{0, 0}, {4, 4}}));
+  EXPECT_EQ(distop::whole(Shape{2, 3}), (Box{{0, 0}, {2, 3}}));
+}
+
+TEST(Box, BoxesOutsideTheTensorAreErrors) {
+  auto t = iota(Shape{3, 3});
+  double out[9];
+  EXPECT_THROW(distop::kernels::pack(t, Box{{2, 0}, {2, 3}}, out), distop::Error);
+  EXPECT_THROW(distop::kernels::pack(t, Box{{0}, {3}}, out), distop::Error);
+  EXPECT_THROW(distop::kernels::unpack(out, Box{{-1, 0}, {1, 1}}, t), distop::Error);
+}
