@@ -1,0 +1,105 @@
+#pragma once
+// Repartition<T>: moves a tensor from any partition and decomposition to any other.
+
+#include <memory>
+#include <vector>
+
+#include "distop/kernels/box.hpp"
+#include "distop/ops/linear_operator.hpp"
+
+namespace distop {
+
+// The plan of a repartition: for every pair of ranks, the intersection of the source rank's box
+// with the destination rank's box. Entries held by several source ranks (a replicating grid axis)
+// are read from one of them only, the canonical copy: the rank with coordinate 0 on every
+// replicating axis. A rank's overlap with itself is a local copy. Built from metadata alone, with
+// no messages; identical source and destination spaces make a pass-through.
+class RepartitionPlan {
+ public:
+  RepartitionPlan(TensorSpace src, TensorSpace dst);
+
+  const TensorSpace& src() const noexcept { return src_; }
+  const TensorSpace& dst() const noexcept { return dst_; }
+  bool pass_through() const noexcept { return pass_through_; }
+
+  // y = every destination box filled from the canonical source boxes (overwrites y).
+  template <class T>
+  void copy_forward(const Tensor<T>& x, Tensor<T>& y) const;
+  // x = the reverse transfer, summed: every canonical source entry receives the sum of the
+  // destination entries that copied it; other source entries are zero (overwrites x).
+  template <class T>
+  void accumulate_reverse(const Tensor<T>& y, Tensor<T>& x) const;
+
+  // Messages and bytes on this rank: exactly the entries whose owner changes.
+  CommStats forward_stats(std::size_t element) const;
+  CommStats reverse_stats(std::size_t element) const;
+
+ private:
+  struct Transfer {
+    int peer;  // parent rank
+    Box box;   // in this rank's local coordinates
+  };
+  struct LocalCopy {
+    Box src;  // in the source tensor's local coordinates
+    Box dst;  // in the destination tensor's local coordinates
+  };
+  TensorSpace src_;
+  TensorSpace dst_;
+  bool pass_through_ = false;
+  std::vector<Transfer> sends_;  // forward: parts of this rank's source box, to destination ranks
+  std::vector<Transfer> recvs_;  // forward: parts of this rank's destination box, from sources
+  std::vector<LocalCopy> local_;
+};
+
+// Repartition from space A to space B over the same global shape (any grids, rank sets,
+// balanced or explicit decompositions; overlapping, disjoint or idle ranks).
+//   forward (y = R x): every entry of every destination box is the entry of the canonical
+//     source box that holds the same global index.
+//   adjoint (x = R* y): R is a 0/1 matrix with one 1 per row, so R* sends every destination
+//     entry back to its canonical source and sums there; non-canonical copies get zero.
+//   collective over: the ranks of either partition (point-to-point messages only; idle ranks
+//     return at once). Identical spaces: a pass-through that shares x's storage, no copy.
+template <class T>
+class Repartition : public LinearOperator<T> {
+ public:
+  Repartition(const TensorSpace& src, const TensorSpace& dst);
+  explicit Repartition(std::shared_ptr<const RepartitionPlan> plan) : plan_(std::move(plan)) {}
+
+  const TensorSpace& domain() const override { return plan_->src(); }
+  const TensorSpace& range() const override { return plan_->dst(); }
+  void forward(const DistTensor<T>& x, DistTensor<T>& y) const override;
+  void adjoint(const DistTensor<T>& y, DistTensor<T>& x) const override;
+  std::string name() const override { return "Repartition"; }
+  CommStats forward_stats() const override { return plan_->forward_stats(sizeof(T)); }
+  CommStats adjoint_stats() const override { return plan_->reverse_stats(sizeof(T)); }
+  const std::shared_ptr<const RepartitionPlan>& plan() const noexcept { return plan_; }
+
+ private:
+  std::shared_ptr<const RepartitionPlan> plan_;
+};
+
+// Runs a repartition plan backwards: forward is the plan's summed reverse transfer, adjoint its
+// copy. ReduceScatter is this for AllGather's plan.
+template <class T>
+class ReversedRepartition : public LinearOperator<T> {
+ public:
+  explicit ReversedRepartition(std::shared_ptr<const RepartitionPlan> plan) : plan_(std::move(plan)) {}
+  const TensorSpace& domain() const override { return plan_->dst(); }
+  const TensorSpace& range() const override { return plan_->src(); }
+  void forward(const DistTensor<T>& x, DistTensor<T>& y) const override;
+  void adjoint(const DistTensor<T>& y, DistTensor<T>& x) const override;
+  std::string name() const override { return "ReversedRepartition"; }
+  CommStats forward_stats() const override { return plan_->reverse_stats(sizeof(T)); }
+  CommStats adjoint_stats() const override { return plan_->forward_stats(sizeof(T)); }
+  const std::shared_ptr<const RepartitionPlan>& plan() const noexcept { return plan_; }
+
+ private:
+  std::shared_ptr<const RepartitionPlan> plan_;
+};
+
+extern template class Repartition<float>;
+extern template class Repartition<double>;
+extern template class ReversedRepartition<float>;
+extern template class ReversedRepartition<double>;
+
+}  // namespace distop

@@ -1,0 +1,206 @@
+// Repartition, Gather, Scatter, AllGather, ReduceScatter: adjoint tests over a matrix of spaces,
+// the sequential definition (every entry lands where its global index says), the round trip
+// through Gather, communication volumes, and errors.
+#include <gtest/gtest.h>
+
+#include "box_util.hpp"
+#include "distop/ops/all_gather.hpp"
+#include "distop/ops/gather.hpp"
+#include "distop/testing/adjoint_test.hpp"
+#include "mpi_test_util.hpp"
+
+using namespace distop;
+using distop::test::world_rank;
+using distop::test::world_size;
+
+namespace {
+
+struct SpaceSpec {
+  Shape grid;
+  std::vector<int> ranks;
+  std::vector<int> axis_map;                       // empty: identity
+  std::vector<std::vector<std::int64_t>> blocks;   // empty: balanced
+};
+
+struct Case {
+  const char* name;
+  int ranks_needed;
+  Shape tensor;
+  SpaceSpec src, dst;
+};
+
+TensorSpace make(const Shape& tensor, const SpaceSpec& s) {
+  Partition p = Partition::world(s.grid, s.ranks);
+  if (!s.blocks.empty()) return TensorSpace(p, Decomposition::blocks(tensor, s.grid, s.blocks, s.axis_map));
+  return TensorSpace(p, Decomposition::balanced(tensor, s.grid, s.axis_map));
+}
+
+std::vector<Case> cases() {
+  const int n = world_size();
+  std::vector<int> all(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) all[i] = i;
+  const std::int64_t N = n;
+  return {
+      {"1d_one_to_all", 1, {7 + N}, {{1}, {0}, {}, {}}, {{N}, all, {}, {}}},
+      {"2d_rows_to_columns", 1, {5 + N, 6 + N}, {{N, 1}, all, {}, {}}, {{1, N}, all, {}, {}}},
+      {"disjoint", 2, {9}, {{1}, {0}, {}, {}}, {{1}, {1}, {}, {}}},
+      {"overlapping_idle", 4, {11, 3}, {{2, 1}, {0, 1}, {}, {}}, {{3, 1}, {3, 2, 1}, {}, {}}},
+      {"unbalanced_source", 3, {9}, {{3}, {2, 0, 1}, {}, {{1, 6, 2}}}, {{2}, {0, 1}, {}, {}}},
+      {"3d", 4, {3, 4, 5}, {{1, 2, 2}, {0, 1, 2, 3}, {}, {}}, {{2, 2, 1}, {3, 2, 1, 0}, {}, {}}},
+      {"4d", 4, {2, 3, 4, 5}, {{1, 1, 2, 2}, {0, 1, 2, 3}, {}, {}}, {{2, 1, 1, 2}, {0, 1, 2, 3}, {}, {}}},
+      {"replicated_source", 4, {4, 6}, {{2, 2}, {0, 1, 2, 3}, {-1, 1}, {}}, {{2, 2}, {0, 1, 2, 3}, {}, {}}},
+      {"replicated_destination", 2, {4, 6}, {{2, 1}, {0, 1}, {}, {}}, {{1, 2}, {1, 0}, {-1, -1}, {}}},
+      {"identical", 1, {6 + N}, {{N}, all, {}, {}}, {{N}, all, {}, {}}},
+  };
+}
+
+template <class T>
+void adjoint_matrix() {
+  int ran = 0;
+  for (const auto& c : cases()) {
+    if (world_size() < c.ranks_needed) continue;
+    SCOPED_TRACE(c.name);
+    Repartition<T> r(make(c.tensor, c.src), make(c.tensor, c.dst));
+    auto rep = distop::testing::adjoint_test(r);
+    EXPECT_TRUE(rep.passed) << c.name << ": " << rep.str();
+    ++ran;
+  }
+  EXPECT_GE(ran, 3);
+}
+
+// Sum over all ranks.
+std::int64_t total(std::int64_t v) {
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+  return v;
+}
+
+}  // namespace
+
+TEST(RepartitionAdjoint, MatrixDouble) { adjoint_matrix<double>(); }
+TEST(RepartitionAdjoint, MatrixFloat) { adjoint_matrix<float>(); }
+
+TEST(Repartition, EveryEntryLandsAtItsGlobalIndexAndGathersBack) {
+  for (const auto& c : cases()) {
+    if (world_size() < c.ranks_needed) continue;
+    SCOPED_TRACE(c.name);
+    auto src = make(c.tensor, c.src);
+    auto dst = make(c.tensor, c.dst);
+    Repartition<double> r(src, dst);
+    DistTensor<double> x(src);
+    test::fill_global_index(x);
+    auto y = r.apply(x);
+    const auto idx = dst.global_indices();
+    const auto got = y.local().to_vector();
+    ASSERT_EQ(got.size(), idx.size());
+    for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], static_cast<double>(idx[i]));
+    Gather<double> g(dst, 0);
+    auto whole = g.apply(y).local().to_vector();
+    if (world_rank() == 0) {
+      ASSERT_EQ(static_cast<std::int64_t>(whole.size()), c.tensor.numel());
+      for (std::size_t i = 0; i < whole.size(); ++i) ASSERT_EQ(whole[i], static_cast<double>(i));
+    }
+  }
+}
+
+TEST(Repartition, MovesExactlyTheEntriesWhoseOwnerChanges) {
+  for (const auto& c : cases()) {
+    if (world_size() < c.ranks_needed) continue;
+    SCOPED_TRACE(c.name);
+    auto src = make(c.tensor, c.src);
+    auto dst = make(c.tensor, c.dst);
+    Repartition<float> r(src, dst);
+    // Closed form: every destination entry not already held by this rank's canonical source box.
+    std::int64_t expected = 0;
+    if (dst.partition().active() && !(src == dst)) {
+      const Box mine_dst{dst.local_offset(), dst.local_shape().extents()};
+      std::int64_t kept = 0;
+      const auto& sp = src.partition();
+      if (sp.active()) {
+        bool canonical = true;
+        for (int g = 0; g < sp.dim(); ++g)
+          if (src.decomposition().replicates(g) && sp.coords()[g] != 0) canonical = false;
+        if (canonical) kept = Box{src.local_offset(), src.local_shape().extents()}.intersect(mine_dst).numel();
+      }
+      expected = mine_dst.numel() - kept;
+    }
+    const auto f = r.forward_stats();
+    EXPECT_EQ(f.bytes_received, expected * 4);
+    EXPECT_EQ(total(f.bytes_sent), total(f.bytes_received));
+    EXPECT_EQ(total(f.messages_sent), total(f.messages_received));
+    const auto a = r.adjoint_stats();
+    EXPECT_EQ(a.bytes_sent, f.bytes_received);
+    EXPECT_EQ(a.messages_received, f.messages_sent);
+  }
+}
+
+TEST(Repartition, IdenticalSpacesPassThroughWithoutACopy) {
+  const int n = world_size();
+  TensorSpace s(Shape{4 * n}, Partition::world(Shape{n}));
+  Repartition<double> r(s, s);
+  DistTensor<double> x(s);
+  auto y = DistTensor<double>::uninitialized(s);
+  r.forward(x, y);
+  EXPECT_EQ(y.data(), x.data());
+  EXPECT_EQ(r.forward_stats(), CommStats{});
+}
+
+TEST(GatherScatter, AdjointsAndData) {
+  const int n = world_size();
+  const int root = n - 1;
+  TensorSpace split(Partition::world(Shape{n, 1}), Decomposition::balanced(Shape{2 * n + 1, 3}, Shape{n, 1}));
+  Gather<double> g(split, root);
+  EXPECT_TRUE(distop::testing::adjoint_test(g).passed);
+  Scatter<float> s(split, root);
+  EXPECT_TRUE(distop::testing::adjoint_test(s).passed);
+  Scatter<double> sd(split, root);
+  DistTensor<double> whole(sd.domain());
+  test::fill_global_index(whole);
+  auto boxes = sd.apply(whole);
+  const auto idx = split.global_indices();
+  const auto got = boxes.local().to_vector();
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], static_cast<double>(idx[i]));
+  // Gathering onto the root moves everything the root does not hold itself.
+  const auto f = g.forward_stats();
+  const std::int64_t others = (2 * n + 1) * 3 - split.local_shape().numel();
+  EXPECT_EQ(f.bytes_received, world_rank() == root ? others * 8 : 0);
+}
+
+TEST(AllGatherReduceScatter, AdjointsAndData) {
+  const int n = world_size();
+  // Rows split over grid axis 0; gathered along it, every rank holds everything.
+  TensorSpace split(Shape{2 * n + 1, 3}, Partition::world(Shape{n, 1}));
+  AllGather<double> ag(split, {0});
+  EXPECT_TRUE(distop::testing::adjoint_test(ag).passed);
+  ReduceScatter<double> rs(split, {0});
+  EXPECT_TRUE(distop::testing::adjoint_test(rs).passed);
+  ReduceScatter<float> rsf(split, {0});
+  EXPECT_TRUE(distop::testing::adjoint_test(rsf).passed);
+  EXPECT_EQ(rs.domain(), ag.range());
+  DistTensor<double> x(split);
+  test::fill_global_index(x);
+  auto y = ag.apply(x);
+  const auto all = y.local().to_vector();
+  ASSERT_EQ(static_cast<std::int64_t>(all.size()), (2 * n + 1) * 3);
+  for (std::size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i], static_cast<double>(i));
+  // Reduce-scatter of n identical copies gives n times each block.
+  auto z = rs.apply(y);
+  const auto idx = split.global_indices();
+  const auto got = z.local().to_vector();
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], n * static_cast<double>(idx[i]));
+}
+
+TEST(Repartition, BadSpacesAreErrorsOnEveryRank) {
+  const int n = world_size();
+  TensorSpace a(Shape{4 * n}, Partition::world(Shape{n}));
+  TensorSpace b(Shape{4 * n + 1}, Partition::world(Shape{n}));
+  EXPECT_THROW(Repartition<float>(a, b), Error);
+  EXPECT_THROW(AllGather<float>(a, {1}), Error);
+  // More parts than elements along an axis.
+  if (n > 1) {
+    EXPECT_THROW(TensorSpace(Shape{n - 1}, Partition::world(Shape{n})), Error);
+  }
+  DistTensor<float> wrong(b);
+  Repartition<float> r(a, a);
+  DistTensor<float> y(a);
+  EXPECT_THROW(r.forward(wrong, y), Error);
+}
