@@ -77,8 +77,7 @@ void demo(const LinearOperator<double>& op, const std::string& what) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  Environment env(argc, argv);
+int run() {
   int n = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   const auto everyone = Partition::world(Shape{n});
@@ -94,7 +93,17 @@ int main(int argc, char** argv) {
   demo(AllGather<double>(split, {0}), "every rank receives every block");
   demo(ReduceScatter<double>(split, {0}), "each block's owner receives the sum of its copies");
   const TensorSpace rows(Shape{n, 2}, Partition::world(Shape{n, 1}));
-  const TensorSpace cols(Shape{n, 2}, Partition::world(Shape{1, 2}));
+  const TensorSpace cols(Shape{n, 2}, Partition::world(Shape{1, n > 1 ? 2 : 1}));
   demo(Repartition<double>(rows, cols), "an [n, 2] tensor split by rows, then by columns");
   return 0;
+}
+
+int main(int argc, char** argv) {
+  Environment env(argc, argv);
+  try {
+    return run();
+  } catch (const Error& e) {  // agreed on every rank
+    if (world_rank() == 0) std::fprintf(stderr, "primitives: error: %s\n", e.what());
+    return 1;
+  }
 }
