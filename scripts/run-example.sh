@@ -3,6 +3,7 @@
 # ranks. Extra arguments go to the example (see --help); DISTOP_RANKS changes the rank count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/env.sh
 build=${DISTOP_BUILD_DIR:-build}
 bash scripts/build.sh >/dev/null
 launcher=$(command -v mpiexec.mpich || command -v mpiexec)

@@ -3,9 +3,9 @@
 # ranks). Tests needing more than 4 ranks carry the label many-ranks and run with --all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/env.sh
 build=${DISTOP_BUILD_DIR:-build}
 exclude=(-LE many-ranks)
 if [ "${1:-}" = --all ]; then exclude=(); shift; fi
 bash scripts/build.sh -DDISTOP_ENABLE_WERROR=ON "$@"
-export OPENBLAS_NUM_THREADS=1
 ctest --test-dir "$build" -j"$(nproc)" --output-on-failure --timeout 600 "${exclude[@]}"

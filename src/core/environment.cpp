@@ -6,9 +6,16 @@
 #include <cstdlib>
 
 #include "distop/comm/collectives.hpp"
+#include "distop/core/error.hpp"
+
+#include <malloc.h>
+
+#include <cstdio>
+#include <cstring>
 
 #ifdef DISTOP_HAVE_OPENBLAS
 extern "C" void openblas_set_num_threads(int num_threads);
+extern "C" char* openblas_get_corename(void);
 #endif
 
 namespace distop {
@@ -18,6 +25,29 @@ namespace detail {
 void select_cuda_device();
 }
 #endif
+
+namespace {
+
+// OpenBLAS picks its kernels when it loads; an older release that does not know the CPU falls back
+// to pre-AVX kernels, several times slower. Too late to change here, but worth saying once.
+void warn_about_slow_blas_kernels(int rank) {
+#ifdef DISTOP_HAVE_OPENBLAS
+  const char* core = openblas_get_corename();
+  const bool old_kernels = core && (std::strcmp(core, "Prescott") == 0 ||
+                                    std::strcmp(core, "Core2") == 0 ||
+                                    std::strcmp(core, "Nehalem") == 0);
+  if (rank == 0 && old_kernels && __builtin_cpu_supports("avx2") &&
+      std::getenv("OPENBLAS_CORETYPE") == nullptr)
+    std::fprintf(stderr,
+                 "distop: OpenBLAS does not recognise this CPU and uses its %s kernels; set "
+                 "OPENBLAS_CORETYPE=%s for several times faster GEMM (scripts/env.sh does)\n",
+                 core, __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell");
+#else
+  (void)rank;
+#endif
+}
+
+}  // namespace
 
 void set_blas_threads([[maybe_unused]] int threads) {
 #ifdef DISTOP_HAVE_OPENBLAS
@@ -44,6 +74,11 @@ Environment::Environment(int& argc, char**& argv, EnvironmentOptions options) {
   }
   if (options.blas_threads > 0 && std::getenv("OPENBLAS_NUM_THREADS") == nullptr)
     set_blas_threads(options.blas_threads);
+  // A training step frees what the previous one allocated; without these glibc returns the memory
+  // to the system and page-faults it back in every step.
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  warn_about_slow_blas_kernels(world_rank());
 }
 
 Environment::~Environment() {

@@ -1,6 +1,7 @@
 #include "distop/kernels/elementwise.hpp"
 
 #include <Kokkos_Core.hpp>
+#include <type_traits>
 
 #include "kokkos_math.hpp"
 
@@ -80,6 +81,24 @@ void map_grad(const char* op, const Tensor<T>& saved, const Tensor<T>& dy, Tenso
       KOKKOS_LAMBDA(std::int64_t i) { dxv(i) = g(sv(i), dyv(i)); });
 }
 
+// Whether kernels run on the host, where a work item should loop over contiguous entries, rather
+// than on a GPU, where neighbouring threads should touch neighbouring entries.
+constexpr bool kHostKernels = std::is_same_v<typename ExecSpace::memory_space, Kokkos::HostSpace>;
+// Columns per work item of sum_rows: a tile on the host; one per thread on a GPU, which keeps the
+// reads coalesced across threads.
+constexpr int kSumTile = kHostKernels ? 16 : 1;
+
+// s[c] = the sum over rows i of dy[i, j0 + c], c < W, of a row-major dy with n columns: summed in
+// row order, in double.
+template <int W, class View>
+KOKKOS_INLINE_FUNCTION void sum_columns(const View& dy, std::int64_t rows, std::int64_t n,
+                                        std::int64_t j0, double* s) {
+  double acc[W] = {};
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (int c = 0; c < W; ++c) acc[c] += static_cast<double>(dy(i * n + j0 + c));
+  for (int c = 0; c < W; ++c) s[c] = acc[c];
+}
+
 template <class T>
 std::int64_t row_length(const Tensor<T>& y, const Tensor<T>& b, const char* op, const char* yn,
                         const char* bn) {
@@ -119,11 +138,21 @@ void tanh_backward(const Tensor<T>& y, const Tensor<T>& dy, Tensor<T>& dx) {
 template <class T>
 void add_row_vector(Tensor<T>& y, const Tensor<T>& b) {
   const std::int64_t n = row_length(y, b, "add_row_vector", "y", "b");
+  if (n == 0) return;
   auto yv = y.view();
   auto bv = b.view();
+  // Columns per work item: a whole row on the host, whose inner loop then runs over contiguous
+  // entries (a flat index split with i % n cost an integer division per entry, more than the GEMM
+  // before it for narrow layers); one entry per thread on a GPU, neighbours touching neighbours.
+  const std::int64_t width = kHostKernels ? n : 1;
+  const std::int64_t per_row = n / width;
   Kokkos::parallel_for(
-      "distop::add_row_vector", Kokkos::RangePolicy<ExecSpace>(0, y.numel()),
-      KOKKOS_LAMBDA(std::int64_t i) { yv(i) += bv(i % n); });
+      "distop::add_row_vector", Kokkos::RangePolicy<ExecSpace>(0, y.extent(0) * per_row),
+      KOKKOS_LAMBDA(std::int64_t t) {
+        const std::int64_t j0 = (t % per_row) * width;
+        T* const row = &yv((t / per_row) * n);
+        for (std::int64_t j = j0; j < j0 + width; ++j) row[j] += bv(j);
+      });
 }
 
 template <class T>
@@ -132,11 +161,40 @@ void sum_rows(const Tensor<T>& dy, T beta, Tensor<T>& db) {
   const std::int64_t rows = dy.extent(0);
   auto dyv = dy.view();
   auto dbv = db.view();
+  // Each work item sums a tile of adjacent columns, row after row, so that on the host its inner
+  // loops read contiguous entries into independent accumulators (one column alone is a chain of
+  // dependent adds over strided entries, which cost more than the GEMMs of a narrow layer's
+  // backward). A tile narrower than kSumTile (the last, or all of a layer with few outputs) is
+  // summed in pieces of fixed widths, so that every inner loop has a constant trip count. Each
+  // column is still summed in row order, in double.
   Kokkos::parallel_for(
-      "distop::sum_rows", Kokkos::RangePolicy<ExecSpace>(0, n), KOKKOS_LAMBDA(std::int64_t j) {
-        double s = 0;
-        for (std::int64_t i = 0; i < rows; ++i) s += static_cast<double>(dyv(i * n + j));
-        dbv(j) = beta == T(0) ? static_cast<T>(s) : static_cast<T>(s + beta * dbv(j));
+      "distop::sum_rows", Kokkos::RangePolicy<ExecSpace>(0, (n + kSumTile - 1) / kSumTile),
+      KOKKOS_LAMBDA(std::int64_t t) {
+        const std::int64_t j0 = t * kSumTile;
+        const std::int64_t w = n - j0 < kSumTile ? n - j0 : kSumTile;
+        double s[kSumTile];
+        std::int64_t c = 0;
+        if (w == kSumTile) {
+          sum_columns<kSumTile>(dyv, rows, n, j0, s);
+        } else if constexpr (kSumTile > 1) {
+          static_assert(kSumTile <= 16, "the pieces below cover at most 15 columns");
+          if (w - c >= 8) {
+            sum_columns<8>(dyv, rows, n, j0 + c, s + c);
+            c += 8;
+          }
+          if (w - c >= 4) {
+            sum_columns<4>(dyv, rows, n, j0 + c, s + c);
+            c += 4;
+          }
+          if (w - c >= 2) {
+            sum_columns<2>(dyv, rows, n, j0 + c, s + c);
+            c += 2;
+          }
+          if (w - c >= 1) sum_columns<1>(dyv, rows, n, j0 + c, s + c);
+        }
+        for (c = 0; c < w; ++c)
+          dbv(j0 + c) =
+              beta == T(0) ? static_cast<T>(s[c]) : static_cast<T>(s[c] + beta * dbv(j0 + c));
       });
 }
 

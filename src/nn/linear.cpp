@@ -66,6 +66,18 @@ std::vector<Var<T>> Linear<T>::parameters() const {
 }
 
 template <class T>
+const TensorSpace& Linear<T>::output_space(const TensorSpace& in) const {
+  // Equal spaces on the very same communicators, so that y's collectives run where x's would.
+  const bool hit = in == last_in_ && in.partition().comm() == last_in_.partition().comm() &&
+                   in.partition().parent() == last_in_.partition().parent();
+  if (!hit) {
+    last_out_ = in.with_extent(1, out_);
+    last_in_ = in;
+  }
+  return last_out_;
+}
+
+template <class T>
 Var<T> Linear<T>::forward(Tape& tape, const Var<T>& x) const {
   const TensorSpace& xs = x.space();
   DISTOP_CHECK(xs.rank() == 2 && xs.global_shape()[1] == in_ && xs.decomposition().parts(1) == 1,
@@ -76,7 +88,7 @@ Var<T> Linear<T>::forward(Tape& tape, const Var<T>& x) const {
   DISTOP_CHECK(!active || partition_.active(), "Linear",
                "this rank holds a box of the input but is not in the layer's ", partition_.str());
 
-  auto y_value = DistTensor<T>::uninitialized(xs.with_extent(1, out_));
+  auto y_value = DistTensor<T>::uninitialized(output_space(xs));
   if (active) {
     kernels::gemm(Op::N, Op::T, T(1), x.value().local(), weight_.value().local(), T(0),
                   y_value.local());

@@ -7,6 +7,7 @@
 #include "distop/autodiff/tape.hpp"
 #include "distop/autodiff/var.hpp"
 #include "distop/dist/partition.hpp"
+#include "distop/dist/tensor_space.hpp"
 
 namespace distop::nn {
 
@@ -39,6 +40,7 @@ class Linear {
 
   // y = x W^T + b for x [batch, in] (feature axis unsplit); y lives in
   // x.space().with_extent(1, out). Recorded on the tape when x or a parameter requires a gradient.
+  // Not to be called on one layer from several threads at once (it caches the output space).
   Var<T> forward(Tape& tape, const Var<T>& x) const;
 
   // The weight, then the bias if there is one.
@@ -50,6 +52,13 @@ class Linear {
   Partition partition_;
   Var<T> weight_;
   Var<T> bias_;
+  // The output space of the last input space seen. Building one (TensorSpace::with_extent) costs
+  // about a microsecond, as much as the whole GEMM of a small layer, and a training loop passes
+  // inputs of the same space step after step.
+  mutable TensorSpace last_in_;
+  mutable TensorSpace last_out_;
+
+  const TensorSpace& output_space(const TensorSpace& in) const;
 };
 
 extern template class Linear<float>;
