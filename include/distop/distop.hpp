@@ -40,6 +40,8 @@
 #include "distop/ops/broadcast.hpp"
 #include "distop/ops/broadcast_plan.hpp"
 #include "distop/ops/gather.hpp"
+#include "distop/ops/halo.hpp"
+#include "distop/ops/halo_exchange.hpp"
 #include "distop/ops/linear_operator.hpp"
 #include "distop/ops/repartition.hpp"
 #include "distop/ops/sum_reduce.hpp"

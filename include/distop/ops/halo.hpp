@@ -1,0 +1,69 @@
+#pragma once
+// Halo widths: which input entries a part of a distributed convolution or pooling needs from its
+// neighbours (DistDL's rule). Pure functions of the sizes, no communication.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "distop/core/shape.hpp"
+
+namespace distop {
+
+// A convolution or pooling window along one axis. Output o reads the input indices
+// o * stride - padding + j * dilation for j = 0 .. kernel - 1; indices outside [0, n) are the
+// layer's global padding, which exists only at the domain boundary.
+struct ConvWindow {
+  std::int64_t kernel = 1;
+  std::int64_t stride = 1;
+  std::int64_t padding = 0;
+  std::int64_t dilation = 1;
+  std::string str() const;
+};
+
+// The output extent m = floor((n + 2 p - d (k - 1) - 1) / s) + 1 of a window over n inputs.
+// Error unless the window's parameters are valid (k, s, d >= 1, p >= 0) and m >= 1.
+std::int64_t window_output_extent(std::int64_t n, const ConvWindow& w);
+
+// One part's halo along one axis. Global indices; ranges are half-open.
+struct PartHalo {
+  std::int64_t own_begin = 0, own_end = 0;    // the input block it owns (balanced over the parts)
+  std::int64_t out_begin = 0, out_end = 0;    // the outputs it computes (balanced over the parts)
+  std::int64_t need_begin = 0, need_end = 0;  // the inputs those outputs read, clipped to [0, n)
+  // Signed widths: left = own_begin - need_begin, right = need_end - own_end. A positive width is
+  // a ghost zone to receive from the neighbour on that side; a negative one is surplus: owned
+  // input that the part's outputs do not read, which the layer trims. Always
+  // (own_end - own_begin) + left + right == need_end - need_begin.
+  std::int64_t left = 0, right = 0;
+};
+
+// DistDL's rule along one axis. The n inputs and the m = window_output_extent(n, w) outputs are
+// each split balanced over `parts` (n / P each, the first n % P one more). Part c computes outputs
+// [o_c, o_{c+1}), which read the inputs [o_c s - p, (o_{c+1} - 1) s - p + d (k - 1)] (the hull of
+// the taps; with dilation it may include inputs between taps), clipped to [0, n). When that clipped
+// range is empty (every output of the part lies in the padding) the part needs nothing:
+// need_begin == need_end, placed inside the part's own block so both widths are surplus.
+//
+// Errors (distop::Error, the same for the same arguments on every rank): invalid window; more
+// parts than inputs; fewer outputs than parts (a part would compute nothing); a positive width
+// larger than the neighbour's block, i.e. a part that needs input beyond its adjacent neighbour.
+std::vector<PartHalo> halo_widths(std::int64_t n, std::int64_t parts, const ConvWindow& w);
+
+// Non-negative ghost widths of one part along one axis: the entries it holds beyond its interior
+// on each side.
+struct GhostWidths {
+  std::int64_t left = 0;
+  std::int64_t right = 0;
+  friend bool operator==(const GhostWidths&, const GhostWidths&) = default;
+};
+
+// Ghost widths for a whole tensor: spec[axis][part], one entry per part along each tensor axis.
+using HaloSpec = std::vector<std::vector<GhostWidths>>;
+
+// The ghost widths for a tensor of shape `global`, split balanced over `grid` (tensor axis a by
+// grid axis a), feeding a convolution or pooling with windows[a] along axis a: halo_widths per
+// axis with the surplus (negative widths) clamped to zero. Errors as halo_widths, and unless
+// global, grid and windows have the same rank.
+HaloSpec halo_spec(const Shape& global, const Shape& grid, const std::vector<ConvWindow>& windows);
+
+}  // namespace distop
