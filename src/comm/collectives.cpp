@@ -4,6 +4,8 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -285,6 +287,235 @@ void fill_zero(T* dst, std::int64_t count) {
   template void allreduce_sum(const T*, T*, std::int64_t, MPI_Comm);            \
   template void copy(const T*, T*, std::int64_t);                               \
   template void fill_zero(T*, std::int64_t);
+DISTOP_INSTANTIATE(float)
+DISTOP_INSTANTIATE(double)
+#undef DISTOP_INSTANTIATE
+
+}  // namespace distop::comm
+
+// Nonblocking transfers and located reductions.
+
+namespace distop::comm {
+
+namespace {
+
+// The buffers of transfers abandoned unfinished: never freed, since MPI may still read or write
+// them (and freeing device memory after Kokkos::finalize would abort the program).
+void bury(std::vector<std::shared_ptr<void>>& buffers) noexcept {
+  if (buffers.empty()) return;
+  static std::mutex mutex;
+  static auto* graveyard = new std::vector<std::shared_ptr<void>>();
+  try {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto& b : buffers) graveyard->push_back(std::move(b));
+  } catch (...) {  // out of memory: nothing better to do than to let them go
+  }
+  buffers.clear();
+}
+
+}  // namespace
+
+Request::Request(Kind kind, MPI_Request request, std::function<void()> on_complete)
+    : kind_(request == MPI_REQUEST_NULL ? Kind::kNone : kind),
+      request_(request),
+      on_complete_(std::move(on_complete)) {}
+
+Request::Request(Request&& other) noexcept
+    : kind_(other.kind_),
+      request_(other.request_),
+      on_complete_(std::move(other.on_complete_)),
+      keep_(std::move(other.keep_)) {
+  other.kind_ = Kind::kNone;
+  other.request_ = MPI_REQUEST_NULL;
+  other.on_complete_ = nullptr;
+  other.keep_.clear();
+}
+
+Request& Request::operator=(Request&& other) noexcept {
+  if (this != &other) {
+    abandon();
+    kind_ = other.kind_;
+    request_ = other.request_;
+    on_complete_ = std::move(other.on_complete_);
+    keep_ = std::move(other.keep_);
+    other.kind_ = Kind::kNone;
+    other.request_ = MPI_REQUEST_NULL;
+    other.on_complete_ = nullptr;
+    other.keep_.clear();
+  }
+  return *this;
+}
+
+Request::~Request() { abandon(); }
+
+void Request::keep_alive(std::shared_ptr<void> buffer) { keep_.push_back(std::move(buffer)); }
+
+void Request::wait() {
+  if (kind_ == Kind::kNone) {
+    keep_.clear();
+    return;
+  }
+  kind_ = Kind::kNone;  // from here on, MPI owns nothing of this request
+  try {
+    finish(request_, "Request::wait");
+  } catch (...) {
+    request_ = MPI_REQUEST_NULL;
+    on_complete_ = nullptr;
+    bury(keep_);
+    throw;
+  }
+  request_ = MPI_REQUEST_NULL;
+  auto complete = std::move(on_complete_);
+  on_complete_ = nullptr;
+  if (complete) complete();  // reads the staging buffers, still held in keep_
+  keep_.clear();
+}
+
+void Request::abandon() noexcept {
+  if (kind_ == Kind::kNone) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  bool released = false;
+  if (!finalized) {
+    if (kind_ == Kind::kReceive) {
+      // A cancelled receive completes locally: at once if it was not matched yet, else once its
+      // data is in. Either way MPI is done with the buffer afterwards.
+      released = MPI_Cancel(&request_) == MPI_SUCCESS &&
+                 MPI_Wait(&request_, MPI_STATUS_IGNORE) == MPI_SUCCESS;
+    } else if (kind_ == Kind::kSend) {
+      MPI_Request_free(&request_);
+    }
+  }
+  if (!released) bury(keep_);
+  keep_.clear();
+  on_complete_ = nullptr;
+  kind_ = Kind::kNone;
+  request_ = MPI_REQUEST_NULL;
+}
+
+template <class T>
+Request isend(const T* buf, std::int64_t count, int dest, int tag, MPI_Comm comm) {
+  const int n = checked_count(count, "isend");
+  MPI_Request r = MPI_REQUEST_NULL;
+  if constexpr (kHostAccessible) {
+    DISTOP_MPI_CHECK(MPI_Isend(buf, n, mpi_type<T>(), dest, tag, comm, &r), "isend");
+    return Request(Request::Kind::kSend, r);
+  } else {
+    auto staged = std::make_shared<HostBuffer<T>>(to_host(buf, count));
+    DISTOP_MPI_CHECK(MPI_Isend(staged->data(), n, mpi_type<T>(), dest, tag, comm, &r), "isend");
+    Request request(Request::Kind::kSend, r);
+    request.keep_alive(std::move(staged));
+    return request;
+  }
+}
+
+template <class T>
+Request irecv(T* buf, std::int64_t count, int source, int tag, MPI_Comm comm) {
+  const int n = checked_count(count, "irecv");
+  MPI_Request r = MPI_REQUEST_NULL;
+  if constexpr (kHostAccessible) {
+    DISTOP_MPI_CHECK(MPI_Irecv(buf, n, mpi_type<T>(), source, tag, comm, &r), "irecv");
+    return Request(Request::Kind::kReceive, r);
+  } else {
+    auto staged = std::make_shared<HostBuffer<T>>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "distop::staging"),
+        static_cast<std::size_t>(count));
+    DISTOP_MPI_CHECK(MPI_Irecv(staged->data(), n, mpi_type<T>(), source, tag, comm, &r), "irecv");
+    Request request(Request::Kind::kReceive, r, [h = staged.get(), buf]() { from_host(*h, buf); });
+    request.keep_alive(std::move(staged));
+    return request;
+  }
+}
+
+template <class T>
+Request iallreduce_sum(const T* send, T* recv, std::int64_t count, MPI_Comm comm) {
+  const int n = checked_count(count, "iallreduce_sum");
+  MPI_Request r = MPI_REQUEST_NULL;
+  if constexpr (kHostAccessible) {
+    const void* s = send == recv ? MPI_IN_PLACE : send;
+    DISTOP_MPI_CHECK(MPI_Iallreduce(s, recv, n, mpi_type<T>(), MPI_SUM, comm, &r),
+                     "iallreduce_sum");
+    return Request(Request::Kind::kCollective, r);
+  } else {
+    auto staged = std::make_shared<HostBuffer<T>>(to_host(send, count));
+    DISTOP_MPI_CHECK(
+        MPI_Iallreduce(MPI_IN_PLACE, staged->data(), n, mpi_type<T>(), MPI_SUM, comm, &r),
+        "iallreduce_sum");
+    Request request(Request::Kind::kCollective, r,
+                    [h = staged.get(), recv]() { from_host(*h, recv); });
+    request.keep_alive(std::move(staged));
+    return request;
+  }
+}
+
+namespace {
+
+// The layouts of MPI_FLOAT_INT and MPI_DOUBLE_INT.
+template <class T>
+struct ValueRank {
+  T value;
+  int rank;
+};
+template <class T>
+MPI_Datatype value_rank_type() {
+  if constexpr (std::is_same_v<T, float>) {
+    return MPI_FLOAT_INT;
+  } else {
+    return MPI_DOUBLE_INT;
+  }
+}
+
+template <class T>
+void allreduce_located(const T* in, T* out, int* owner, std::int64_t count, MPI_Comm comm,
+                       MPI_Op op, const char* name) {
+  const int n = checked_count(count, name);
+  int rank = 0;
+  DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &rank), name);
+  const auto size = static_cast<std::size_t>(count);
+  HostBuffer<T> staged;
+  const T* values = in;
+  if constexpr (!kHostAccessible) {
+    staged = to_host(in, count);
+    values = staged.data();
+  }
+  std::vector<ValueRank<T>> pairs(size);
+  for (std::size_t i = 0; i < size; ++i) pairs[i] = {values[i], rank};
+  if (yield_when_idle()) {
+    MPI_Request r;
+    DISTOP_MPI_CHECK(
+        MPI_Iallreduce(MPI_IN_PLACE, pairs.data(), n, value_rank_type<T>(), op, comm, &r), name);
+    finish(r, name);
+  } else {
+    DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, pairs.data(), n, value_rank_type<T>(), op, comm),
+                     name);
+  }
+  for (std::size_t i = 0; i < size; ++i) owner[i] = pairs[i].rank;
+  if constexpr (kHostAccessible) {
+    for (std::size_t i = 0; i < size; ++i) out[i] = pairs[i].value;
+  } else {
+    for (std::size_t i = 0; i < size; ++i) staged(i) = pairs[i].value;
+    from_host(staged, out);
+  }
+}
+
+}  // namespace
+
+template <class T>
+void allreduce_maxloc(const T* in, T* out, int* owner, std::int64_t count, MPI_Comm comm) {
+  allreduce_located(in, out, owner, count, comm, MPI_MAXLOC, "allreduce_maxloc");
+}
+
+template <class T>
+void allreduce_minloc(const T* in, T* out, int* owner, std::int64_t count, MPI_Comm comm) {
+  allreduce_located(in, out, owner, count, comm, MPI_MINLOC, "allreduce_minloc");
+}
+
+#define DISTOP_INSTANTIATE(T)                                                 \
+  template Request isend(const T*, std::int64_t, int, int, MPI_Comm);         \
+  template Request irecv(T*, std::int64_t, int, int, MPI_Comm);               \
+  template Request iallreduce_sum(const T*, T*, std::int64_t, MPI_Comm);      \
+  template void allreduce_maxloc(const T*, T*, int*, std::int64_t, MPI_Comm); \
+  template void allreduce_minloc(const T*, T*, int*, std::int64_t, MPI_Comm);
 DISTOP_INSTANTIATE(float)
 DISTOP_INSTANTIATE(double)
 #undef DISTOP_INSTANTIATE

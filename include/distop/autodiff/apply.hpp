@@ -10,14 +10,14 @@
 namespace distop {
 
 // y = F x, recorded so that backward adds F* (dL/dy) to dL/dx. The operator is shared with the
-// tape and must not change before backward.
+// tape and must not change before backward. The adjoint runs on every rank even where no gradient
+// reached y (it then sends zeros), because its messages are matched by other ranks' calls.
 template <class T>
 Var<T> apply(Tape& tape, std::shared_ptr<const LinearOperator<T>> op, const Var<T>& x) {
   Var<T> y(op->apply(x.value()), x.requires_grad());
   if (x.requires_grad()) {
     tape.record(op->name(), [op, x, y]() mutable {
-      if (!y.has_grad()) return;
-      x.accumulate_grad(op->apply_adjoint(y.grad()));
+      x.accumulate_grad(op->apply_adjoint(y.grad()));  // grad(): zeros if none arrived
     });
   }
   return y;

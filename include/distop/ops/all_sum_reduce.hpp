@@ -29,6 +29,9 @@ class AllSumReduce final : public LinearOperator<T> {
   // ranks): 2 (g - 1) messages each way, carrying 2 (g - 1) / g of the box each way.
   CommStats forward_stats() const override;
   CommStats adjoint_stats() const override { return forward_stats(); }
+  // This rank's sub-grid communicator (MPI_COMM_NULL outside the partition), for the nonblocking
+  // form in autodiff/nonblocking.hpp.
+  MPI_Comm comm() const noexcept { return comm_; }
 
  private:
   void run(const DistTensor<T>& in, DistTensor<T>& out) const;
