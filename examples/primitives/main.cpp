@@ -95,6 +95,14 @@ int run() {
   const TensorSpace rows(Shape{n, 2}, Partition::world(Shape{n, 1}));
   const TensorSpace cols(Shape{n, 2}, Partition::world(Shape{1, n > 1 ? 2 : 1}));
   demo(Repartition<double>(rows, cols), "an [n, 2] tensor split by rows, then by columns");
+  // A 3-wide convolution (padding 1) over a 1-D tensor split over every rank: each rank's box
+  // grows one ghost on each side; forward fills them from the neighbours, the adjoint adds them
+  // back into the neighbours and zeroes them.
+  const TensorSpace line(Shape{3 * n}, everyone);
+  demo(HaloExchange<double>(line, std::vector<ConvWindow>{{3, 1, 1, 1}}),
+       "ghost zones of a 3-wide window, filled from the neighbours");
+  demo(SendRecv<double>(on_rank0, Partition::world(Shape{1}, {n - 1})),
+       "rank 0's tensor sent to the last rank");
   return 0;
 }
 
