@@ -3,6 +3,8 @@
 #include "distop/data/idx.hpp"
 
 #include <gtest/gtest.h>
+
+#include "temp_dir.hpp"
 #include <unistd.h>
 #include <zlib.h>
 
@@ -25,27 +27,8 @@ using Bytes = std::vector<std::uint8_t>;
 
 namespace {
 
-// A fresh directory under the system's temporary directory, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("distop_idx_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
+struct TempDir : distop::test::TempDir {
+  TempDir() : distop::test::TempDir("distop_idx_test") {}
 };
 
 // An IDX file's bytes: magic (0, 0, type, ndim), big-endian extents, then `data`.

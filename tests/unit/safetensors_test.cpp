@@ -3,6 +3,8 @@
 #include "distop/io/safetensors.hpp"
 
 #include <gtest/gtest.h>
+
+#include "temp_dir.hpp"
 #include <unistd.h>
 
 #include <atomic>
@@ -26,27 +28,8 @@ using nlohmann::json;
 
 namespace {
 
-// A fresh directory under the system's temporary directory, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() / ("distop_safetensors_test_" + std::to_string(::getpid()) +
-                                         "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+struct TempDir : distop::test::TempDir {
+  TempDir() : distop::test::TempDir("distop_safetensors_test") {}
 };
 
 std::string read_all(const std::string& path) {
