@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #ifdef DISTOP_HAVE_OPENBLAS
 extern "C" void openblas_set_num_threads(int num_threads);
@@ -69,8 +70,22 @@ Environment::Environment(int& argc, char**& argv, EnvironmentOptions options) {
   detail::select_cuda_device();
 #endif
   if (!Kokkos::is_initialized()) {
-    Kokkos::initialize(argc, argv);
+    // Kokkos answers an unprefixed --help with its own text; leave --help to the program
+    // (--kokkos-help still reaches Kokkos). Kokkos may rewrite its copy of the arguments.
+    std::vector<char*> args, help;
+    for (int i = 0; i < argc; ++i) {
+      const bool is_help = i > 0 && (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0);
+      (is_help ? help : args).push_back(argv[i]);
+    }
+    int n = static_cast<int>(args.size());
+    args.push_back(nullptr);
+    Kokkos::initialize(n, args.data());
     owns_kokkos_ = true;
+    // The program sees its arguments without Kokkos' (as Kokkos would leave them), help included.
+    argc = 0;
+    for (int i = 0; i < n; ++i) argv[argc++] = args[i];
+    for (char* h : help) argv[argc++] = h;
+    argv[argc] = nullptr;
   }
   if (options.blas_threads > 0 && std::getenv("OPENBLAS_NUM_THREADS") == nullptr)
     set_blas_threads(options.blas_threads);
