@@ -42,7 +42,6 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -62,18 +61,16 @@
 #include "distop/ops/broadcast.hpp"
 #include "distop/ops/broadcast_plan.hpp"
 #include "distop/ops/sum_reduce.hpp"
+#include "bench_util.hpp"
 
 namespace {
 
+namespace bench = distop::bench;
 using distop::DistTensor;
 using distop::Partition;
 using distop::Shape;
 using distop::TensorSpace;
 
-constexpr int kMinReps = 50;
-constexpr int kMinWarmupPairs = 3;
-constexpr int kMaxWarmupPairs = 10;
-constexpr double kWarmupBudgetS = 0.1;
 constexpr std::int64_t kLargeBytes = 64 * 1024;
 constexpr double kLargeRatio = 1.05;
 constexpr double kSmallSlackUs = 2.0;
@@ -108,87 +105,44 @@ struct Row {
   }
 };
 
-double median(std::vector<double> v) {
-  const auto mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  if (v.size() % 2 == 1) return v[mid];
-  const double hi = v[mid];
-  return (hi + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
-}
-
-// Runs `reps` interleaved repetitions of a and b, each after a barrier on `comm`, and returns each
-// one's times: per repetition, the maximum over the ranks of the rank's own time, in seconds.
-std::pair<std::vector<double>, std::vector<double>> time_pairs(MPI_Comm comm, int reps,
-                                                               const std::function<void()>& a,
-                                                               const std::function<void()>& b) {
-  std::vector<double> ta(static_cast<std::size_t>(reps));
-  std::vector<double> tb(ta.size());
-  auto time_one = [comm](const std::function<void()>& fn) {
-    DISTOP_MPI_CHECK(MPI_Barrier(comm), "bench");
-    const double t0 = MPI_Wtime();
-    fn();
-    return MPI_Wtime() - t0;
-  };
-  for (std::size_t i = 0; i < ta.size(); ++i) {
-    if (i % 2 == 0) {
-      ta[i] = time_one(a);
-      tb[i] = time_one(b);
-    } else {
-      tb[i] = time_one(b);
-      ta[i] = time_one(a);
-    }
-  }
-  DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ta.data(), reps, MPI_DOUBLE, MPI_MAX, comm),
-                   "bench");
-  DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, tb.data(), reps, MPI_DOUBLE, MPI_MAX, comm),
-                   "bench");
-  return {std::move(ta), std::move(tb)};
-}
-
 Row measure(MPI_Comm comm, const Settings& s, const Case& c, std::int64_t bytes) {
-  // Every rank sees the same max-reduced warm-up times, so every rank picks the same counts.
-  const auto [wa, wb] = time_pairs(comm, kMinWarmupPairs, c.distop, c.raw);
-  // The fastest warm-up pair, so that one preempted repetition does not cut the count.
-  const double pair_s =
-      *std::min_element(wa.begin(), wa.end()) + *std::min_element(wb.begin(), wb.end());
-  const int more = std::clamp(static_cast<int>(kWarmupBudgetS / pair_s) - kMinWarmupPairs, 0,
-                              kMaxWarmupPairs - kMinWarmupPairs);
-  if (more > 0) time_pairs(comm, more, c.distop, c.raw);
-  int reps = s.reps;
   // Only the large sizes are scaled down: below 64 KiB even a preempted warm-up must not cut them.
-  if (bytes >= kLargeBytes && s.budget_s > 0 && pair_s * reps > s.budget_s)
-    reps = std::max(kMinReps, static_cast<int>(s.budget_s / pair_s));
-  const auto [ta, tb] = time_pairs(comm, reps, c.distop, c.raw);
+  const auto m = bench::measure_pairs(
+      [&](int n) { return bench::time_pairs_mpi(comm, n, c.distop, c.raw); }, s.reps, s.budget_s,
+      bytes >= kLargeBytes);
   int size = 0;
   MPI_Comm_size(comm, &size);
-  return Row{c.op, c.direction, bytes, size, reps, median(ta) * 1e6, median(tb) * 1e6};
+  return Row{c.op, c.direction, bytes, size, m.reps, m.median_a_us(), m.median_b_us()};
 }
 
 void fill(DistTensor<float>& t, float value) {
   std::fill(t.data(), t.data() + t.local_numel(), value);
 }
 
-// The sizes in bytes: 8, then the powers of `step` (4: 16, 64, ...; 2: every power of 2) up to
-// max_bytes.
-std::vector<std::int64_t> sizes(const Settings& s) {
-  std::vector<std::int64_t> out;
-  for (std::int64_t b = 8; b <= s.max_bytes; b *= 2) {
-    const auto log2 = std::countr_zero(static_cast<std::uint64_t>(b));
-    if (b == 8 || s.step == 2 || log2 % 2 == 0) out.push_back(b);
-  }
-  return out;
+// The text table's columns.
+const bench::Table& table() {
+  static const bench::Table t({{"op", 18, true},
+                               {"dir", 8, true},
+                               {"bytes", 10},
+                               {"ranks", 5},
+                               {"distop_us", 12},
+                               {"mpi_us", 10},
+                               {"ratio", 7, false, 3},
+                               {"pass", 4, true, 0, 2},
+                               {"reps", 5}});
+  return t;
 }
 
 void print_row(const Settings& s, const Row& r) {
   if (s.csv) {
     std::printf("%s,%s,%lld,%d,%.3f,%.3f,%.4f\n", r.op.c_str(), r.direction.c_str(),
                 static_cast<long long>(r.bytes), r.ranks, r.distop_us, r.mpi_us, r.ratio());
+    std::fflush(stdout);
   } else {
-    std::printf("%-18s %-8s %10lld %5d %12.2f %10.2f %7.3f  %-4s %5d\n", r.op.c_str(),
-                r.direction.c_str(), static_cast<long long>(r.bytes), r.ranks, r.distop_us,
-                r.mpi_us, r.ratio(), r.pass() ? "pass" : "FAIL", r.reps);
+    table().row({r.op, r.direction, static_cast<long long>(r.bytes), static_cast<long long>(r.ranks),
+                 r.distop_us, r.mpi_us, r.ratio(), std::string(r.pass() ? "pass" : "FAIL"),
+                 static_cast<long long>(r.reps)});
   }
-  std::fflush(stdout);
 }
 
 int run(const Settings& s) {
@@ -214,24 +168,19 @@ int run(const Settings& s) {
     if (s.csv) {
       std::printf("op,direction,bytes,ranks,distop_us,mpi_us,ratio\n");
     } else {
-      char version[MPI_MAX_LIBRARY_VERSION_STRING];
-      int len = 0;
-      MPI_Get_library_version(version, &len);
-      std::string v(version, static_cast<std::size_t>(len));
-      v = v.substr(0, v.find('\n'));
-      std::printf("# bench_collectives: %d ranks, float tensors, %s\n", size, v.c_str());
+      std::printf("# bench_collectives: %d ranks, float tensors, %s\n", size,
+                  bench::mpi_library_version().c_str());
       std::printf(
           "# time per repetition = max over ranks (barrier before each); median over reps\n");
       std::printf("# pass: ratio <= %.2f at >= %lld B; distop <= mpi + %.0f us below\n",
                   kLargeRatio, static_cast<long long>(kLargeBytes), kSmallSlackUs);
-      std::printf("%-18s %-8s %10s %5s %12s %10s %7s  %-4s %5s\n", "op", "dir", "bytes", "ranks",
-                  "distop_us", "mpi_us", "ratio", "pass", "reps");
+      table().header();
     }
   }
 
   int rows = 0;
   int passed = 0;
-  for (const auto bytes : sizes(s)) {
+  for (const auto bytes : bench::size_ladder(s.max_bytes, s.step)) {
     const std::int64_t n = bytes / static_cast<std::int64_t>(sizeof(float));
     const int count = static_cast<int>(n);
     const TensorSpace root_space(Shape{n}, one);
@@ -362,7 +311,7 @@ int main(int argc, char** argv) {
   Settings s;
   CLI::App app{"Times distop's Broadcast, SumReduce and AllSumReduce against raw MPI"};
   app.add_option("--reps", s.reps, "repetitions per case and size (fewer for sizes over --budget)")
-      ->check(CLI::Range(kMinReps, 1000000));
+      ->check(CLI::Range(bench::kMinReps, 1000000));
   app.add_option("--budget", s.budget_s,
                  "seconds per case and size above which repetitions are scaled down, never below "
                  "50 (0: never)")

@@ -44,7 +44,6 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -63,9 +62,11 @@
 #include "distop/dist/dist_tensor.hpp"
 #include "distop/dist/partition.hpp"
 #include "distop/dist/tensor_space.hpp"
+#include "bench_util.hpp"
 
 namespace {
 
+namespace bench = distop::bench;
 using distop::DistTensor;
 using distop::Partition;
 using distop::Shape;
@@ -74,10 +75,6 @@ using distop::TensorSpace;
 using distop::Var;
 using distop::nn::Linear;
 
-constexpr int kMinReps = 50;
-constexpr int kMinWarmupPairs = 3;
-constexpr int kMaxWarmupPairs = 10;
-constexpr double kWarmupBudgetS = 0.1;
 constexpr double kTargetRatio = 0.9;
 
 struct Settings {
@@ -116,52 +113,15 @@ struct Row {
   bool pass_target() const { return ratio() >= kTargetRatio; }
 };
 
-double median(std::vector<double> v) {
-  const auto mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  if (v.size() % 2 == 1) return v[mid];
-  const double hi = v[mid];
-  return (hi + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
-}
-
-double time_one(const std::function<void()>& fn) {
-  const auto t0 = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// `reps` interleaved repetitions of distop and BLAS; their times in seconds.
-std::pair<std::vector<double>, std::vector<double>> time_pairs(const Case& c, int reps) {
-  std::vector<double> td(static_cast<std::size_t>(reps));
-  std::vector<double> tb(td.size());
+Row measure(const Settings& s, const Case& c, const Shape3& shape) {
   auto run_distop = [&c] {
     if (c.setup) c.setup();
-    return time_one(c.distop);
+    return bench::time_one(c.distop);
   };
-  for (std::size_t i = 0; i < td.size(); ++i) {
-    if (i % 2 == 0) {
-      td[i] = run_distop();
-      tb[i] = time_one(c.blas);
-    } else {
-      tb[i] = time_one(c.blas);
-      td[i] = run_distop();
-    }
-  }
-  return {std::move(td), std::move(tb)};
-}
-
-Row measure(const Settings& s, const Case& c, const Shape3& shape) {
-  const auto [wd, wb] = time_pairs(c, kMinWarmupPairs);
-  const double pair_s =
-      *std::min_element(wd.begin(), wd.end()) + *std::min_element(wb.begin(), wb.end());
-  const int more = std::clamp(static_cast<int>(kWarmupBudgetS / pair_s) - kMinWarmupPairs, 0,
-                              kMaxWarmupPairs - kMinWarmupPairs);
-  if (more > 0) time_pairs(c, more);
-  int reps = s.reps;
-  if (s.budget_s > 0 && pair_s * reps > s.budget_s)
-    reps = std::max(kMinReps, static_cast<int>(s.budget_s / pair_s));
-  const auto [td, tb] = time_pairs(c, reps);
-  return Row{c.pass, shape, c.gemms, reps, median(td) * 1e6, median(tb) * 1e6};
+  auto run_blas = [&c] { return bench::time_one(c.blas); };
+  const auto m = bench::measure_pairs(
+      [&](int n) { return bench::interleave(n, run_distop, run_blas); }, s.reps, s.budget_s);
+  return Row{c.pass, shape, c.gemms, m.reps, m.median_a_us(), m.median_b_us()};
 }
 
 void fill_random(float* p, std::int64_t n, unsigned seed) {
@@ -192,19 +152,34 @@ double max_rel_diff(const float* a, const std::vector<float>& b) {
   return diff / std::max(scale, 1e-30);
 }
 
+// The text table's columns.
+const bench::Table& table() {
+  static const bench::Table t({{"pass", 8, true},
+                               {"batch", 5},
+                               {"in", 5},
+                               {"out", 5},
+                               {"distop_us", 11},
+                               {"blas_us", 11},
+                               {"distop", 8, false, 1},
+                               {"blas", 8, false, 1},
+                               {"ratio", 6, false, 3},
+                               {"pass", 4, true, 0, 2},
+                               {"reps", 5}});
+  return t;
+}
+
 void print_row(const Settings& s, const Row& r) {
   if (s.csv) {
     std::printf("Linear,%s,%lld,%lld,%lld,%.3f,%.3f,%.4f\n", r.pass.c_str(),
                 static_cast<long long>(r.shape.batch), static_cast<long long>(r.shape.in),
                 static_cast<long long>(r.shape.out), r.distop_us, r.blas_us, r.ratio());
+    std::fflush(stdout);
   } else {
-    std::printf("%-8s %5lld %5lld %5lld %11.2f %11.2f %8.1f %8.1f %6.3f  %-4s %5d\n",
-                r.pass.c_str(), static_cast<long long>(r.shape.batch),
-                static_cast<long long>(r.shape.in), static_cast<long long>(r.shape.out),
-                r.distop_us, r.blas_us, r.distop_gflops(), r.blas_gflops(), r.ratio(),
-                r.pass_target() ? "pass" : "FAIL", r.reps);
+    table().row({r.pass, static_cast<long long>(r.shape.batch),
+                 static_cast<long long>(r.shape.in), static_cast<long long>(r.shape.out),
+                 r.distop_us, r.blas_us, r.distop_gflops(), r.blas_gflops(), r.ratio(),
+                 std::string(r.pass_target() ? "pass" : "FAIL"), static_cast<long long>(r.reps)});
   }
-  std::fflush(stdout);
 }
 
 // Times the three passes for one shape; returns their rows.
@@ -359,8 +334,7 @@ int run(const Settings& s) {
         "# GFLOP/s = 2 m n k per GEMM / median time; ratio = distop / blas GFLOP/s; "
         "pass: ratio >= %.2f\n",
         kTargetRatio);
-    std::printf("%-8s %5s %5s %5s %11s %11s %8s %8s %6s  %-4s %5s\n", "pass", "batch", "in", "out",
-                "distop_us", "blas_us", "distop", "blas", "ratio", "pass", "reps");
+    table().header();
   }
   int rows = 0;
   int passed = 0;
@@ -382,7 +356,7 @@ int main(int argc, char** argv) {
   Settings s;
   CLI::App app{"Times distop's local nn::Linear<float> against direct cblas_sgemm"};
   app.add_option("--reps", s.reps, "repetitions per case (fewer for cases over --budget)")
-      ->check(CLI::Range(kMinReps, 1000000));
+      ->check(CLI::Range(bench::kMinReps, 1000000));
   app.add_option("--budget", s.budget_s,
                  "seconds per case above which repetitions are scaled down, never below 50 (0: "
                  "never)")

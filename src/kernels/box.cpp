@@ -58,27 +58,37 @@ struct Runs {
   std::vector<std::int64_t> row_stride;  // their strides in the tensor
 };
 
-Runs runs_of(const Shape& shape, const Box& box, const char* op) {
+void check_box(const Shape& shape, const Box& box, const char* op) {
   DISTOP_CHECK(box.rank() == shape.rank(), op, "box ", box.str(), " of rank ", box.rank(),
                " in a tensor of rank ", shape.rank());
   for (int a = 0; a < shape.rank(); ++a)
     DISTOP_CHECK(box.offset[a] >= 0 && box.extent[a] >= 0 &&
                      box.offset[a] + box.extent[a] <= shape[a],
                  op, "box ", box.str(), " does not lie inside a tensor of shape ", shape.str());
+}
+
+// The number of leading axes iterated over: the trailing axes the box spans whole merge with the
+// first one (from the inside) it does not span whole into one run.
+int iterated_axes(const Shape& shape, const Box& box) {
+  int inner = shape.rank();
+  while (inner > 0) {
+    const int a = inner - 1;
+    --inner;
+    if (box.extent[a] != shape[a]) break;
+  }
+  return inner;
+}
+
+// The runs with axes [0, inner) iterated over and the rest merged (inner at most
+// iterated_axes(shape, box), so that the merged axes are contiguous).
+Runs runs_with(const Shape& shape, const Box& box, int inner) {
   const auto strides = shape.strides();
   Runs r;
   r.base = 0;
   for (int a = 0; a < shape.rank(); ++a) r.base += box.offset[a] * strides[a];
   if (box.numel() == 0) return r;
-  // Merge trailing axes while the box spans them whole.
-  int inner = shape.rank();
   r.run = 1;
-  while (inner > 0) {
-    const int a = inner - 1;
-    r.run *= box.extent[a];
-    --inner;
-    if (box.extent[a] != shape[a]) break;
-  }
+  for (int a = inner; a < shape.rank(); ++a) r.run *= box.extent[a];
   r.rows = 1;
   for (int a = 0; a < inner; ++a) {
     r.row_extent.push_back(box.extent[a]);
@@ -86,6 +96,11 @@ Runs runs_of(const Shape& shape, const Box& box, const char* op) {
     r.rows *= box.extent[a];
   }
   return r;
+}
+
+Runs runs_of(const Shape& shape, const Box& box, const char* op) {
+  check_box(shape, box, op);
+  return runs_with(shape, box, iterated_axes(shape, box));
 }
 
 // The tensor offset of run i.
@@ -98,21 +113,88 @@ inline std::int64_t row_start(const Runs& r, std::int64_t i) {
   return off;
 }
 
-template <class T, class F>
-void for_each_run(const Runs& r, F&& f) {
-  // Walk the runs with an odometer instead of dividing per run.
-  const int n = static_cast<int>(r.row_extent.size());
-  std::vector<std::int64_t> idx(static_cast<std::size_t>(n), 0);
-  std::int64_t off = r.base;
-  for (std::int64_t i = 0; i < r.rows; ++i) {
-    f(off, i * r.run);
-    for (int a = n - 1; a >= 0; --a) {
-      off += r.row_stride[a];
-      if (++idx[a] < r.row_extent[a]) break;
-      off -= r.row_stride[a] * r.row_extent[a];
-      idx[a] = 0;
+// Calls f(offset_a, offset_b) for every run, in row-major order, of two run structures with the
+// same iterated extents (the same box in two tensors, or in a tensor and a packed buffer, see
+// packed_like). The innermost iterated axis is a tight strided loop; the outer ones advance an
+// odometer once per inner sweep.
+template <class F>
+void for_each_run2(const Runs& ra, const Runs& rb, F&& f) {
+  const int n = static_cast<int>(ra.row_extent.size());
+  if (ra.rows == 0) return;
+  if (n == 0) {
+    f(ra.base, rb.base);
+    return;
+  }
+  const std::int64_t inner = ra.row_extent[static_cast<std::size_t>(n - 1)];
+  const std::int64_t sa = ra.row_stride[static_cast<std::size_t>(n - 1)];
+  const std::int64_t sb = rb.row_stride[static_cast<std::size_t>(n - 1)];
+  const std::int64_t outer = ra.rows / inner;
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(n - 1), 0);
+  std::int64_t oa = ra.base;
+  std::int64_t ob = rb.base;
+  for (std::int64_t o = 0; o < outer; ++o) {
+    std::int64_t pa = oa;
+    std::int64_t pb = ob;
+    for (std::int64_t i = 0; i < inner; ++i, pa += sa, pb += sb) f(pa, pb);
+    for (int a = n - 2; a >= 0; --a) {
+      const auto ua = static_cast<std::size_t>(a);
+      oa += ra.row_stride[ua];
+      ob += rb.row_stride[ua];
+      if (++idx[ua] < ra.row_extent[ua]) break;
+      oa -= ra.row_stride[ua] * ra.row_extent[ua];
+      ob -= rb.row_stride[ua] * rb.row_extent[ua];
+      idx[ua] = 0;
     }
   }
+}
+
+// The runs of a packed buffer laid out like r: run i at i * r.run.
+Runs packed_like(const Runs& r) {
+  Runs p = r;
+  p.base = 0;
+  std::int64_t stride = r.run;
+  for (std::size_t a = r.row_extent.size(); a-- > 0;) {
+    p.row_stride[a] = stride;
+    stride *= r.row_extent[a];
+  }
+  return p;
+}
+
+// Runs at least this long (in bytes) go to memcpy; shorter ones are copied inline in fixed-size
+// pieces, where a call per run would cost as much as the copy.
+constexpr std::size_t kMemcpyRunBytes = 1024;
+
+template <class T>
+inline void copy_run(T* d, const T* s, std::int64_t n) {
+  std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
+  if (bytes >= kMemcpyRunBytes) {
+    std::memcpy(d, s, bytes);
+    return;
+  }
+  auto* dc = reinterpret_cast<unsigned char*>(d);
+  const auto* sc = reinterpret_cast<const unsigned char*>(s);
+  for (; bytes >= 32; bytes -= 32, dc += 32, sc += 32) std::memcpy(dc, sc, 32);
+  if (bytes & 16) {
+    std::memcpy(dc, sc, 16);
+    dc += 16;
+    sc += 16;
+  }
+  if (bytes & 8) {
+    std::memcpy(dc, sc, 8);
+    dc += 8;
+    sc += 8;
+  }
+  if (bytes & 4) {
+    std::memcpy(dc, sc, 4);
+    dc += 4;
+    sc += 4;
+  }
+  for (; bytes & 3; --bytes) *dc++ = *sc++;  // never for float and double
+}
+
+template <class T>
+inline void add_run(T* __restrict d, const T* __restrict s, std::int64_t n) {
+  for (std::int64_t j = 0; j < n; ++j) d[j] += s[j];
 }
 
 }  // namespace
@@ -123,9 +205,9 @@ void pack(const Tensor<T>& src, const Box& box, T* out) {
   if (box.empty()) return;
   const T* s = src.data();
   if constexpr (kHostAccessible) {
-    for_each_run<T>(r, [&](std::int64_t off, std::int64_t pos) {
-      std::memcpy(out + pos, s + off, static_cast<std::size_t>(r.run) * sizeof(T));
-    });
+    const std::int64_t run = r.run;
+    for_each_run2(r, packed_like(r),
+                  [&](std::int64_t off, std::int64_t pos) { copy_run(out + pos, s + off, run); });
   } else {
     const std::int64_t run = r.run;
     const Runs rr = r;
@@ -146,13 +228,14 @@ void unpack(const T* in, const Box& box, Tensor<T>& dst, bool accumulate) {
   if (box.empty()) return;
   T* d = dst.data();
   if constexpr (kHostAccessible) {
-    for_each_run<T>(r, [&](std::int64_t off, std::int64_t pos) {
-      if (accumulate) {
-        for (std::int64_t j = 0; j < r.run; ++j) d[off + j] += in[pos + j];
-      } else {
-        std::memcpy(d + off, in + pos, static_cast<std::size_t>(r.run) * sizeof(T));
-      }
-    });
+    const std::int64_t run = r.run;
+    if (accumulate) {
+      for_each_run2(r, packed_like(r),
+                    [&](std::int64_t off, std::int64_t pos) { add_run(d + off, in + pos, run); });
+    } else {
+      for_each_run2(r, packed_like(r),
+                    [&](std::int64_t off, std::int64_t pos) { copy_run(d + off, in + pos, run); });
+    }
   } else {
     const std::int64_t run = r.run;
     Kokkos::View<std::int64_t*, MemSpace> starts("distop::unpack::starts", static_cast<std::size_t>(r.rows));
@@ -172,10 +255,30 @@ void copy_box(const Tensor<T>& src, const Box& src_box, Tensor<T>& dst, const Bo
               bool accumulate) {
   DISTOP_CHECK(src_box.extent == dst_box.extent, "copy_box", "boxes ", src_box.str(), " and ",
                dst_box.str(), " differ in extent");
-  if (src_box.empty()) return;
-  auto tmp = Tensor<T>::uninitialized(Shape{src_box.numel()});
-  pack(src, src_box, tmp.data());
-  unpack(tmp.data(), dst_box, dst, accumulate);
+  // Run by run from one tensor into the other, no staging (the runs are those of the box in
+  // whichever tensor merges fewer axes); staged through a buffer where the boxes may overlap.
+  if (kHostAccessible && src.data() != dst.data()) {
+    check_box(src.shape(), src_box, "copy_box");
+    check_box(dst.shape(), dst_box, "copy_box");
+    if (src_box.empty()) return;
+    const int inner =
+        std::max(iterated_axes(src.shape(), src_box), iterated_axes(dst.shape(), dst_box));
+    const auto rs = runs_with(src.shape(), src_box, inner);
+    const auto rd = runs_with(dst.shape(), dst_box, inner);
+    const T* s = src.data();
+    T* d = dst.data();
+    const std::int64_t run = rs.run;
+    if (accumulate) {
+      for_each_run2(rd, rs, [&](std::int64_t od, std::int64_t os) { add_run(d + od, s + os, run); });
+    } else {
+      for_each_run2(rd, rs, [&](std::int64_t od, std::int64_t os) { copy_run(d + od, s + os, run); });
+    }
+  } else {
+    if (src_box.empty()) return;
+    auto tmp = Tensor<T>::uninitialized(Shape{src_box.numel()});
+    pack(src, src_box, tmp.data());
+    unpack(tmp.data(), dst_box, dst, accumulate);
+  }
 }
 
 template <class T>
@@ -184,7 +287,8 @@ void fill_box(Tensor<T>& t, const Box& box, T value) {
   if (box.empty()) return;
   T* d = t.data();
   if constexpr (kHostAccessible) {
-    for_each_run<T>(r, [&](std::int64_t off, std::int64_t) { std::fill(d + off, d + off + r.run, value); });
+    const std::int64_t run = r.run;
+    for_each_run2(r, r, [&](std::int64_t off, std::int64_t) { std::fill(d + off, d + off + run, value); });
   } else {
     auto buf = Tensor<T>::uninitialized(Shape{box.numel()});
     buf.fill(value);

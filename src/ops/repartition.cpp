@@ -66,42 +66,126 @@ RepartitionPlan::RepartitionPlan(TensorSpace src, TensorSpace dst)
   }
 }
 
+namespace {
+
+// Where a box's entries are one contiguous range of a tensor of shape `shape` (every axis inside
+// the outermost one it does not hold a single index of is whole), the offset of its first entry;
+// otherwise -1. Such boxes are sent from and received into the tensor in place, with no packing.
+std::int64_t contiguous_offset(const Shape& shape, const Box& box) {
+  const int rank = box.rank();
+  int a = 0;
+  while (a < rank && box.extent[a] == 1) ++a;
+  for (int b = a + 1; b < rank; ++b)
+    if (box.extent[b] != shape[b]) return -1;
+  std::int64_t off = 0;
+  std::int64_t stride = 1;
+  for (int b = rank - 1; b >= 0; --b) {
+    off += box.offset[b] * stride;
+    stride *= shape[b];
+  }
+  return off;
+}
+
+bool overlap(const Box& a, const Box& b) {
+  for (int d = 0; d < a.rank(); ++d)
+    if (a.offset[d] >= b.offset[d] + b.extent[d] || b.offset[d] >= a.offset[d] + a.extent[d])
+      return false;
+  return true;
+}
+
+// Whether the boxes are pairwise disjoint and together cover exactly `numel` entries (so that,
+// lying inside a tensor of numel entries, they tile it: every entry written exactly once).
+bool tiles(const std::vector<const Box*>& boxes, std::int64_t numel) {
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < boxes.size(); ++i) {
+    total += boxes[i]->numel();
+    for (std::size_t j = 0; j < i; ++j)
+      if (overlap(*boxes[i], *boxes[j])) return false;
+  }
+  return total == numel;
+}
+
+}  // namespace
+
 template <class T>
 void RepartitionPlan::copy_forward(const Tensor<T>& x, Tensor<T>& y) const {
+  // Every entry of y comes from exactly one canonical source entry: receives and local copies
+  // overwrite, and no fill is needed. Contiguous boxes travel straight from x and into y.
   comm::Exchange<T> ex(src_.partition().parent(), kTag);
-  std::vector<Tensor<T>> in, out;
-  for (const auto& r : recvs_) {
-    in.push_back(Tensor<T>::uninitialized(Shape{r.box.numel()}));
-    ex.recv(in.back().data(), r.box.numel(), r.peer);
+  std::vector<Tensor<T>> in(recvs_.size());
+  std::vector<Tensor<T>> out;
+  for (std::size_t i = 0; i < recvs_.size(); ++i) {
+    const auto& r = recvs_[i];
+    const auto at = contiguous_offset(y.shape(), r.box);
+    T* to = at >= 0 ? y.data() + at : nullptr;
+    if (at < 0) {
+      in[i] = Tensor<T>::uninitialized(Shape{r.box.numel()});
+      to = in[i].data();
+    }
+    ex.recv(to, r.box.numel(), r.peer);
   }
   for (const auto& s : sends_) {
-    out.push_back(Tensor<T>::uninitialized(Shape{s.box.numel()}));
-    kernels::pack(x, s.box, out.back().data());
-    ex.send(out.back().data(), s.box.numel(), s.peer);
+    const auto at = contiguous_offset(x.shape(), s.box);
+    const T* from = at >= 0 ? x.data() + at : nullptr;
+    if (at < 0) {
+      out.push_back(Tensor<T>::uninitialized(Shape{s.box.numel()}));
+      kernels::pack(x, s.box, out.back().data());
+      from = out.back().data();
+    }
+    ex.send(from, s.box.numel(), s.peer);
   }
   for (const auto& l : local_) kernels::copy_box(x, l.src, y, l.dst);
   ex.wait();
-  for (std::size_t i = 0; i < recvs_.size(); ++i) kernels::unpack(in[i].data(), recvs_[i].box, y);
+  for (std::size_t i = 0; i < recvs_.size(); ++i)
+    if (in[i].numel() > 0) kernels::unpack(in[i].data(), recvs_[i].box, y);
 }
 
 template <class T>
 void RepartitionPlan::accumulate_reverse(const Tensor<T>& y, Tensor<T>& x) const {
-  x.fill(T(0));
+  // x's entries receive the sums of their copies. Where the local copies alone tile x (a
+  // replicated destination, as in reduce-scatter), they overwrite x and the received copies are
+  // added; where all the boxes together tile x (every entry has exactly one copy), everything
+  // overwrites and contiguous boxes are received in place; otherwise x is zeroed first and every
+  // copy is added.
+  std::vector<const Box*> boxes;
+  for (const auto& l : local_) boxes.push_back(&l.src);
+  const bool local_tiles = tiles(boxes, x.numel());
+  bool all_tile = false;
+  if (!local_tiles) {
+    for (const auto& s : sends_) boxes.push_back(&s.box);
+    all_tile = tiles(boxes, x.numel());
+  }
+  if (!local_tiles && !all_tile) x.fill(T(0));
+  const bool add_received = !all_tile;
+  const bool add_local = !local_tiles && !all_tile;
+
   comm::Exchange<T> ex(src_.partition().parent(), kTag + 1);
-  std::vector<Tensor<T>> in, out;
-  for (const auto& s : sends_) {
-    in.push_back(Tensor<T>::uninitialized(Shape{s.box.numel()}));
-    ex.recv(in.back().data(), s.box.numel(), s.peer);
+  std::vector<Tensor<T>> in(sends_.size());
+  std::vector<Tensor<T>> out;
+  for (std::size_t i = 0; i < sends_.size(); ++i) {
+    const auto& s = sends_[i];
+    const auto at = add_received ? -1 : contiguous_offset(x.shape(), s.box);
+    T* to = at >= 0 ? x.data() + at : nullptr;
+    if (at < 0) {
+      in[i] = Tensor<T>::uninitialized(Shape{s.box.numel()});
+      to = in[i].data();
+    }
+    ex.recv(to, s.box.numel(), s.peer);
   }
   for (const auto& r : recvs_) {
-    out.push_back(Tensor<T>::uninitialized(Shape{r.box.numel()}));
-    kernels::pack(y, r.box, out.back().data());
-    ex.send(out.back().data(), r.box.numel(), r.peer);
+    const auto at = contiguous_offset(y.shape(), r.box);
+    const T* from = at >= 0 ? y.data() + at : nullptr;
+    if (at < 0) {
+      out.push_back(Tensor<T>::uninitialized(Shape{r.box.numel()}));
+      kernels::pack(y, r.box, out.back().data());
+      from = out.back().data();
+    }
+    ex.send(from, r.box.numel(), r.peer);
   }
-  for (const auto& l : local_) kernels::copy_box(y, l.dst, x, l.src, true);
+  for (const auto& l : local_) kernels::copy_box(y, l.dst, x, l.src, add_local);
   ex.wait();
   for (std::size_t i = 0; i < sends_.size(); ++i)
-    kernels::unpack(in[i].data(), sends_[i].box, x, true);
+    if (in[i].numel() > 0) kernels::unpack(in[i].data(), sends_[i].box, x, add_received);
 }
 
 CommStats RepartitionPlan::forward_stats(std::size_t element) const {

@@ -1,0 +1,311 @@
+// bench_pack: the box kernels behind every data-movement operator (kernels::pack, unpack and
+// copy_box), timed against memcpy of the same bytes between contiguous buffers.
+//
+// Run:  mpiexec.mpich -n 1 build/benchmarks/bench_pack [--csv] [--reps N] [--budget S]
+//
+// Boxes (float), each inside a larger row-major tensor, 64 KiB and more; "run" is the length of the
+// contiguous pieces the box is made of (the trailing axes it covers whole merge into one):
+//   2-D column blocks, as a [P, 1] -> [1, P] repartition at 2 ranks moves them (runs of 512 B to
+//   4 KiB), a wide block, and one with short runs (128 B);
+//   3-D blocks: whole trailing axes (8 KiB runs), a centred cube (128 B), an octant (256 B),
+//   a half along the last axis (512 B), and a last-axis face two entries thick (8 B runs, what a
+//   halo along the last axis moves).
+// Kernels, each against a memcpy of box-many bytes from one contiguous buffer to another (the
+// kernel's own contiguous buffer, where it has one, is one of them):
+//   pack      box of the tensor -> contiguous buffer
+//   unpack    contiguous buffer -> box of the tensor
+//   copy_box  box of one tensor -> the same box of another (the local part of a repartition)
+//   unpack+=  contiguous buffer added into the box (an adjoint's accumulate); its baseline is a
+//             plain loop adding one contiguous buffer into another, not memcpy
+// A second pairing times the same distop call against a hand-written loop over the same strided
+// box (memcpy per contiguous run, trailing whole axes merged; += loop for unpack+=): loop_us, and
+// vs_loop = loop_us / distop's median in that pairing (each pairing is timed on its own, as the
+// two sides of a pair evict each other's data from cache alike). It separates the kernels' own
+// overhead (vs_loop < 1) from what the strided layout costs any code (ratio < 0.8, vs_loop ~ 1).
+// GB/s = box bytes / median time. Timing: steady_clock around each call; distop and baseline
+// repetitions interleaved, alternating which goes first; a warm-up of 3 to 10 pairs (about 0.1 s),
+// then --reps repetitions (default 1000), fewer where the warm-up predicts more than --budget
+// seconds (default 0.25), never fewer than 50. Both sides run on buffers that stay allocated, so
+// at the smaller sizes both work from cache.
+//
+// Target (the pass column): ratio = distop GB/s / baseline GB/s >= 0.8.
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "distop/core/environment.hpp"
+#include "distop/core/tensor.hpp"
+#include "distop/kernels/box.hpp"
+
+namespace {
+
+namespace bench = distop::bench;
+using distop::Box;
+using distop::Shape;
+using distop::Tensor;
+
+constexpr double kTargetRatio = 0.8;
+
+struct Settings {
+  int reps = 1000;
+  double budget_s = 0.25;
+  bool csv = false;
+};
+
+struct BoxCase {
+  Shape tensor;
+  Box box;
+};
+
+struct Row {
+  std::string kernel;
+  std::string tensor;
+  std::string box;
+  std::int64_t bytes = 0;
+  std::int64_t run = 0;
+  int reps = 0;
+  double distop_us = 0;
+  double base_us = 0;
+  double loop_us = 0;
+  double distop_vs_loop_us = 0;  // distop's median in the pairing with the loop
+  double distop_gbs() const { return static_cast<double>(bytes) / distop_us * 1e-3; }
+  double base_gbs() const { return static_cast<double>(bytes) / base_us * 1e-3; }
+  double ratio() const { return base_us / distop_us; }
+  bool pass() const { return ratio() >= kTargetRatio; }
+};
+
+const bench::Table& table() {
+  static const bench::Table t({{"kernel", 9, true},
+                               {"tensor", 15, true},
+                               {"box", 22, true},
+                               {"bytes", 9},
+                               {"run_B", 6},
+                               {"distop_us", 10},
+                               {"base_us", 9},
+                               {"distop_GB/s", 11, false, 1},
+                               {"base_GB/s", 9, false, 1},
+                               {"ratio", 6, false, 3},
+                               {"loop_us", 9},
+                               {"vs_loop", 7, false, 3},
+                               {"pass", 4, true, 0, 2},
+                               {"reps", 5}});
+  return t;
+}
+
+void print_row(const Settings& s, const Row& r) {
+  if (s.csv) {
+    std::printf("%s,\"%s\",\"%s\",%lld,%lld,%.3f,%.3f,%.4f,%.3f\n", r.kernel.c_str(),
+                r.tensor.c_str(), r.box.c_str(), static_cast<long long>(r.bytes),
+                static_cast<long long>(r.run), r.distop_us, r.base_us, r.ratio(), r.loop_us);
+    std::fflush(stdout);
+  } else {
+    table().row({r.kernel, r.tensor, r.box, static_cast<long long>(r.bytes),
+                 static_cast<long long>(r.run), r.distop_us, r.base_us, r.distop_gbs(),
+                 r.base_gbs(), r.ratio(), r.loop_us, r.loop_us / r.distop_vs_loop_us,
+                 std::string(r.pass() ? "pass" : "FAIL"),
+                 static_cast<long long>(r.reps)});
+  }
+}
+
+// The contiguous run length of a box in a tensor, in elements (as the kernels see it).
+std::int64_t run_of(const Shape& shape, const Box& box) {
+  std::int64_t run = 1;
+  for (int a = shape.rank() - 1; a >= 0; --a) {
+    run *= box.extent[static_cast<std::size_t>(a)];
+    if (box.extent[static_cast<std::size_t>(a)] != shape[a]) break;
+  }
+  return run;
+}
+
+// A hand-written loop over the same box: for each run (the merged trailing axes, as run_of), one
+// call f(tensor offset, packed offset). Boxes of rank <= 3 only (all cases here).
+template <class F>
+void hand_loop(const Shape& shape, const Box& box, F&& f) {
+  const int rank = shape.rank();
+  int inner = rank;
+  while (inner > 0) {
+    --inner;
+    if (box.extent[static_cast<std::size_t>(inner)] != shape[inner]) break;
+  }
+  std::int64_t e[2] = {1, 1}, st[2] = {0, 0};
+  const auto strides = shape.strides();
+  std::int64_t base = 0;
+  for (int a = 0; a < rank; ++a) base += box.offset[static_cast<std::size_t>(a)] * strides[a];
+  for (int a = 0; a < inner; ++a) {
+    e[2 - inner + a] = box.extent[static_cast<std::size_t>(a)];
+    st[2 - inner + a] = strides[a];
+  }
+  std::int64_t pos = 0;
+  const std::int64_t run = run_of(shape, box);
+  for (std::int64_t i = 0; i < e[0]; ++i)
+    for (std::int64_t j = 0; j < e[1]; ++j, pos += run) f(base + i * st[0] + j * st[1], pos, run);
+}
+
+std::string shape_str(const Shape& s) {
+  std::string out = "[";
+  for (int a = 0; a < s.rank(); ++a) {
+    if (a) out += ',';
+    out += std::to_string(s[a]);
+  }
+  return out + "]";
+}
+
+std::vector<Row> bench_box(const Settings& s, const BoxCase& c) {
+  const Box& box = c.box;
+  const std::int64_t n = box.numel();
+  const auto bytes = static_cast<std::size_t>(n) * sizeof(float);
+  auto src = Tensor<float>::uninitialized(c.tensor);
+  auto dst = Tensor<float>::uninitialized(c.tensor);
+  src.fill(1.0f);
+  dst.fill(0.0f);
+  std::vector<float> buf(static_cast<std::size_t>(n), 1.0f);
+  std::vector<float> a(buf.size(), 1.0f);
+  std::vector<float> b(buf.size(), 0.0f);
+
+  // The baselines share the contiguous side with the kernel they time, where it has one.
+  auto memcpy_to_buf = [&] { std::memcpy(buf.data(), a.data(), bytes); };
+  auto memcpy_from_buf = [&] { std::memcpy(b.data(), buf.data(), bytes); };
+  auto memcpy_ab = [&] { std::memcpy(b.data(), a.data(), bytes); };
+  float* const sp = src.data();
+  float* const dp = dst.data();
+  float* const bp = buf.data();
+  constexpr auto fs = sizeof(float);
+  auto loop_pack = [&] {
+    hand_loop(c.tensor, box, [&](std::int64_t off, std::int64_t pos, std::int64_t run) {
+      std::memcpy(bp + pos, sp + off, static_cast<std::size_t>(run) * fs);
+    });
+  };
+  auto loop_unpack = [&] {
+    hand_loop(c.tensor, box, [&](std::int64_t off, std::int64_t pos, std::int64_t run) {
+      std::memcpy(dp + off, bp + pos, static_cast<std::size_t>(run) * fs);
+    });
+  };
+  auto loop_copy = [&] {
+    hand_loop(c.tensor, box, [&](std::int64_t off, std::int64_t, std::int64_t run) {
+      std::memcpy(dp + off, sp + off, static_cast<std::size_t>(run) * fs);
+    });
+  };
+  auto loop_add = [&] {
+    hand_loop(c.tensor, box, [&](std::int64_t off, std::int64_t pos, std::int64_t run) {
+      for (std::int64_t k = 0; k < run; ++k) dp[off + k] += bp[pos + k];
+    });
+  };
+  auto add_from_buf = [&] {
+    float* const out = b.data();
+    const float* const in = buf.data();
+    for (std::int64_t i = 0; i < n; ++i) out[i] += in[i];
+  };
+  struct K {
+    const char* name;
+    std::function<void()> distop;
+    std::function<void()> base;
+    std::function<void()> loop;
+  };
+  const std::vector<K> kernels{
+      {"pack", [&] { distop::kernels::pack(src, box, buf.data()); }, memcpy_to_buf, loop_pack},
+      {"unpack", [&] { distop::kernels::unpack(buf.data(), box, dst); }, memcpy_from_buf,
+       loop_unpack},
+      {"copy_box", [&] { distop::kernels::copy_box(src, box, dst, box); }, memcpy_ab, loop_copy},
+      {"unpack+=", [&] { distop::kernels::unpack(buf.data(), box, dst, true); }, add_from_buf,
+       loop_add},
+  };
+  std::vector<Row> rows;
+  for (const auto& k : kernels) {
+    auto run_a = [&k] { return bench::time_one(k.distop); };
+    auto run_b = [&k] { return bench::time_one(k.base); };
+    auto run_l = [&k] { return bench::time_one(k.loop); };
+    const auto m = bench::measure_pairs(
+        [&](int reps) { return bench::interleave(reps, run_a, run_b); }, s.reps, s.budget_s);
+    const auto l = bench::measure_pairs(
+        [&](int reps) { return bench::interleave(reps, run_a, run_l); }, s.reps, s.budget_s);
+    rows.push_back(Row{k.name, shape_str(c.tensor), box.str(), static_cast<std::int64_t>(bytes),
+                       run_of(c.tensor, box) * static_cast<std::int64_t>(sizeof(float)), m.reps,
+                       m.median_a_us(), m.median_b_us(), l.median_b_us(), l.median_a_us()});
+    print_row(s, rows.back());
+  }
+  return rows;
+}
+
+int run(const Settings& s) {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size != 1) {
+    std::fprintf(stderr, "bench_pack times one process; run it with mpiexec -n 1\n");
+    return 1;
+  }
+  if constexpr (!distop::kHostAccessible) {
+    std::fprintf(stderr, "bench_pack compares against host memcpy; tensors here live on a GPU\n");
+    return 1;
+  }
+  const std::vector<BoxCase> cases{
+      // 2-D: a [2, 1] -> [1, 2] repartition's column block at 256 KiB, 4 MiB and 16 MiB tensors.
+      {Shape{128, 256}, Box{{0, 128}, {128, 128}}},
+      {Shape{512, 1024}, Box{{0, 512}, {512, 512}}},
+      {Shape{1024, 2048}, Box{{0, 1024}, {1024, 1024}}},
+      // 2-D: a block of a wider tensor, and short runs.
+      {Shape{1024, 1024}, Box{{256, 256}, {512, 256}}},
+      {Shape{4096, 64}, Box{{0, 0}, {4096, 32}}},
+      // 3-D.
+      {Shape{64, 64, 64}, Box{{0, 0, 0}, {32, 32, 64}}},
+      {Shape{64, 64, 64}, Box{{16, 16, 16}, {32, 32, 32}}},
+      {Shape{128, 128, 128}, Box{{0, 0, 0}, {64, 64, 64}}},
+      {Shape{32, 256, 256}, Box{{0, 0, 0}, {32, 256, 128}}},
+      {Shape{128, 128, 128}, Box{{0, 0, 126}, {128, 128, 2}}},
+  };
+  if (s.csv) {
+    std::printf("kernel,tensor,box,bytes,run_bytes,distop_us,base_us,ratio,loop_us\n");
+  } else {
+    std::printf("# bench_pack: float boxes, 1 process; baseline memcpy of the box's bytes between "
+                "contiguous buffers (unpack+=: a contiguous add loop)\n");
+    std::printf("# GB/s = box bytes / median time; ratio = distop / baseline GB/s; pass: ratio >= "
+                "%.2f\n",
+                kTargetRatio);
+    table().header();
+  }
+  int rows = 0;
+  int passed = 0;
+  for (const auto& c : cases) {
+    for (const auto& r : bench_box(s, c)) {
+      ++rows;
+      if (r.pass()) ++passed;
+    }
+  }
+  if (!s.csv) std::printf("# %d of %d rows pass\n", passed, rows);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  distop::Environment env(argc, argv);
+  Settings s;
+  CLI::App app{"Times distop's box kernels against memcpy"};
+  app.add_option("--reps", s.reps, "repetitions per case (fewer for cases over --budget)")
+      ->check(CLI::Range(bench::kMinReps, 1000000));
+  app.add_option("--budget", s.budget_s,
+                 "seconds per case above which repetitions are scaled down, never below 50 (0: "
+                 "never)")
+      ->check(CLI::Range(0.0, 3600.0));
+  app.add_flag("--csv", s.csv,
+               "print kernel,tensor,box,bytes,run_bytes,distop_us,base_us,ratio,loop_us rows");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return run(s);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return 1;
+}
