@@ -23,14 +23,27 @@ TensorSpace replicated_space(const Shape& grid, std::vector<int> ranks = {}) {
 template <class T>
 void adjoint_matrix() {
   const int n = world_size();
-  std::vector<TensorSpace> spaces{replicated_space(Shape{n, 1})};
-  if (n >= 2) spaces.push_back(replicated_space(Shape{2, 1}, {n - 1, 0}));  // idle ranks at n > 2
-  if (n >= 4) spaces.push_back(replicated_space(Shape{2, 2}));
-  for (const auto& s : spaces) {
-    AllSumReduce<T> a(s, {0});
+  // (space, summed grid axes): 1-D to 4-D tensors, idle ranks, sums over one or two axes.
+  std::vector<std::pair<TensorSpace, std::vector<int>>> cases{
+      {replicated_space(Shape{n, 1}), {0}},
+      {TensorSpace(Partition::world(Shape{n}), Decomposition::balanced(Shape{5}, Shape{n}, {-1})), {0}},
+      {TensorSpace(Partition::world(Shape{1, n, 1}),
+                   Decomposition::balanced(Shape{2, 3, 4}, Shape{1, n, 1}, {0, -1, 2})),
+       {1}}};
+  if (n >= 2) cases.push_back({replicated_space(Shape{2, 1}, {n - 1, 0}), {0}});  // idle at n > 2
+  if (n >= 4) {
+    cases.push_back({replicated_space(Shape{2, 2}), {0}});
+    const Shape g{2, 1, 2, 1};
+    cases.push_back({TensorSpace(Partition::world(g), Decomposition::balanced(Shape{2, 3, 2, 2}, g,
+                                                                             {-1, 1, -1, 3})),
+                     {0, 2}});
+  }
+  for (const auto& [s, axes] : cases) {
+    AllSumReduce<T> a(s, axes);
     auto r = distop::testing::adjoint_test(a);
     EXPECT_TRUE(r.passed) << s.str() << ": " << r.str();
   }
+  auto spaces = std::vector<TensorSpace>{cases.front().first};
   // Summing over no axes is the identity, also self-adjoint.
   AllSumReduce<T> id(spaces.front(), {});
   EXPECT_TRUE(distop::testing::adjoint_test(id).passed);
