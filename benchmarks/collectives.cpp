@@ -61,7 +61,7 @@
 #include "distop/ops/broadcast.hpp"
 #include "distop/ops/broadcast_plan.hpp"
 #include "distop/ops/sum_reduce.hpp"
-#include "bench_util.hpp"
+#include "bench_mpi.hpp"
 
 namespace {
 
@@ -70,10 +70,6 @@ using distop::DistTensor;
 using distop::Partition;
 using distop::Shape;
 using distop::TensorSpace;
-
-constexpr std::int64_t kLargeBytes = 64 * 1024;
-constexpr double kLargeRatio = 1.05;
-constexpr double kSmallSlackUs = 2.0;
 
 struct Settings {
   int reps = 1000;
@@ -84,66 +80,18 @@ struct Settings {
   bool prototypes = false;
 };
 
-struct Case {
-  std::string op;
-  std::string direction;
-  std::function<void()> distop;
-  std::function<void()> raw;
-};
-
-struct Row {
-  std::string op;
-  std::string direction;
-  std::int64_t bytes = 0;
-  int ranks = 0;
-  int reps = 0;
-  double distop_us = 0;
-  double mpi_us = 0;
-  double ratio() const { return distop_us / mpi_us; }
-  bool pass() const {
-    return bytes >= kLargeBytes ? ratio() <= kLargeRatio : distop_us <= mpi_us + kSmallSlackUs;
-  }
-};
+using bench::Case;
+using bench::fill;
+using bench::kLargeBytes;
+using bench::kLargeRatio;
+using bench::kSmallSlackUs;
+using bench::Row;
 
 Row measure(MPI_Comm comm, const Settings& s, const Case& c, std::int64_t bytes) {
-  // Only the large sizes are scaled down: below 64 KiB even a preempted warm-up must not cut them.
-  const auto m = bench::measure_pairs(
-      [&](int n) { return bench::time_pairs_mpi(comm, n, c.distop, c.raw); }, s.reps, s.budget_s,
-      bytes >= kLargeBytes);
-  int size = 0;
-  MPI_Comm_size(comm, &size);
-  return Row{c.op, c.direction, bytes, size, m.reps, m.median_a_us(), m.median_b_us()};
+  return bench::measure_row(comm, s.reps, s.budget_s, c, bytes);
 }
-
-void fill(DistTensor<float>& t, float value) {
-  std::fill(t.data(), t.data() + t.local_numel(), value);
-}
-
-// The text table's columns.
-const bench::Table& table() {
-  static const bench::Table t({{"op", 18, true},
-                               {"dir", 8, true},
-                               {"bytes", 10},
-                               {"ranks", 5},
-                               {"distop_us", 12},
-                               {"mpi_us", 10},
-                               {"ratio", 7, false, 3},
-                               {"pass", 4, true, 0, 2},
-                               {"reps", 5}});
-  return t;
-}
-
-void print_row(const Settings& s, const Row& r) {
-  if (s.csv) {
-    std::printf("%s,%s,%lld,%d,%.3f,%.3f,%.4f\n", r.op.c_str(), r.direction.c_str(),
-                static_cast<long long>(r.bytes), r.ranks, r.distop_us, r.mpi_us, r.ratio());
-    std::fflush(stdout);
-  } else {
-    table().row({r.op, r.direction, static_cast<long long>(r.bytes), static_cast<long long>(r.ranks),
-                 r.distop_us, r.mpi_us, r.ratio(), std::string(r.pass() ? "pass" : "FAIL"),
-                 static_cast<long long>(r.reps)});
-  }
-}
+void print_row(const Settings& s, const Row& r) { bench::print_row(s.csv, r); }
+const bench::Table& table() { return bench::mpi_table(); }
 
 int run(const Settings& s) {
   int rank = 0;
