@@ -61,9 +61,7 @@ TEST(AllSumReduce, EveryCopyHoldsTheSum) {
   DistTensor<double> x(s);
   test::fill_global_index(x);
   auto y = a.apply(x);
-  auto idx = test::global_indices(s);
-  auto got = y.local().to_vector();
-  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], n * static_cast<double>(idx[i]));
+  EXPECT_TRUE(test::holds_global_index(y, n));
 }
 
 TEST(AllSumReduce, SummingOverASplitAxisIsAnError) {

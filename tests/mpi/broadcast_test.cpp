@@ -80,11 +80,7 @@ TEST(Broadcast, EveryDestinationHoldsItsSourceBox) {
     test::fill_global_index(x);
     auto y = b.apply(x);
     // The range space's boxes are those of the sources; their global indices are what arrives.
-    auto expected = test::global_indices(b.range());
-    auto got = y.local().to_vector();
-    ASSERT_EQ(got.size(), expected.size());
-    for (std::size_t i = 0; i < got.size(); ++i)
-      ASSERT_EQ(got[i], static_cast<double>(expected[i])) << "entry " << i;
+    ASSERT_TRUE(test::holds_global_index(y));
   }
 }
 
@@ -98,10 +94,7 @@ TEST(SumReduce, SumsTheCopiesOfEachGroup) {
   DistTensor<double> x(s.domain());
   test::fill_global_index(x);
   auto y = s.apply(x);
-  auto expected = test::global_indices(out);
-  auto got = y.local().to_vector();
-  ASSERT_EQ(got.size(), expected.size());
-  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], 2.0 * expected[i]);
+  EXPECT_TRUE(test::holds_global_index(y, 2.0));
 }
 
 TEST(Broadcast, IncompatibleGridsAreErrors) {

@@ -87,9 +87,6 @@ TEST(GatherFamily, GatherAssemblesAndAllGatherCopiesEverywhere) {
     }
     AllGather<double> ag(s, c.gather_axes);
     auto y = ag.apply(x);
-    const auto idx = ag.range().global_indices();
-    const auto got = y.local().to_vector();
-    ASSERT_EQ(got.size(), idx.size());
-    for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], static_cast<double>(idx[i]));
+    ASSERT_TRUE(test::holds_global_index(y));
   }
 }
