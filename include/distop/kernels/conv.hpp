@@ -1,0 +1,35 @@
+#pragma once
+// Local convolution kernels: N-D (1-3 spatial axes) cross-correlation as im2col + GEMM.
+
+#include "distop/core/tensor.hpp"
+#include "distop/kernels/window.hpp"
+
+namespace distop::kernels {
+
+// Shapes, with d = g.dims() spatial axes:
+//   x  [N, C, in_1 .. in_d]     (in = g.in)
+//   w  [O, C, k_1 .. k_d]       (k = g.kernel)
+//   y  [N, O, out_1 .. out_d]   (out = g.out)
+// y[n, o, p] = bias[o] + sum_{c, j} w[o, c, j] x[n, c, p * stride - offset + j * dilation], with
+// x read as zero outside its extents (PyTorch's Conv{1,2,3}d with zero padding, groups = 1).
+// Every function checks the shapes against g and throws a distop::Error naming the mismatch.
+// Computed as a GEMM per sample (BLAS on the host, cuBLAS in CUDA builds) on an im2col matrix
+// [C k_1..k_d, out_1..out_d]; the scratch is kept between calls.
+
+// y = conv(x, w) + bias (bias [O], or an empty tensor for none). Overwrites y.
+template <class T>
+void conv_forward(const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>& bias, Tensor<T>& y,
+                  const WindowGeometry& g);
+// dx = beta dx + conv^T_x(dy, w): the adjoint of x -> conv(x, w).
+template <class T>
+void conv_backward_input(const Tensor<T>& dy, const Tensor<T>& w, T beta, Tensor<T>& dx,
+                         const WindowGeometry& g);
+// dw = beta dw + conv^T_w(dy, x): the adjoint of w -> conv(x, w).
+template <class T>
+void conv_backward_weight(const Tensor<T>& dy, const Tensor<T>& x, T beta, Tensor<T>& dw,
+                          const WindowGeometry& g);
+// db[o] = beta db[o] + sum over n and the spatial axes of dy[n, o, ...].
+template <class T>
+void conv_backward_bias(const Tensor<T>& dy, T beta, Tensor<T>& db);
+
+}  // namespace distop::kernels
