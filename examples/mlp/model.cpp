@@ -1,35 +1,14 @@
 #include "model.hpp"
 
-#include <algorithm>
 
 namespace distop::examples {
-
-std::vector<LayerGrid> mlp_grids(int ranks, int layers) {
-  int a = 1;
-  for (int d = 1; d * d <= ranks; ++d)
-    if (ranks % d == 0) a = d;
-  std::vector<LayerGrid> grids;
-  std::vector<int> in_ranks(static_cast<std::size_t>(ranks / a));
-  for (int r = 0; r < ranks / a; ++r) in_ranks[r] = r;
-  for (int l = 0; l < layers; ++l) {
-    const int p_in = static_cast<int>(in_ranks.size());
-    const int p_out = l + 1 == layers ? 1 : ranks / p_in;
-    std::vector<int> grid_ranks = in_ranks;
-    for (int r = 0; r < ranks && static_cast<int>(grid_ranks.size()) < p_out * p_in; ++r)
-      if (std::find(in_ranks.begin(), in_ranks.end(), r) == in_ranks.end()) grid_ranks.push_back(r);
-    grids.push_back({Shape{p_out, p_in}, grid_ranks});
-    in_ranks.clear();
-    for (int i = 0; i < p_out; ++i) in_ranks.push_back(grid_ranks[static_cast<std::size_t>(i * p_in)]);
-  }
-  return grids;
-}
 
 ModelParallelMlp::ModelParallelMlp(const std::vector<std::int64_t>& sizes, std::uint64_t seed) {
   DISTOP_CHECK(sizes.size() >= 2, "ModelParallelMlp", "need at least input and output sizes");
   int ranks = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   const int layers = static_cast<int>(sizes.size()) - 1;
-  const auto grids = mlp_grids(ranks, layers);
+  const auto grids = linear_chain_grids(ranks, layers);
   layers_.reserve(static_cast<std::size_t>(layers));
   for (int l = 0; l < layers; ++l)
     layers_.emplace_back(sizes[l], sizes[l + 1], Partition::world(grids[l].shape, grids[l].ranks),

@@ -9,19 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "grids.hpp"
+
 namespace distop::examples {
 
-// The weight grids, as [P_out, P_in] and the ranks in row-major order, for a chain of `layers`
-// layers over `ranks` ranks. The first grid is [a, ranks / a] with a the largest divisor of ranks
-// whose square is at most ranks; each following grid puts the previous output ranks (its column
-// 0) in its row 0 and the other ranks in the rows below; the last layer has P_out = 1, so the
-// logits end on rank 0.
-struct LayerGrid {
-  Shape shape;
-  std::vector<int> ranks;
-};
-std::vector<LayerGrid> mlp_grids(int ranks, int layers);
-
+// Layer l runs on linear_chain_grids(ranks, layers)[l].
 class ModelParallelMlp {
  public:
   // sizes: features of the input, each hidden layer, and the output. Collective.

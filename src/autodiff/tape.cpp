@@ -1,6 +1,7 @@
 #include "distop/autodiff/tape.hpp"
 
 #include "distop/core/error.hpp"
+#include "distop/core/timers.hpp"
 
 namespace distop {
 
@@ -13,7 +14,14 @@ void Tape::backward() {
   // Clear even if an adjoint throws, so the saved context is released.
   auto entries = std::move(entries_);
   entries_.clear();
-  for (auto it = entries.rbegin(); it != entries.rend(); ++it) it->backward();
+  if (!timers::enabled()) {
+    for (auto it = entries.rbegin(); it != entries.rend(); ++it) it->backward();
+    return;
+  }
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+    const timers::Scope timer(it->name + ".adjoint");
+    it->backward();
+  }
 }
 
 void Tape::clear() noexcept { entries_.clear(); }

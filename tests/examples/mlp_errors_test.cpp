@@ -1,6 +1,5 @@
 // The MLP example meets bad input with a clear error, a non-zero exit status and no hang.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -10,28 +9,17 @@
 
 #include "distop/data/idx.hpp"
 #include "distop/io/safetensors.hpp"
+#include "run_example.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Outcome {
-  int status = -1;
-  std::string output;
-};
+using distop::test::Outcome;
 
 // Runs the example under mpiexec with a time limit (exit 124 means it hung).
 Outcome run_mlp(int ranks, const std::string& args) {
-  const std::string cmd = "timeout 120 " + std::string(DISTOP_MPIEXEC) + " -n " +
-                          std::to_string(ranks) + " " + DISTOP_MLP + " --quiet " + args + " 2>&1";
-  Outcome o;
-  std::FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return o;
-  char buf[4096];
-  while (std::fgets(buf, sizeof buf, p)) o.output += buf;
-  const int st = pclose(p);
-  o.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return o;
+  return distop::test::run_example(DISTOP_MPIEXEC, DISTOP_MLP, ranks, std::string("--quiet ") + args);
 }
 
 void expect_clean_failure(const Outcome& o, const std::string& needle) {

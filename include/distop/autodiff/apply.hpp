@@ -5,6 +5,7 @@
 
 #include "distop/autodiff/tape.hpp"
 #include "distop/autodiff/var.hpp"
+#include "distop/core/timers.hpp"
 #include "distop/ops/linear_operator.hpp"
 
 namespace distop {
@@ -14,7 +15,11 @@ namespace distop {
 // reached y (it then sends zeros), because its messages are matched by other ranks' calls.
 template <class T>
 Var<T> apply(Tape& tape, std::shared_ptr<const LinearOperator<T>> op, const Var<T>& x) {
-  Var<T> y(op->apply(x.value()), x.requires_grad());
+  Var<T> y;
+  {
+    const timers::Scope timer(op->name());
+    y = Var<T>(op->apply(x.value()), x.requires_grad());
+  }
   if (x.requires_grad()) {
     tape.record(op->name(), [op, x, y]() mutable {
       x.accumulate_grad(op->apply_adjoint(y.grad()));  // grad(): zeros if none arrived

@@ -1,4 +1,4 @@
-// The MLP's losses over its first 20 steps at 1, 2 and 4 ranks, from the same initial weights and
+// An example's losses over its first 20 steps at 1, 2 and 4 ranks, from the same initial weights and
 // data order, agree to 1e-4 relative (they differ only by float rounding in the reductions).
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 
 namespace {
 std::vector<double> read_losses(int ranks) {
-  std::ifstream in(std::string(DISTOP_MLP_WORK_DIR) + "/losses.np" + std::to_string(ranks) + ".txt");
+  std::ifstream in(std::string(DISTOP_LOSSES_DIR) + "/losses.np" + std::to_string(ranks) + ".txt");
   std::vector<double> losses;
   long long step = 0;
   double loss = 0;
@@ -18,7 +18,7 @@ std::vector<double> read_losses(int ranks) {
 }
 }  // namespace
 
-TEST(MlpAgreement, LossesAgreeAcrossRankCounts) {
+TEST(LossAgreement, LossesAgreeAcrossRankCounts) {
   const auto one = read_losses(1);
   ASSERT_EQ(one.size(), 20u) << "the 1-rank run logged " << one.size() << " steps";
   for (double l : one) ASSERT_TRUE(std::isfinite(l) && l > 0);

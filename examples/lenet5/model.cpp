@@ -1,0 +1,108 @@
+#include "model.hpp"
+
+#include "grids.hpp"
+
+namespace distop::examples {
+
+namespace {
+
+constexpr const char* kOp = "LeNet5";
+
+int world_ranks() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+Partition spatial_grid() {
+  const int n = world_ranks();
+  const int a = square_rows(n);
+  return Partition::world(Shape{1, 1, a, n / a});
+}
+
+std::vector<nn::DistributedLinear<float>> make_fc(std::uint64_t seed) {
+  const auto grids = linear_chain_grids(world_ranks(), 3);
+  const std::int64_t sizes[] = {400, 120, 84, LeNet5::kClasses};
+  std::vector<nn::DistributedLinear<float>> fc;
+  fc.reserve(3);
+  for (std::size_t l = 0; l < 3; ++l)
+    fc.emplace_back(sizes[l], sizes[l + 1], Partition::world(grids[l].shape, grids[l].ranks),
+                    seed + 2 + l);
+  return fc;
+}
+
+}  // namespace
+
+LeNet5::LeNet5(std::uint64_t seed)
+    : conv1_(2, 1, 6, {5}, {{1}, {2}, {1}, true}, spatial_grid(), seed),
+      conv2_(2, 6, 16, {5}, {{1}, {0}, {1}, true}, spatial_grid(), seed + 1),
+      pool_(nn::PoolKind::max, 2, {2}),
+      fc_(make_fc(seed)) {
+  const auto p_in = fc_.front().input_partition().size();
+  DISTOP_CHECK(16 % p_in == 0, kOp, "fc1's input is split ", p_in,
+               " ways, which does not divide its 16 channels; run at 1, 2, 4 or 8 ranks");
+  by_channel_ = fc_.front().input_partition().reshape(Shape{1, p_in, 1, 1});
+}
+
+TensorSpace LeNet5::input_space(std::int64_t batch) const {
+  return conv1_.input_space(batch, Shape{kRows, kCols});
+}
+
+Var<float> LeNet5::forward(Tape& tape, const Var<float>& x) {
+  auto h = pool_.forward(tape, nn::relu(tape, conv1_.forward(tape, x)));
+  h = pool_.forward(tape, nn::relu(tape, conv2_.forward(tape, h)));
+  const std::int64_t batch = h.space().global_shape()[0];
+  auto& to_fc = to_fc_[batch];
+  if (!to_fc)
+    to_fc = std::make_shared<const Repartition<float>>(
+        h.space(), TensorSpace(h.space().global_shape(), by_channel_));
+  h = nn::reinterpret(tape, apply<float>(tape, to_fc, h), fc_.front().input_space(batch));
+  for (std::size_t l = 0; l < fc_.size(); ++l) {
+    h = fc_[l].forward(tape, h);
+    if (l + 1 < fc_.size()) h = nn::relu(tape, h);
+  }
+  return h;
+}
+
+std::vector<Var<float>> LeNet5::parameters() const {
+  std::vector<Var<float>> p;
+  for (const auto& [name, v] : named_parameters()) p.push_back(v);
+  return p;
+}
+
+io::NamedParameters<float> LeNet5::named_parameters() const {
+  io::NamedParameters<float> named;
+  auto add = [&](const std::string& prefix, const std::vector<Var<float>>& p) {
+    named.emplace_back(prefix + ".weight", p[0]);
+    if (p.size() > 1) named.emplace_back(prefix + ".bias", p[1]);
+  };
+  add("conv1", conv1_.parameters());
+  add("conv2", conv2_.parameters());
+  for (std::size_t l = 0; l < fc_.size(); ++l) add("fc" + std::to_string(l + 1), fc_[l].parameters());
+  return named;
+}
+
+std::string LeNet5::describe() const {
+  std::string s("  conv1: 1 -> 6, 5x5 pad 2, then 2x2 max pool, on ");
+  s += conv1_.weight_partition().str();
+  s += "\n  conv2: 6 -> 16, 5x5, then 2x2 max pool, on ";
+  s += conv2_.weight_partition().str();
+  s += "\n  repartition: [N, 16, 5, 5] to ";
+  s += by_channel_.str();
+  s += "\n";
+  for (std::size_t l = 0; l < fc_.size(); ++l) {
+    const auto& L = fc_[l];
+    s += "  fc";
+    s += std::to_string(l + 1);
+    s += ": ";
+    s += std::to_string(L.in_features());
+    s += " -> ";
+    s += std::to_string(L.out_features());
+    s += " on ";
+    s += L.weight_partition().str();
+    s += "\n";
+  }
+  return s;
+}
+
+}  // namespace distop::examples

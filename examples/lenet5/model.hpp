@@ -1,0 +1,50 @@
+#pragma once
+// LeNet-5 with its convolutions and pooling spatially partitioned and its fully connected layers
+// on 2-D weight grids (DistDL's LeNet-5 example).
+
+#include <distop/distop.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace distop::examples {
+
+// conv1 1->6 5x5 padding 2, ReLU, 2x2 max pool; conv2 6->16 5x5, ReLU, 2x2 max pool; flatten to
+// 400 in (channel, row, column) order; fc1 400->120, ReLU; fc2 120->84, ReLU; fc3 84->10.
+//
+// At R ranks the convolutions and pools run on a [1, 1, a, R / a] spatial grid (a = the squarest
+// split: 2 x 2 at 4 ranks, 1 x 2 at 2). A Repartition then moves the [N, 16, 5, 5] feature maps
+// onto fc1's input ranks split by channel, where each rank's block of 16 / P_in channels is
+// exactly its block of the 400 flattened features; the fully connected layers run on
+// linear_chain_grids(R, 3) and the logits end on rank 0. Runs at any R for which fc1's P_in
+// divides 16 and the halos fit (1, 2, 4 and 8 ranks).
+class LeNet5 {
+ public:
+  static constexpr std::int64_t kRows = 28, kCols = 28, kClasses = 10;
+  // Collective over MPI_COMM_WORLD.
+  explicit LeNet5(std::uint64_t seed);
+
+  // [batch, 1, 28, 28] on the spatial grid.
+  TensorSpace input_space(std::int64_t batch) const;
+  // Whether this rank holds the logits (rank 0).
+  bool holds_output() const { return fc_.back().output_partition().active(); }
+  Var<float> forward(Tape& tape, const Var<float>& x);
+  std::vector<Var<float>> parameters() const;
+  // "conv1.weight" [6, 1, 5, 5], "conv1.bias", ..., "fc3.bias", as in a PyTorch state_dict.
+  io::NamedParameters<float> named_parameters() const;
+  // One line per layer: its shape and partition.
+  std::string describe() const;
+
+ private:
+  nn::DistributedConv<float> conv1_;
+  nn::DistributedConv<float> conv2_;
+  nn::DistributedPool<float> pool_;
+  std::vector<nn::DistributedLinear<float>> fc_;
+  Partition by_channel_;  // fc1's input ranks as a [1, P_in, 1, 1] grid
+  std::map<std::int64_t, std::shared_ptr<const Repartition<float>>> to_fc_;
+};
+
+}  // namespace distop::examples

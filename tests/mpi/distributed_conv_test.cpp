@@ -1,0 +1,272 @@
+// DistributedConv and DistributedPool: adjoint tests of the convolution's linearisation with
+// respect to input, weight and bias, and equivalence with the one-rank layers (values and
+// gradients) over feature, channel and general partitions, uneven extents and strides that do not
+// divide them.
+#include "distop/nn/distributed_conv.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "distop/autodiff/apply.hpp"
+#include "distop/nn/conv.hpp"
+#include "distop/nn/distributed_pool.hpp"
+#include "distop/nn/init.hpp"
+#include "distop/nn/pool.hpp"
+#include "distop/testing/adjoint_test.hpp"
+#include "distop/testing/linearisation.hpp"
+#include "mpi_test_util.hpp"
+
+using namespace distop;
+using distop::test::world_size;
+
+namespace {
+
+struct GridCase {
+  const char* name;
+  int ranks_needed;
+  Shape grid;  // [P_co, P_ci, S..]
+  std::vector<int> ranks;
+};
+
+// 2-D convolutions: feature, channel and general partitions, with idle ranks and a rank order
+// that is not the identity.
+std::vector<GridCase> grid_cases_2d() {
+  return {{"1x1x1x1", 1, {1, 1, 1, 1}, {0}},
+          {"feature_1x2", 2, {1, 1, 1, 2}, {0, 1}},
+          {"feature_2x1_reversed", 2, {1, 1, 2, 1}, {1, 0}},
+          {"channel_out2", 2, {2, 1, 1, 1}, {0, 1}},
+          {"channel_in2", 2, {1, 2, 1, 1}, {1, 0}},
+          {"feature_2x2", 4, {1, 1, 2, 2}, {0, 1, 2, 3}},
+          {"feature_1x3_idle", 4, {1, 1, 1, 3}, {3, 1, 2}},
+          {"channel_2x2", 4, {2, 2, 1, 1}, {0, 2, 1, 3}},
+          {"general_co2_s2", 4, {2, 1, 2, 1}, {0, 1, 2, 3}},
+          {"general_ci2_s2", 4, {1, 2, 1, 2}, {3, 2, 1, 0}}};
+}
+
+struct ConvCase {
+  const char* name;
+  std::vector<std::int64_t> kernel;
+  nn::ConvOptions options;
+};
+
+std::vector<ConvCase> conv_cases() {
+  return {{"k3_p1", {3}, {{1}, {1}, {1}, true}},
+          {"k3x2_s2x1_p1x0_d1x2", {3, 2}, {{2, 1}, {1, 0}, {1, 2}, true}},
+          {"k5_p2_nobias", {5}, {{1}, {2}, {1}, false}}};
+}
+
+constexpr std::int64_t kBatch = 2, kIn = 3, kOut = 4;
+const Shape kSpatial{9, 7};  // uneven over 2 and 3 parts
+constexpr std::uint64_t kSeed = 42;
+
+// The global values of a tensor drawn with uniform_init(seed, bound), in a one-rank space.
+template <class T>
+DistTensor<T> global_tensor(const Shape& shape, std::uint64_t seed, double bound = 1.0) {
+  DistTensor<T> t(TensorSpace(shape, Partition::self(Shape(std::vector<std::int64_t>(
+                                         static_cast<std::size_t>(shape.rank()), 1)))));
+  nn::uniform_init(t, seed, bound);
+  return t;
+}
+
+// Every entry of this rank's box of `got` equals the entry of `global` with the same global index.
+void expect_box(const DistTensor<double>& got, const DistTensor<double>& global, const char* what,
+                double tol = 1e-12) {
+  auto idx = got.space().global_indices();
+  auto v = got.local().to_vector();
+  auto g = global.local().to_vector();
+  ASSERT_EQ(v.size(), idx.size()) << what;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    ASSERT_NEAR(v[i], g[static_cast<std::size_t>(idx[i])], tol) << what << " entry " << i;
+}
+
+Shape with_batch_channels(std::int64_t n, std::int64_t c, const Shape& spatial) {
+  std::vector<std::int64_t> v{n, c};
+  v.insert(v.end(), spatial.begin(), spatial.end());
+  return Shape(v);
+}
+
+}  // namespace
+
+TEST(DistributedConv, EqualsTheOneRankLayerInValuesAndGradients) {
+  for (const auto& cc : conv_cases()) {
+    SCOPED_TRACE(cc.name);
+    // The one-rank reference, computed on every rank.
+    nn::Conv<double> ref(2, kIn, kOut, cc.kernel, cc.options, kSeed);
+    const Shape xs = with_batch_channels(kBatch, kIn, kSpatial);
+    Var<double> X(global_tensor<double>(xs, 3), true);
+    Tape rt;
+    auto Y = ref.forward(rt, X);
+    auto dY = global_tensor<double>(Y.space().global_shape(), 4);
+    Y.grad().local().copy_from(dY.local());
+    rt.backward();
+
+    for (const auto& c : grid_cases_2d()) {
+      if (world_size() < c.ranks_needed) continue;
+      SCOPED_TRACE(c.name);
+      nn::DistributedConv<double> layer(2, kIn, kOut, cc.kernel, cc.options,
+                                        Partition::world(c.grid, c.ranks), kSeed);
+      DistTensor<double> x0(layer.input_space(kBatch, kSpatial));
+      nn::uniform_init(x0, 3, 1.0);
+      Var<double> x(x0, true);
+      Tape tape;
+      auto y = layer.forward(tape, x);
+      ASSERT_EQ(y.space(), layer.output_space(kBatch, kSpatial));
+      expect_box(y.value(), Y.value(), "y");
+      nn::uniform_init(y.grad(), 4, 1.0);
+      tape.backward();
+      expect_box(x.grad(), X.grad(), "dx");
+      expect_box(layer.weight().value(), ref.weight().value(), "W");
+      expect_box(layer.weight().grad(), ref.weight().grad(), "dW");
+      if (cc.options.bias) expect_box(layer.bias().grad(), ref.bias().grad(), "db");
+    }
+  }
+}
+
+template <class T>
+void adjoint_cases() {
+  const auto cc = conv_cases()[1];
+  for (const auto& c : grid_cases_2d()) {
+    if (world_size() < c.ranks_needed) continue;
+    SCOPED_TRACE(c.name);
+    nn::DistributedConv<T> layer(2, kIn, kOut, cc.kernel, cc.options,
+                                 Partition::world(c.grid, c.ranks), kSeed);
+    DistTensor<T> x0(layer.input_space(kBatch, kSpatial));
+    nn::uniform_init(x0, 3, 1.0);
+    Var<T> x(x0, true);
+    const auto out = layer.output_space(kBatch, kSpatial);
+    distop::testing::TapeLinearisation<T> wrt_x(x, out,
+                                                [&](Tape& t) { return layer.forward(t, x); });
+    auto rx = distop::testing::adjoint_test(wrt_x);
+    EXPECT_TRUE(rx.passed) << "input: " << rx.str();
+    Var<T> x_fixed(x0.clone(), false);
+    distop::testing::TapeLinearisation<T> wrt_w(
+        layer.weight(), out, [&](Tape& t) { return layer.forward(t, x_fixed); });
+    auto rw = distop::testing::adjoint_test(wrt_w);
+    EXPECT_TRUE(rw.passed) << "weight: " << rw.str();
+    distop::testing::TapeLinearisation<T> wrt_b(
+        layer.bias(), out, [&](Tape& t) { return layer.forward(t, x_fixed); });
+    auto rb = distop::testing::adjoint_test(wrt_b);
+    EXPECT_TRUE(rb.passed) << "bias: " << rb.str();
+  }
+}
+
+TEST(DistributedConvAdjoint, Double) { adjoint_cases<double>(); }
+TEST(DistributedConvAdjoint, Float) { adjoint_cases<float>(); }
+
+TEST(DistributedConv, OneAndThreeSpatialAxes) {
+  const int n = world_size();
+  // 1-D over every rank, 3-D with the last two axes split.
+  struct Case {
+    int dims;
+    Shape grid;
+    Shape spatial;
+  };
+  std::vector<Case> cases{{1, Shape{1, 1, n}, Shape{4 * n + 1}}};
+  if (n >= 2) cases.push_back({3, Shape{1, 1, 1, 2, n / 2}, Shape{3, 5, 2 * n + 1}});
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.dims);
+    nn::ConvOptions o{{1}, {1}, {1}, true};
+    nn::Conv<double> ref(c.dims, 2, 3, {3}, o, kSeed);
+    Var<double> X(global_tensor<double>(with_batch_channels(2, 2, c.spatial), 3), true);
+    Tape rt;
+    auto Y = ref.forward(rt, X);
+    Y.grad().local().copy_from(global_tensor<double>(Y.space().global_shape(), 4).local());
+    rt.backward();
+    nn::DistributedConv<double> layer(c.dims, 2, 3, {3}, o, Partition::world(c.grid), kSeed);
+    DistTensor<double> x0(layer.input_space(2, c.spatial));
+    nn::uniform_init(x0, 3, 1.0);
+    Var<double> x(x0, true);
+    Tape tape;
+    auto y = layer.forward(tape, x);
+    expect_box(y.value(), Y.value(), "y");
+    nn::uniform_init(y.grad(), 4, 1.0);
+    tape.backward();
+    expect_box(x.grad(), X.grad(), "dx");
+    expect_box(layer.weight().grad(), ref.weight().grad(), "dW");
+  }
+}
+
+TEST(DistributedPool, EqualsTheOneRankLayerInValuesAndGradients) {
+  const int n = world_size();
+  struct Case {
+    const char* name;
+    nn::PoolKind kind;
+    std::vector<std::int64_t> kernel;
+    nn::PoolOptions options;
+  };
+  const std::vector<Case> cases{
+      {"max2", nn::PoolKind::max, {2}, {}},
+      {"max3_s2_p1", nn::PoolKind::max, {3}, {{2}, {1}, {1}}},
+      {"avg3x2_s2x1_p1x0", nn::PoolKind::avg, {3, 2}, {{2, 1}, {1, 0}, {1}}},
+      {"max2_d2", nn::PoolKind::max, {2}, {{1}, {0}, {2}}}};
+  std::vector<Shape> grids{Shape{1, 1, 1, n}, Shape{1, 1, n, 1}};
+  if (n == 4) grids.push_back(Shape{1, 2, 2, 1});
+  const Shape xs = with_batch_channels(kBatch, kIn, Shape{11, 9});
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    nn::Pool<double> ref(c.kind, 2, c.kernel, c.options);
+    // Distinct values (no ties), so the max is the same wherever it is computed.
+    Var<double> X(global_tensor<double>(xs, 5), true);
+    Tape rt;
+    auto Y = ref.forward(rt, X);
+    Y.grad().local().copy_from(global_tensor<double>(Y.space().global_shape(), 6).local());
+    rt.backward();
+    for (const auto& grid : grids) {
+      SCOPED_TRACE(grid.str());
+      nn::DistributedPool<double> layer(c.kind, 2, c.kernel, c.options);
+      DistTensor<double> x0(TensorSpace(xs, Partition::world(grid)));
+      nn::uniform_init(x0, 5, 1.0);
+      Var<double> x(x0, true);
+      Tape tape;
+      auto y = layer.forward(tape, x);
+      ASSERT_EQ(y.space(), layer.output_space(x.space()));
+      expect_box(y.value(), Y.value(), "y");
+      nn::uniform_init(y.grad(), 6, 1.0);
+      tape.backward();
+      expect_box(x.grad(), X.grad(), "dx");
+    }
+  }
+}
+
+TEST(DistributedPoolAdjoint, AveragePoolingIsLinear) {
+  const int n = world_size();
+  nn::DistributedPool<double> layer(nn::PoolKind::avg, 2, {3}, {{2}, {1}, {1}});
+  DistTensor<double> x0(TensorSpace(with_batch_channels(2, 2, Shape{9, 8}),
+                                    Partition::world(Shape{1, 1, n, 1})));
+  Var<double> x(x0, true);
+  distop::testing::TapeLinearisation<double> op(x, layer.output_space(x.space()),
+                                                [&](Tape& t) { return layer.forward(t, x); });
+  auto r = distop::testing::adjoint_test(op);
+  EXPECT_TRUE(r.passed) << r.str();
+}
+
+TEST(DistributedConv, BadInputsAreErrorsOnEveryRank) {
+  const int n = world_size();
+  const nn::ConvOptions o{{1}, {1}, {1}, true};
+  // A weight grid of the wrong rank; more channel blocks than channels.
+  EXPECT_THROW(nn::DistributedConv<float>(2, 2, 2, {3}, o, Partition::world(Shape{1, n}), 1),
+               Error);
+  if (n > 1)
+    EXPECT_THROW(nn::DistributedConv<float>(2, 1, 2, {3}, o, Partition::world(Shape{1, n, 1, 1}), 1),
+                 Error);
+  nn::DistributedConv<float> layer(2, 2, 3, {3}, o, Partition::world(Shape{1, 1, n, 1}), 1);
+  Tape tape;
+  // Wrong channel count.
+  Var<float> wrong(DistTensor<float>(
+      TensorSpace(Shape{2, 3, 4 * n, 5}, Partition::world(Shape{1, 1, n, 1}))));
+  EXPECT_THROW(layer.forward(tape, wrong), Error);
+  // Right shape on another partition.
+  if (n > 1) {
+    Var<float> elsewhere(DistTensor<float>(
+        TensorSpace(Shape{2, 2, 5, 4 * n}, Partition::world(Shape{1, 1, 1, n}))));
+    EXPECT_THROW(layer.forward(tape, elsewhere), Error);
+  }
+  // A halo wider than the neighbour's block: a 9-wide kernel over blocks of 2.
+  if (n > 1) {
+    nn::DistributedConv<float> wide(2, 2, 3, {9}, {{1}, {4}, {1}, true},
+                                    Partition::world(Shape{1, 1, n, 1}), 1);
+    Var<float> small(DistTensor<float>(wide.input_space(1, Shape{2 * n, 9})));
+    EXPECT_THROW(wide.forward(tape, small), Error);
+  }
+}
