@@ -143,8 +143,13 @@ Geo padded(const WindowGeometry& g) {
 // [0, n) exactly for o in [lo, hi), clipped to [0, m).
 KOKKOS_INLINE_FUNCTION void valid_range(std::int64_t b, std::int64_t s, std::int64_t n,
                                         std::int64_t m, std::int64_t& lo, std::int64_t& hi) {
-  lo = b >= 0 ? 0 : (-b + s - 1) / s;
-  hi = n - 1 - b < 0 ? 0 : (n - 1 - b) / s + 1;
+  if (s == 1) {  // the common case, without divisions
+    lo = b >= 0 ? 0 : -b;
+    hi = n - b < 0 ? 0 : n - b;
+  } else {
+    lo = b >= 0 ? 0 : (-b + s - 1) / s;
+    hi = n - 1 - b < 0 ? 0 : (n - 1 - b) / s + 1;
+  }
   if (lo > m) lo = m;
   if (hi > m) hi = m;
   if (hi < lo) hi = lo;
@@ -157,40 +162,43 @@ void im2col(const T* x, std::int64_t nb, std::int64_t channels, const Geo& g, T*
   const std::int64_t len = nb * g.out_n;  // row length of col
   const std::int64_t rows_k = channels * g.taps;
   if constexpr (kHostKernels) {
-    // One work item per run of out[2] entries: its source is one input row.
-    const std::int64_t items = rows_k * nb * g.out[0] * g.out[1];
+    // One work item per row of col and sample: out[0] out[1] runs of out[2] entries, each read
+    // from one input row (or zero). Indices advance incrementally; the tap's valid range along
+    // the last axis is the same for every run.
     Kokkos::parallel_for(
-        "distop::im2col", Kokkos::RangePolicy<ExecSpace>(0, items), KOKKOS_LAMBDA(std::int64_t w) {
-          const std::int64_t o1 = w % g.out[1];
-          std::int64_t t = w / g.out[1];
-          const std::int64_t o0 = t % g.out[0];
-          t /= g.out[0];
-          const std::int64_t nl = t % nb;
-          const std::int64_t r = t / nb;
+        "distop::im2col", Kokkos::RangePolicy<ExecSpace>(0, rows_k * nb),
+        KOKKOS_LAMBDA(std::int64_t w) {
+          const std::int64_t r = w / nb;
+          const std::int64_t nl = w % nb;
           const std::int64_t j2 = r % g.k[2];
           const std::int64_t j1 = (r / g.k[2]) % g.k[1];
           const std::int64_t j0 = (r / (g.k[2] * g.k[1])) % g.k[0];
           const std::int64_t ch = r / g.taps;
-          const std::int64_t m = g.out[2];
-          T* dst = col + r * len + nl * g.out_n + (o0 * g.out[1] + o1) * m;
-          const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
-          const std::int64_t i1 = o1 * g.s[1] - g.off[1] + j1 * g.dil[1];
-          if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1]) {
-            for (std::int64_t o = 0; o < m; ++o) dst[o] = T(0);
-            return;
-          }
-          const T* src = x + (nl * channels + ch) * g.in_n + (i0 * g.in[1] + i1) * g.in[2];
+          const std::int64_t m = g.out[2], s2 = g.s[2];
           const std::int64_t b = j2 * g.dil[2] - g.off[2];
-          const std::int64_t s = g.s[2];
           std::int64_t lo = 0, hi = 0;
-          valid_range(b, s, g.in[2], m, lo, hi);
-          for (std::int64_t o = 0; o < lo; ++o) dst[o] = T(0);
-          if (s == 1) {
-            for (std::int64_t o = lo; o < hi; ++o) dst[o] = src[o + b];
-          } else {
-            for (std::int64_t o = lo; o < hi; ++o) dst[o] = src[o * s + b];
+          valid_range(b, s2, g.in[2], m, lo, hi);
+          const T* xs = x + (nl * channels + ch) * g.in_n;
+          T* dst = col + r * len + nl * g.out_n;
+          for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+            const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
+            const bool in0 = i0 >= 0 && i0 < g.in[0];
+            for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1, dst += m) {
+              const std::int64_t i1 = o1 * g.s[1] - g.off[1] + j1 * g.dil[1];
+              if (!in0 || i1 < 0 || i1 >= g.in[1]) {
+                for (std::int64_t o = 0; o < m; ++o) dst[o] = T(0);
+                continue;
+              }
+              const T* src = xs + (i0 * g.in[1] + i1) * g.in[2];
+              for (std::int64_t o = 0; o < lo; ++o) dst[o] = T(0);
+              if (s2 == 1) {
+                for (std::int64_t o = lo; o < hi; ++o) dst[o] = src[o + b];
+              } else {
+                for (std::int64_t o = lo; o < hi; ++o) dst[o] = src[o * s2 + b];
+              }
+              for (std::int64_t o = hi; o < m; ++o) dst[o] = T(0);
+            }
           }
-          for (std::int64_t o = hi; o < m; ++o) dst[o] = T(0);
         });
   } else {
     Kokkos::parallel_for(
@@ -226,43 +234,50 @@ template <class T>
 void col2im(const T* col, std::int64_t nb, std::int64_t channels, const Geo& g, T beta, T* dx) {
   const std::int64_t len = nb * g.out_n;
   if constexpr (kHostKernels) {
-    // One work item per input row of in[2] entries; it walks the taps whose outputs read the row.
-    const std::int64_t items = nb * channels * g.in[0] * g.in[1];
+    // One work item per sample, channel and index i1 along the middle axis: it owns the entries
+    // dx[n, c, :, i1, :] and adds to them every column entry that reads one of them. The taps
+    // along the middle axis are found by division (gather); along the other two axes each
+    // column run is added to one input row (scatter within the item's own entries).
     Kokkos::parallel_for(
-        "distop::col2im", Kokkos::RangePolicy<ExecSpace>(0, items), KOKKOS_LAMBDA(std::int64_t w) {
+        "distop::col2im", Kokkos::RangePolicy<ExecSpace>(0, nb * channels * g.in[1]),
+        KOKKOS_LAMBDA(std::int64_t w) {
           const std::int64_t i1 = w % g.in[1];
-          std::int64_t t = w / g.in[1];
-          const std::int64_t i0 = t % g.in[0];
-          t /= g.in[0];
-          const std::int64_t ch = t % channels;
-          const std::int64_t nl = t / channels;
-          const std::int64_t n2 = g.in[2];
-          const std::int64_t m = g.out[2];
-          T* dst = dx + w * n2;
-          if (beta == T(0)) {
-            for (std::int64_t i = 0; i < n2; ++i) dst[i] = T(0);
-          } else if (beta != T(1)) {
-            for (std::int64_t i = 0; i < n2; ++i) dst[i] *= beta;
+          const std::int64_t nc = w / g.in[1];  // sample * channels + channel
+          const std::int64_t ch = nc % channels;
+          const std::int64_t nl = nc / channels;
+          const std::int64_t n2 = g.in[2], m = g.out[2], s2 = g.s[2];
+          T* base = dx + nc * g.in_n + i1 * n2;  // row (i0 = 0, i1); row i0 at i0 in[1] in[2]
+          const std::int64_t row_step = g.in[1] * n2;
+          for (std::int64_t i0 = 0; i0 < g.in[0]; ++i0) {
+            T* dst = base + i0 * row_step;
+            if (beta == T(0)) {
+              for (std::int64_t i = 0; i < n2; ++i) dst[i] = T(0);
+            } else if (beta != T(1)) {
+              for (std::int64_t i = 0; i < n2; ++i) dst[i] *= beta;
+            }
           }
-          for (std::int64_t j0 = 0; j0 < g.k[0]; ++j0) {
-            const std::int64_t t0 = i0 + g.off[0] - j0 * g.dil[0];
-            if (t0 < 0 || t0 % g.s[0] != 0 || t0 / g.s[0] >= g.out[0]) continue;
-            const std::int64_t o0 = t0 / g.s[0];
-            for (std::int64_t j1 = 0; j1 < g.k[1]; ++j1) {
-              const std::int64_t t1 = i1 + g.off[1] - j1 * g.dil[1];
-              if (t1 < 0 || t1 % g.s[1] != 0 || t1 / g.s[1] >= g.out[1]) continue;
-              const std::int64_t o1 = t1 / g.s[1];
-              for (std::int64_t j2 = 0; j2 < g.k[2]; ++j2) {
-                const std::int64_t r = ch * g.taps + (j0 * g.k[1] + j1) * g.k[2] + j2;
-                const T* src = col + r * len + nl * g.out_n + (o0 * g.out[1] + o1) * m;
-                const std::int64_t b = j2 * g.dil[2] - g.off[2];
-                const std::int64_t s = g.s[2];
-                std::int64_t lo = 0, hi = 0;
-                valid_range(b, s, n2, m, lo, hi);
-                if (s == 1) {
-                  for (std::int64_t o = lo; o < hi; ++o) dst[o + b] += src[o];
-                } else {
-                  for (std::int64_t o = lo; o < hi; ++o) dst[o * s + b] += src[o];
+          const T* cs = col + nl * g.out_n;
+          for (std::int64_t j1 = 0; j1 < g.k[1]; ++j1) {
+            const std::int64_t t1 = i1 + g.off[1] - j1 * g.dil[1];
+            if (t1 < 0 || t1 % g.s[1] != 0 || t1 / g.s[1] >= g.out[1]) continue;
+            const std::int64_t o1 = t1 / g.s[1];
+            for (std::int64_t j0 = 0; j0 < g.k[0]; ++j0) {
+              for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+                const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
+                if (i0 < 0 || i0 >= g.in[0]) continue;
+                T* dst = base + i0 * row_step;
+                const T* run = cs + (o0 * g.out[1] + o1) * m;
+                for (std::int64_t j2 = 0; j2 < g.k[2]; ++j2) {
+                  const std::int64_t r = ch * g.taps + (j0 * g.k[1] + j1) * g.k[2] + j2;
+                  const T* src = run + r * len;
+                  const std::int64_t b = j2 * g.dil[2] - g.off[2];
+                  std::int64_t lo = 0, hi = 0;
+                  valid_range(b, s2, n2, m, lo, hi);
+                  if (s2 == 1) {
+                    for (std::int64_t o = lo; o < hi; ++o) dst[o + b] += src[o];
+                  } else {
+                    for (std::int64_t o = lo; o < hi; ++o) dst[o * s2 + b] += src[o];
+                  }
                 }
               }
             }
