@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 
+#include "gemm_raw.hpp"
 #ifdef DISTOP_HAVE_CUDA
 #include "gemm_cuda.hpp"
 #endif
@@ -21,14 +22,10 @@ std::string describe(const char* name, Op op, const Shape& s) {
          (op == Op::T ? Shape{s[1], s[0]}.str() + " (transposed " + s.str() + ")" : s.str());
 }
 
-// BLAS takes int extents; a leading dimension must be at least 1 even for an empty matrix.
+// BLAS takes int extents.
 int blas_int(std::int64_t v, const char* what) {
   DISTOP_CHECK(v <= INT_MAX, "gemm", what, " = ", v, " exceeds the BLAS index range");
   return static_cast<int>(v);
-}
-template <class T>
-int leading_dim(const Tensor<T>& t) {
-  return std::max(1, blas_int(t.extent(1), "a row length"));
 }
 
 CBLAS_TRANSPOSE cblas_op(Op op) { return op == Op::T ? CblasTrans : CblasNoTrans; }
@@ -74,15 +71,26 @@ void gemm(Op op_a, Op op_b, T alpha, const Tensor<T>& a, const Tensor<T>& b, T b
   if (m == 0 || n == 0) return;
   DISTOP_CHECK(c.data() != a.data() && c.data() != b.data(), "gemm",
                "the output c aliases an input");
-  const int mi = blas_int(m, "m"), ni = blas_int(n, "n"), ki = blas_int(k, "k");
-  const int lda = leading_dim(a), ldb = leading_dim(b), ldc = leading_dim(c);
+  detail::gemm_raw(op_a, op_b, m, n, k, alpha, a.data(), a.extent(1), b.data(), b.extent(1), beta,
+                   c.data(), c.extent(1));
+}
 
+namespace detail {
+
+template <class T>
+void gemm_raw(Op op_a, Op op_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
+              std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  const int mi = blas_int(m, "m"), ni = blas_int(n, "n"), ki = blas_int(k, "k");
+  const int ldai = std::max(1, blas_int(lda, "a row length"));
+  const int ldbi = std::max(1, blas_int(ldb, "a row length"));
+  const int ldci = std::max(1, blas_int(ldc, "a row length"));
   if constexpr (kHostAccessible) {
-    host_gemm(op_a, op_b, mi, ni, ki, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+    host_gemm(op_a, op_b, mi, ni, ki, alpha, a, ldai, b, ldbi, beta, c, ldci);
   } else {
 #ifdef DISTOP_HAVE_CUDA
-    detail::gemm_cublas(op_a == Op::T, op_b == Op::T, mi, ni, ki, alpha, a.data(), lda, b.data(),
-                        ldb, beta, c.data(), ldc, kokkos_stream());
+    gemm_cublas(op_a == Op::T, op_b == Op::T, mi, ni, ki, alpha, a, ldai, b, ldbi, beta, c, ldci,
+                kokkos_stream());
 #else
     throw Error("gemm",
                 "the tensors live in device memory, but distop was built without CUDA, so there "
@@ -90,6 +98,13 @@ void gemm(Op op_a, Op op_b, T alpha, const Tensor<T>& a, const Tensor<T>& b, T b
 #endif
   }
 }
+
+template void gemm_raw(Op, Op, std::int64_t, std::int64_t, std::int64_t, float, const float*,
+                       std::int64_t, const float*, std::int64_t, float, float*, std::int64_t);
+template void gemm_raw(Op, Op, std::int64_t, std::int64_t, std::int64_t, double, const double*,
+                       std::int64_t, const double*, std::int64_t, double, double*, std::int64_t);
+
+}  // namespace detail
 
 template void gemm(Op, Op, float, const Tensor<float>&, const Tensor<float>&, float,
                    Tensor<float>&);

@@ -1,0 +1,611 @@
+#include "distop/kernels/conv.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "distop/core/error.hpp"
+#include "gemm_raw.hpp"
+
+namespace distop::kernels {
+
+namespace {
+
+using detail::gemm_raw;
+
+// Whether kernels run on the host, where a work item should loop over contiguous entries, rather
+// than on a GPU, where neighbouring threads should touch neighbouring entries.
+constexpr bool kHostKernels = std::is_same_v<typename ExecSpace::memory_space, Kokkos::HostSpace>;
+
+// How many samples share one im2col matrix and one GEMM. A GEMM per sample reads the samples in
+// place (no permutation of y or dy), but once a sample has few output positions its GEMM is too
+// narrow for BLAS to run well, so samples are grouped until the matrix has about kMinColumns
+// columns, within kMaxScratchBytes of scratch. A GPU wants the whole batch in one GEMM.
+constexpr std::int64_t kMinColumns = kHostKernels ? 1024 : (std::int64_t{1} << 40);
+constexpr std::int64_t kMaxScratchBytes =
+    kHostKernels ? (std::int64_t{64} << 20) : (std::int64_t{512} << 20);
+
+// ---------------------------------------------------------------------------------------------
+// Scratch kept between calls: a pool of device buffers per element type. A call leases the
+// buffers it needs and gives them back when done, so concurrent calls from several threads never
+// share one. The pool is released by a Kokkos finalize hook, before Kokkos goes away; it is never
+// destroyed itself (no View destructor runs after Kokkos::finalize at exit).
+template <class T>
+class ScratchPool {
+ public:
+  using View = Kokkos::View<T*, MemSpace>;
+
+  static ScratchPool& instance() {
+    static ScratchPool* pool = new ScratchPool;
+    return *pool;
+  }
+
+  // A buffer of at least n elements: the smallest free one that fits, else the largest free one
+  // grown to n, else a new one.
+  View acquire(std::int64_t n) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!hook_registered_) {
+      Kokkos::push_finalize_hook([this] { release_all(); });
+      hook_registered_ = true;
+    }
+    std::size_t best = free_.size();
+    for (std::size_t i = 0; i < free_.size(); ++i) {
+      const auto e = static_cast<std::int64_t>(free_[i].extent(0));
+      if (e >= n && (best == free_.size() || e < static_cast<std::int64_t>(free_[best].extent(0))))
+        best = i;
+    }
+    if (best == free_.size()) {
+      // None fits: drop the largest (the others may fit smaller requests) and allocate anew.
+      if (!free_.empty()) {
+        auto largest = std::max_element(
+            free_.begin(), free_.end(),
+            [](const View& a, const View& b) { return a.extent(0) < b.extent(0); });
+        free_.erase(largest);
+      }
+      return View(Kokkos::ViewAllocateWithoutInitializing("distop::conv scratch"),
+                  static_cast<std::size_t>(n));
+    }
+    View v = std::move(free_[best]);
+    free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
+    return v;
+  }
+
+  void give_back(View v) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (hook_registered_) free_.push_back(std::move(v));
+  }
+
+ private:
+  void release_all() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.clear();
+    hook_registered_ = false;
+  }
+
+  std::mutex mutex_;
+  std::vector<View> free_;
+  bool hook_registered_ = false;
+};
+
+// A leased scratch buffer, given back to the pool on destruction.
+template <class T>
+class Scratch {
+ public:
+  explicit Scratch(std::int64_t n)
+      : view_(ScratchPool<T>::instance().acquire(std::max<std::int64_t>(n, 1))) {}
+  ~Scratch() { ScratchPool<T>::instance().give_back(std::move(view_)); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  T* data() const noexcept { return view_.data(); }
+
+ private:
+  typename ScratchPool<T>::View view_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The geometry padded to 3 spatial axes: a 1-D or 2-D window gets leading axes of extent 1, so
+// that one set of kernels serves every dimension.
+struct Geo {
+  std::int64_t in[3], out[3], k[3], s[3], dil[3], off[3];
+  std::int64_t taps;   // k[0] k[1] k[2]
+  std::int64_t in_n;   // in[0] in[1] in[2]: input entries per channel
+  std::int64_t out_n;  // out[0] out[1] out[2]: output positions per channel
+  bool pointwise;      // 1x1 kernel, stride 1, offset 0: the im2col matrix is x itself
+};
+
+Geo padded(const WindowGeometry& g) {
+  Geo r{};
+  const int d = g.dims();
+  for (int a = 0; a < 3; ++a) {
+    const int s = a - (3 - d);  // the spatial axis of g, or negative for a padding axis
+    const auto u = static_cast<std::size_t>(s);
+    r.in[a] = s < 0 ? 1 : g.in[s];
+    r.out[a] = s < 0 ? 1 : g.out[s];
+    r.k[a] = s < 0 ? 1 : g.kernel[u];
+    r.s[a] = s < 0 ? 1 : g.stride[u];
+    r.dil[a] = s < 0 ? 1 : g.dilation[u];
+    r.off[a] = s < 0 ? 0 : g.offset[u];
+  }
+  r.taps = r.k[0] * r.k[1] * r.k[2];
+  r.in_n = r.in[0] * r.in[1] * r.in[2];
+  r.out_n = r.out[0] * r.out[1] * r.out[2];
+  r.pointwise = true;
+  for (int a = 0; a < 3; ++a)
+    r.pointwise = r.pointwise && r.k[a] == 1 && r.s[a] == 1 && r.off[a] == 0 && r.in[a] == r.out[a];
+  return r;
+}
+
+// Along an axis of extent n, output o of tap offset b (input index o * s + b) reads inside
+// [0, n) exactly for o in [lo, hi), clipped to [0, m).
+KOKKOS_INLINE_FUNCTION void valid_range(std::int64_t b, std::int64_t s, std::int64_t n,
+                                        std::int64_t m, std::int64_t& lo, std::int64_t& hi) {
+  if (s == 1) {  // the common case, without divisions
+    lo = b >= 0 ? 0 : -b;
+    hi = n - b < 0 ? 0 : n - b;
+  } else {
+    lo = b >= 0 ? 0 : (-b + s - 1) / s;
+    hi = n - 1 - b < 0 ? 0 : (n - 1 - b) / s + 1;
+  }
+  if (lo > m) lo = m;
+  if (hi > m) hi = m;
+  if (hi < lo) hi = lo;
+}
+
+// col [C taps, nb P] (row (c, j), column (sample, output position)) from the nb samples of x
+// [nb, C, in...] starting at x; zero where a tap reads outside the input.
+template <class T>
+void im2col(const T* x, std::int64_t nb, std::int64_t channels, const Geo& g, T* col) {
+  const std::int64_t len = nb * g.out_n;  // row length of col
+  const std::int64_t rows_k = channels * g.taps;
+  if constexpr (kHostKernels) {
+    // One work item per row of col and sample: out[0] out[1] runs of out[2] entries, each read
+    // from one input row (or zero). Indices advance incrementally; the tap's valid range along
+    // the last axis is the same for every run.
+    Kokkos::parallel_for(
+        "distop::im2col", Kokkos::RangePolicy<ExecSpace>(0, rows_k * nb),
+        KOKKOS_LAMBDA(std::int64_t w) {
+          const std::int64_t r = w / nb;
+          const std::int64_t nl = w % nb;
+          const std::int64_t j2 = r % g.k[2];
+          const std::int64_t j1 = (r / g.k[2]) % g.k[1];
+          const std::int64_t j0 = (r / (g.k[2] * g.k[1])) % g.k[0];
+          const std::int64_t ch = r / g.taps;
+          const std::int64_t m = g.out[2], s2 = g.s[2];
+          const std::int64_t b = j2 * g.dil[2] - g.off[2];
+          std::int64_t lo = 0, hi = 0;
+          valid_range(b, s2, g.in[2], m, lo, hi);
+          const T* xs = x + (nl * channels + ch) * g.in_n;
+          T* dst = col + r * len + nl * g.out_n;
+          for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+            const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
+            const bool in0 = i0 >= 0 && i0 < g.in[0];
+            for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1, dst += m) {
+              const std::int64_t i1 = o1 * g.s[1] - g.off[1] + j1 * g.dil[1];
+              if (!in0 || i1 < 0 || i1 >= g.in[1]) {
+                for (std::int64_t o = 0; o < m; ++o) dst[o] = T(0);
+                continue;
+              }
+              const T* src = xs + (i0 * g.in[1] + i1) * g.in[2];
+              for (std::int64_t o = 0; o < lo; ++o) dst[o] = T(0);
+              if (s2 == 1) {
+                for (std::int64_t o = lo; o < hi; ++o) dst[o] = src[o + b];
+              } else {
+                for (std::int64_t o = lo; o < hi; ++o) dst[o] = src[o * s2 + b];
+              }
+              for (std::int64_t o = hi; o < m; ++o) dst[o] = T(0);
+            }
+          }
+        });
+  } else {
+    Kokkos::parallel_for(
+        "distop::im2col", Kokkos::RangePolicy<ExecSpace>(0, rows_k * len),
+        KOKKOS_LAMBDA(std::int64_t w) {
+          const std::int64_t r = w / len;
+          const std::int64_t cidx = w % len;
+          const std::int64_t nl = cidx / g.out_n;
+          std::int64_t p = cidx % g.out_n;
+          const std::int64_t o2 = p % g.out[2];
+          p /= g.out[2];
+          const std::int64_t o1 = p % g.out[1];
+          const std::int64_t o0 = p / g.out[1];
+          const std::int64_t j2 = r % g.k[2];
+          const std::int64_t j1 = (r / g.k[2]) % g.k[1];
+          const std::int64_t j0 = (r / (g.k[2] * g.k[1])) % g.k[0];
+          const std::int64_t ch = r / g.taps;
+          const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
+          const std::int64_t i1 = o1 * g.s[1] - g.off[1] + j1 * g.dil[1];
+          const std::int64_t i2 = o2 * g.s[2] - g.off[2] + j2 * g.dil[2];
+          const bool inside =
+              i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2];
+          col[w] =
+              inside ? x[(nl * channels + ch) * g.in_n + (i0 * g.in[1] + i1) * g.in[2] + i2] : T(0);
+        });
+  }
+}
+
+// dx = beta dx + col2im(col) for the nb samples of dx [nb, C, in...] starting at dx: the adjoint
+// of im2col. Each work item owns entries of dx and gathers the columns that read them, so no two
+// work items write the same entry. When beta is 0, dx is not read.
+template <class T>
+void col2im(const T* col, std::int64_t nb, std::int64_t channels, const Geo& g, T beta, T* dx) {
+  const std::int64_t len = nb * g.out_n;
+  if constexpr (kHostKernels) {
+    // One work item per sample, channel and index i1 along the middle axis: it owns the entries
+    // dx[n, c, :, i1, :] and adds to them every column entry that reads one of them. The taps
+    // along the middle axis are found by division (gather); along the other two axes each
+    // column run is added to one input row (scatter within the item's own entries).
+    Kokkos::parallel_for(
+        "distop::col2im", Kokkos::RangePolicy<ExecSpace>(0, nb * channels * g.in[1]),
+        KOKKOS_LAMBDA(std::int64_t w) {
+          const std::int64_t i1 = w % g.in[1];
+          const std::int64_t nc = w / g.in[1];  // sample * channels + channel
+          const std::int64_t ch = nc % channels;
+          const std::int64_t nl = nc / channels;
+          const std::int64_t n2 = g.in[2], m = g.out[2], s2 = g.s[2];
+          T* base = dx + nc * g.in_n + i1 * n2;  // row (i0 = 0, i1); row i0 at i0 in[1] in[2]
+          const std::int64_t row_step = g.in[1] * n2;
+          for (std::int64_t i0 = 0; i0 < g.in[0]; ++i0) {
+            T* dst = base + i0 * row_step;
+            if (beta == T(0)) {
+              for (std::int64_t i = 0; i < n2; ++i) dst[i] = T(0);
+            } else if (beta != T(1)) {
+              for (std::int64_t i = 0; i < n2; ++i) dst[i] *= beta;
+            }
+          }
+          const T* cs = col + nl * g.out_n;
+          for (std::int64_t j1 = 0; j1 < g.k[1]; ++j1) {
+            const std::int64_t t1 = i1 + g.off[1] - j1 * g.dil[1];
+            if (t1 < 0 || t1 % g.s[1] != 0 || t1 / g.s[1] >= g.out[1]) continue;
+            const std::int64_t o1 = t1 / g.s[1];
+            for (std::int64_t j0 = 0; j0 < g.k[0]; ++j0) {
+              for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+                const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
+                if (i0 < 0 || i0 >= g.in[0]) continue;
+                T* dst = base + i0 * row_step;
+                const T* run = cs + (o0 * g.out[1] + o1) * m;
+                for (std::int64_t j2 = 0; j2 < g.k[2]; ++j2) {
+                  const std::int64_t r = ch * g.taps + (j0 * g.k[1] + j1) * g.k[2] + j2;
+                  const T* src = run + r * len;
+                  const std::int64_t b = j2 * g.dil[2] - g.off[2];
+                  std::int64_t lo = 0, hi = 0;
+                  valid_range(b, s2, n2, m, lo, hi);
+                  if (s2 == 1) {
+                    for (std::int64_t o = lo; o < hi; ++o) dst[o + b] += src[o];
+                  } else {
+                    for (std::int64_t o = lo; o < hi; ++o) dst[o * s2 + b] += src[o];
+                  }
+                }
+              }
+            }
+          }
+        });
+  } else {
+    Kokkos::parallel_for(
+        "distop::col2im", Kokkos::RangePolicy<ExecSpace>(0, nb * channels * g.in_n),
+        KOKKOS_LAMBDA(std::int64_t w) {
+          const std::int64_t i2 = w % g.in[2];
+          std::int64_t t = w / g.in[2];
+          const std::int64_t i1 = t % g.in[1];
+          t /= g.in[1];
+          const std::int64_t i0 = t % g.in[0];
+          t /= g.in[0];
+          const std::int64_t ch = t % channels;
+          const std::int64_t nl = t / channels;
+          T acc = T(0);
+          for (std::int64_t j0 = 0; j0 < g.k[0]; ++j0) {
+            const std::int64_t t0 = i0 + g.off[0] - j0 * g.dil[0];
+            if (t0 < 0 || t0 % g.s[0] != 0 || t0 / g.s[0] >= g.out[0]) continue;
+            for (std::int64_t j1 = 0; j1 < g.k[1]; ++j1) {
+              const std::int64_t t1 = i1 + g.off[1] - j1 * g.dil[1];
+              if (t1 < 0 || t1 % g.s[1] != 0 || t1 / g.s[1] >= g.out[1]) continue;
+              for (std::int64_t j2 = 0; j2 < g.k[2]; ++j2) {
+                const std::int64_t t2 = i2 + g.off[2] - j2 * g.dil[2];
+                if (t2 < 0 || t2 % g.s[2] != 0 || t2 / g.s[2] >= g.out[2]) continue;
+                const std::int64_t r = ch * g.taps + (j0 * g.k[1] + j1) * g.k[2] + j2;
+                const std::int64_t p =
+                    ((t0 / g.s[0]) * g.out[1] + t1 / g.s[1]) * g.out[2] + t2 / g.s[2];
+                acc += col[r * len + nl * g.out_n + p];
+              }
+            }
+          }
+          dx[w] = beta == T(0) ? acc : beta * dx[w] + acc;
+        });
+  }
+}
+
+// The layouts [nb, O, P] (a block of y or dy) and [O, nb P] (the GEMM's when nb samples share
+// one): y[n, o, p] = tmp[o, n P + p] + bias[o] (bias may be null).
+template <class T>
+void from_gemm_layout(const T* tmp, const T* bias, std::int64_t nb, std::int64_t o_n,
+                      std::int64_t p_n, T* y) {
+  const std::int64_t len = nb * p_n;
+  if constexpr (kHostKernels) {
+    Kokkos::parallel_for(
+        "distop::conv_from_gemm_layout", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n),
+        KOKKOS_LAMBDA(std::int64_t w) {
+          const std::int64_t o = w % o_n;
+          const T* src = tmp + o * len + (w / o_n) * p_n;
+          T* dst = y + w * p_n;
+          const T b = bias ? bias[o] : T(0);
+          for (std::int64_t p = 0; p < p_n; ++p) dst[p] = src[p] + b;
+        });
+  } else {
+    Kokkos::parallel_for(
+        "distop::conv_from_gemm_layout", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n * p_n),
+        KOKKOS_LAMBDA(std::int64_t w) {
+          const std::int64_t p = w % p_n;
+          const std::int64_t o = (w / p_n) % o_n;
+          y[w] = tmp[o * len + (w / (p_n * o_n)) * p_n + p] + (bias ? bias[o] : T(0));
+        });
+  }
+}
+
+// tmp[o, n P + p] = dy[n, o, p]
+template <class T>
+void to_gemm_layout(const T* dy, std::int64_t nb, std::int64_t o_n, std::int64_t p_n, T* tmp) {
+  const std::int64_t len = nb * p_n;
+  if constexpr (kHostKernels) {
+    Kokkos::parallel_for(
+        "distop::conv_to_gemm_layout", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n),
+        KOKKOS_LAMBDA(std::int64_t w) {
+          const T* src = dy + w * p_n;
+          T* dst = tmp + (w % o_n) * len + (w / o_n) * p_n;
+          for (std::int64_t p = 0; p < p_n; ++p) dst[p] = src[p];
+        });
+  } else {
+    Kokkos::parallel_for(
+        "distop::conv_to_gemm_layout", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n * p_n),
+        KOKKOS_LAMBDA(std::int64_t w) {
+          const std::int64_t p = w % p_n;
+          const std::int64_t o = (w / p_n) % o_n;
+          tmp[o * len + (w / (p_n * o_n)) * p_n + p] = dy[w];
+        });
+  }
+}
+
+// y[n, o, p] += bias[o] for the nb samples of y starting at y.
+template <class T>
+void add_bias(T* y, const T* bias, std::int64_t nb, std::int64_t o_n, std::int64_t p_n) {
+  if constexpr (kHostKernels) {
+    Kokkos::parallel_for(
+        "distop::conv_bias", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n),
+        KOKKOS_LAMBDA(std::int64_t w) {
+          const T b = bias[w % o_n];
+          T* yr = y + w * p_n;
+          for (std::int64_t p = 0; p < p_n; ++p) yr[p] += b;
+        });
+  } else {
+    Kokkos::parallel_for(
+        "distop::conv_bias", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n * p_n),
+        KOKKOS_LAMBDA(std::int64_t w) { y[w] += bias[(w / p_n) % o_n]; });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shape checks.
+
+Shape spatial_shape(std::int64_t a, std::int64_t b, const Shape& spatial) {
+  std::vector<std::int64_t> e{a, b};
+  e.insert(e.end(), spatial.begin(), spatial.end());
+  return Shape(std::move(e));
+}
+
+template <class T>
+void expect_rank(const Tensor<T>& t, const WindowGeometry& g, const char* op, const char* name,
+                 const char* layout) {
+  DISTOP_CHECK(t.rank() == g.dims() + 2, op, name, " is ", t.shape().str(), ", expected ", layout,
+               " with ", g.dims(), " spatial axes for the window ", g.str());
+}
+
+template <class T>
+void expect_shape(const Tensor<T>& t, const Shape& expected, const WindowGeometry& g,
+                  const char* op, const char* name) {
+  DISTOP_CHECK(t.shape() == expected, op, name, " is ", t.shape().str(), ", expected ",
+               expected.str(), " for the window ", g.str());
+}
+
+// Checks g and the three tensors of a convolution: data [N, C, in...], weight [O, C, k...],
+// output [N, O, out...]. Returns {N, C, O}.
+struct Extents {
+  std::int64_t n, c, o;
+};
+template <class T>
+Extents check_conv(const char* op, const WindowGeometry& g, const Tensor<T>& x, const char* xn,
+                   const Tensor<T>& w, const Tensor<T>& y, const char* yn, bool x_given) {
+  g.validate(op);
+  expect_rank(w, g, op, "w", "[O, C, k...]");
+  const std::int64_t o = w.extent(0), c = w.extent(1);
+  DISTOP_CHECK(o >= 1 && c >= 1, op, "w is ", w.shape().str(),
+               ": a convolution needs at least one input and one output channel");
+  expect_shape(w, spatial_shape(o, c, Shape(g.kernel)), g, op, "w");
+  // The batch size comes from the tensor that is read: x in forward and backward weight, dy in
+  // backward input.
+  const Tensor<T>& src = x_given ? x : y;
+  expect_rank(src, g, op, x_given ? xn : yn, x_given ? "[N, C, in...]" : "[N, O, out...]");
+  const std::int64_t n = src.extent(0);
+  expect_shape(x, spatial_shape(n, c, g.in), g, op, xn);
+  expect_shape(y, spatial_shape(n, o, g.out), g, op, yn);
+  return {n, c, o};
+}
+
+// Samples per chunk (see kMinColumns).
+std::int64_t chunk_samples(std::int64_t n, std::int64_t rows_k, std::int64_t p, std::size_t elem) {
+  std::int64_t nb =
+      std::clamp<std::int64_t>((kMinColumns + p - 1) / p, 1, std::max<std::int64_t>(n, 1));
+  const std::int64_t per_sample = rows_k * p * static_cast<std::int64_t>(elem);
+  nb = std::min(
+      nb, std::max<std::int64_t>(1, kMaxScratchBytes / std::max<std::int64_t>(per_sample, 1)));
+  return nb;
+}
+
+template <class T>
+void scale_or_zero(T beta, Tensor<T>& t) {
+  if (beta == T(0)) {
+    t.fill(T(0));
+  } else if (beta != T(1)) {
+    auto v = t.view();
+    Kokkos::parallel_for(
+        "distop::conv_scale", Kokkos::RangePolicy<ExecSpace>(0, t.numel()),
+        KOKKOS_LAMBDA(std::int64_t i) { v(i) *= beta; });
+  }
+}
+
+}  // namespace
+
+template <class T>
+void conv_forward(const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>& bias, Tensor<T>& y,
+                  const WindowGeometry& g) {
+  constexpr const char* kOp = "conv_forward";
+  const auto [n, c, o] = check_conv(kOp, g, x, "x", w, y, "y", true);
+  DISTOP_CHECK(bias.numel() == 0 || bias.shape() == Shape{o}, kOp, "bias is ", bias.shape().str(),
+               ", expected ", Shape{o}.str(), " or an empty tensor for none");
+  DISTOP_CHECK(y.data() != x.data() || y.numel() == 0, kOp, "y aliases x");
+  if (n == 0) return;
+  const Geo geo = padded(g);
+  const std::int64_t p = geo.out_n, rows_k = c * geo.taps;
+  const T* bp = bias.numel() > 0 ? bias.data() : nullptr;
+  const T* xp = x.data();
+  const T* wp = w.data();
+  T* yp = y.data();
+  if (geo.pointwise) {
+    for (std::int64_t s = 0; s < n; ++s)
+      gemm_raw(Op::N, Op::N, o, p, c, T(1), wp, c, xp + s * c * p, p, T(0), yp + s * o * p, p);
+    if (bp) add_bias(yp, bp, n, o, p);
+    return;
+  }
+  const std::int64_t nb = chunk_samples(n, rows_k, p, sizeof(T));
+  Scratch<T> col(rows_k * nb * p);
+  if (nb == 1) {
+    for (std::int64_t s = 0; s < n; ++s) {
+      im2col(xp + s * c * geo.in_n, 1, c, geo, col.data());
+      gemm_raw(Op::N, Op::N, o, p, rows_k, T(1), wp, rows_k, col.data(), p, T(0), yp + s * o * p,
+               p);
+      if (bp) add_bias(yp + s * o * p, bp, 1, o, p);
+    }
+    return;
+  }
+  Scratch<T> tmp(o * nb * p);
+  for (std::int64_t s = 0; s < n; s += nb) {
+    const std::int64_t m = std::min(nb, n - s);
+    im2col(xp + s * c * geo.in_n, m, c, geo, col.data());
+    gemm_raw(Op::N, Op::N, o, m * p, rows_k, T(1), wp, rows_k, col.data(), m * p, T(0), tmp.data(),
+             m * p);
+    from_gemm_layout(tmp.data(), bp, m, o, p, yp + s * o * p);
+  }
+}
+
+template <class T>
+void conv_backward_input(const Tensor<T>& dy, const Tensor<T>& w, T beta, Tensor<T>& dx,
+                         const WindowGeometry& g) {
+  constexpr const char* kOp = "conv_backward_input";
+  const auto [n, c, o] = check_conv(kOp, g, dx, "dx", w, dy, "dy", false);
+  if (n == 0) return;
+  const Geo geo = padded(g);
+  const std::int64_t p = geo.out_n, rows_k = c * geo.taps;
+  const T* dyp = dy.data();
+  const T* wp = w.data();
+  T* dxp = dx.data();
+  if (geo.pointwise) {
+    for (std::int64_t s = 0; s < n; ++s)
+      gemm_raw(Op::T, Op::N, c, p, o, T(1), wp, c, dyp + s * o * p, p, beta, dxp + s * c * p, p);
+    return;
+  }
+  const std::int64_t nb = chunk_samples(n, rows_k, p, sizeof(T));
+  Scratch<T> col(rows_k * nb * p);
+  if (nb == 1) {
+    for (std::int64_t s = 0; s < n; ++s) {
+      gemm_raw(Op::T, Op::N, rows_k, p, o, T(1), wp, rows_k, dyp + s * o * p, p, T(0), col.data(),
+               p);
+      col2im(col.data(), 1, c, geo, beta, dxp + s * c * geo.in_n);
+    }
+    return;
+  }
+  Scratch<T> tmp(o * nb * p);
+  for (std::int64_t s = 0; s < n; s += nb) {
+    const std::int64_t m = std::min(nb, n - s);
+    to_gemm_layout(dyp + s * o * p, m, o, p, tmp.data());
+    gemm_raw(Op::T, Op::N, rows_k, m * p, o, T(1), wp, rows_k, tmp.data(), m * p, T(0), col.data(),
+             m * p);
+    col2im(col.data(), m, c, geo, beta, dxp + s * c * geo.in_n);
+  }
+}
+
+template <class T>
+void conv_backward_weight(const Tensor<T>& dy, const Tensor<T>& x, T beta, Tensor<T>& dw,
+                          const WindowGeometry& g) {
+  constexpr const char* kOp = "conv_backward_weight";
+  const auto [n, c, o] = check_conv(kOp, g, x, "x", dw, dy, "dy", true);
+  if (n == 0) {
+    scale_or_zero(beta, dw);
+    return;
+  }
+  const Geo geo = padded(g);
+  const std::int64_t p = geo.out_n, rows_k = c * geo.taps;
+  const T* dyp = dy.data();
+  const T* xp = x.data();
+  T* dwp = dw.data();
+  if (geo.pointwise) {
+    for (std::int64_t s = 0; s < n; ++s)
+      gemm_raw(Op::N, Op::T, o, c, p, T(1), dyp + s * o * p, p, xp + s * c * p, p,
+               s == 0 ? beta : T(1), dwp, c);
+    return;
+  }
+  const std::int64_t nb = chunk_samples(n, rows_k, p, sizeof(T));
+  Scratch<T> col(rows_k * nb * p);
+  if (nb == 1) {
+    for (std::int64_t s = 0; s < n; ++s) {
+      im2col(xp + s * c * geo.in_n, 1, c, geo, col.data());
+      gemm_raw(Op::N, Op::T, o, rows_k, p, T(1), dyp + s * o * p, p, col.data(), p,
+               s == 0 ? beta : T(1), dwp, rows_k);
+    }
+    return;
+  }
+  Scratch<T> tmp(o * nb * p);
+  for (std::int64_t s = 0; s < n; s += nb) {
+    const std::int64_t m = std::min(nb, n - s);
+    im2col(xp + s * c * geo.in_n, m, c, geo, col.data());
+    to_gemm_layout(dyp + s * o * p, m, o, p, tmp.data());
+    gemm_raw(Op::N, Op::T, o, rows_k, m * p, T(1), tmp.data(), m * p, col.data(), m * p,
+             s == 0 ? beta : T(1), dwp, rows_k);
+  }
+}
+
+template <class T>
+void conv_backward_bias(const Tensor<T>& dy, T beta, Tensor<T>& db) {
+  constexpr const char* kOp = "conv_backward_bias";
+  DISTOP_CHECK(dy.rank() >= 3 && dy.rank() <= 5 && db.shape() == Shape{dy.extent(1)}, kOp,
+               "expected dy [N, O, out...] with 1 to 3 spatial axes and db [O], found dy ",
+               dy.shape().str(), " and db ", db.shape().str());
+  const std::int64_t n = dy.extent(0), o = dy.extent(1);
+  const std::int64_t p = n == 0 ? 0 : dy.numel() / (n * o);
+  const T* dyp = dy.data();
+  T* dbp = db.data();
+  Kokkos::parallel_for(
+      "distop::conv_backward_bias", Kokkos::RangePolicy<ExecSpace>(0, o),
+      KOKKOS_LAMBDA(std::int64_t oc) {
+        double acc = 0;
+        for (std::int64_t s = 0; s < n; ++s) {
+          const T* row = dyp + (s * o + oc) * p;
+          for (std::int64_t q = 0; q < p; ++q) acc += static_cast<double>(row[q]);
+        }
+        dbp[oc] = beta == T(0) ? static_cast<T>(acc) : beta * dbp[oc] + static_cast<T>(acc);
+      });
+}
+
+#define DISTOP_INSTANTIATE_CONV(T)                                                             \
+  template void conv_forward(const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, Tensor<T>&, \
+                             const WindowGeometry&);                                           \
+  template void conv_backward_input(const Tensor<T>&, const Tensor<T>&, T, Tensor<T>&,         \
+                                    const WindowGeometry&);                                    \
+  template void conv_backward_weight(const Tensor<T>&, const Tensor<T>&, T, Tensor<T>&,        \
+                                     const WindowGeometry&);                                   \
+  template void conv_backward_bias(const Tensor<T>&, T, Tensor<T>&);
+DISTOP_INSTANTIATE_CONV(float)
+DISTOP_INSTANTIATE_CONV(double)
+#undef DISTOP_INSTANTIATE_CONV
+
+}  // namespace distop::kernels

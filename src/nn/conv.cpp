@@ -1,0 +1,207 @@
+#include "distop/nn/conv.hpp"
+
+#include <cmath>
+#include <utility>
+
+#include "distop/kernels/conv.hpp"
+#include "distop/nn/init.hpp"
+
+namespace distop::nn {
+
+namespace {
+
+// A parameter of global shape `shape`, replicated over every rank of the partition.
+TensorSpace replicated(const Partition& p, const Shape& shape) {
+  return TensorSpace(
+      p, Decomposition::balanced(shape, p.shape(),
+                                 std::vector<int>(static_cast<std::size_t>(shape.rank()), -1)));
+}
+
+// v.grad += (what `write` computes): written straight into the existing gradient (beta = 1), or
+// into a fresh tensor (beta = 0) that becomes the gradient.
+template <class T, class Write>
+void accumulate(Var<T>& v, Write write) {
+  if (v.has_grad()) {
+    write(T(1), v.grad().local());
+  } else {
+    auto g = DistTensor<T>::uninitialized(v.space());
+    write(T(0), g.local());
+    v.accumulate_grad(std::move(g));
+  }
+}
+
+// [a, b, extents...]
+Shape with_leading(std::int64_t a, std::int64_t b, const std::vector<std::int64_t>& extents) {
+  std::vector<std::int64_t> e{a, b};
+  e.insert(e.end(), extents.begin(), extents.end());
+  return Shape(std::move(e));
+}
+
+}  // namespace
+
+template <class T>
+Var<T> conv(Tape& tape, const Var<T>& x, const Var<T>& w, const Var<T>& b,
+            const kernels::WindowGeometry& g, const TensorSpace& out_space) {
+  constexpr const char* kOp = "nn::conv";
+  g.validate(kOp);
+  DISTOP_CHECK(x.defined() && w.defined(), kOp, "x and w must be defined Vars");
+  // Whether this rank holds a box of the input (and so computes).
+  const bool active = x.space().partition().active();
+  auto y_value = DistTensor<T>::uninitialized(out_space);
+  if (active) {
+    const Tensor<T>& xl = x.value().local();
+    const Tensor<T>& wl = w.value().local();
+    DISTOP_CHECK(xl.rank() == g.dims() + 2 && wl.rank() == g.dims() + 2, kOp,
+                 "expected x's box [N, C, in...] and w's [O, C, k...] with ", g.dims(),
+                 " spatial axes, found x ", xl.shape().str(), " and w ", wl.shape().str());
+    const Shape expected = with_leading(xl.extent(0), wl.extent(0), g.out.extents());
+    DISTOP_CHECK(y_value.local().shape() == expected, kOp, "the output space's box is ",
+                 y_value.local().shape().str(), ", expected ", expected.str(), " (",
+                 out_space.str(), ")");
+    kernels::conv_forward(xl, wl, b.defined() ? b.value().local() : Tensor<T>(), y_value.local(),
+                          g);
+  } else {
+    DISTOP_CHECK(y_value.local().numel() == 0, kOp,
+                 "this rank holds no box of the input but a box ", y_value.local().shape().str(),
+                 " of the output space ", out_space.str());
+  }
+  const bool record = x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad());
+  Var<T> y(std::move(y_value), record);
+  if (!record) return y;
+
+  tape.record("conv", [xin = x, y, wv = w, bv = b, g, active]() mutable {
+    if (!y.has_grad()) return;
+    const Tensor<T>& dy = y.grad().local();
+    // Every rank adds a gradient (possibly empty, or zero) so that whether a Var has one is the
+    // same on all ranks, which the adjoints of collective operations upstream rely on.
+    if (wv.requires_grad()) {
+      if (active)
+        accumulate(wv, [&](T beta, Tensor<T>& gw) {
+          kernels::conv_backward_weight(dy, xin.value().local(), beta, gw, g);
+        });
+      else
+        wv.grad();
+    }
+    if (bv.defined() && bv.requires_grad()) {
+      if (active)
+        accumulate(bv, [&](T beta, Tensor<T>& gb) { kernels::conv_backward_bias(dy, beta, gb); });
+      else
+        bv.grad();
+    }
+    if (xin.requires_grad()) {
+      if (active)
+        accumulate(xin, [&](T beta, Tensor<T>& gx) {
+          kernels::conv_backward_input(dy, wv.value().local(), beta, gx, g);
+        });
+      else
+        xin.grad();
+    }
+  });
+  return y;
+}
+
+std::vector<ConvWindow> conv_windows(int dims, const std::vector<std::int64_t>& kernel,
+                                     const ConvOptions& options) {
+  constexpr const char* kOp = "conv_windows";
+  DISTOP_CHECK(dims >= 1 && dims <= 3, kOp, "a convolution has 1 to 3 spatial axes, found ", dims);
+  const auto d = static_cast<std::size_t>(dims);
+  auto pick = [&](const std::vector<std::int64_t>& v, const char* name, std::size_t a) {
+    DISTOP_CHECK(v.size() == 1 || v.size() == d, kOp, name, " has ", v.size(),
+                 " entries, expected 1 (the same on every axis) or ", dims, " (one per axis)");
+    return v.size() == 1 ? v[0] : v[a];
+  };
+  std::vector<ConvWindow> windows(d);
+  for (std::size_t a = 0; a < d; ++a) {
+    ConvWindow& w = windows[a];
+    w.kernel = pick(kernel, "kernel", a);
+    w.stride = pick(options.stride, "stride", a);
+    w.padding = pick(options.padding, "padding", a);
+    w.dilation = pick(options.dilation, "dilation", a);
+    DISTOP_CHECK(w.kernel >= 1 && w.stride >= 1 && w.dilation >= 1 && w.padding >= 0, kOp,
+                 "invalid window ", w.str(), " on axis ", a,
+                 ": kernel, stride and dilation must be at least 1 and padding at least 0");
+  }
+  return windows;
+}
+
+template <class T>
+Conv<T>::Conv(int dims, std::int64_t in_channels, std::int64_t out_channels,
+              std::vector<std::int64_t> kernel, ConvOptions options, std::uint64_t seed,
+              Partition partition)
+    : dims_(dims),
+      in_(in_channels),
+      out_(out_channels),
+      windows_(conv_windows(dims, kernel, options)),
+      partition_(std::move(partition)) {
+  DISTOP_CHECK(in_ > 0 && out_ > 0, "Conv", "channel counts must be positive, found in ", in_,
+               " and out ", out_);
+  std::vector<std::int64_t> k;
+  std::int64_t fan_in = in_;
+  for (const auto& w : windows_) {
+    k.push_back(w.kernel);
+    fan_in *= w.kernel;
+  }
+  const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+  DistTensor<T> wt(replicated(partition_, with_leading(out_, in_, k)));
+  uniform_init(wt, parameter_seed(seed, "weight"), bound);
+  weight_ = Var<T>(std::move(wt), true);
+  if (options.bias) {
+    DistTensor<T> bt(replicated(partition_, Shape{out_}));
+    uniform_init(bt, parameter_seed(seed, "bias"), bound);
+    bias_ = Var<T>(std::move(bt), true);
+  }
+}
+
+template <class T>
+Var<T>& Conv<T>::bias() {
+  DISTOP_CHECK(has_bias(), "Conv::bias", "the layer was made without a bias");
+  return bias_;
+}
+
+template <class T>
+std::vector<Var<T>> Conv<T>::parameters() const {
+  std::vector<Var<T>> p{weight_};
+  if (has_bias()) p.push_back(bias_);
+  return p;
+}
+
+template <class T>
+TensorSpace Conv<T>::output_space(const TensorSpace& in) const {
+  const Shape& s = in.global_shape();
+  bool ok = s.rank() == dims_ + 2 && s[1] == in_;
+  for (int a = 1; ok && a < s.rank(); ++a) ok = in.decomposition().parts(a) == 1;
+  DISTOP_CHECK(ok, "Conv", "expected an input of global shape [N, ", in_, ", s_1..s_", dims_,
+               "] split along the batch axis only, found ", in.str());
+  TensorSpace out = in.with_extent(1, out_);
+  for (int a = 0; a < dims_; ++a) {
+    const ConvWindow& w = windows_[static_cast<std::size_t>(a)];
+    const std::int64_t n = s[2 + a];
+    const std::int64_t span = n + 2 * w.padding - w.dilation * (w.kernel - 1) - 1;
+    DISTOP_CHECK(span >= 0, "Conv", "the window ", w.str(), " on spatial axis ", a,
+                 " is larger than the padded input extent ", n, " of ", in.str());
+    out = out.with_extent(2 + a, window_output_extent(n, w));
+  }
+  return out;
+}
+
+template <class T>
+Var<T> Conv<T>::forward(Tape& tape, const Var<T>& x) const {
+  const TensorSpace& xs = x.space();
+  const TensorSpace ys = output_space(xs);
+  DISTOP_CHECK(!xs.partition().active() || partition_.active(), "Conv",
+               "this rank holds a box of the input but is not in the layer's ", partition_.str());
+  const Shape& s = xs.global_shape();
+  const auto g = kernels::WindowGeometry::ordinary(
+      Shape(std::vector<std::int64_t>(s.begin() + 2, s.end())), windows_);
+  return conv(tape, x, weight_, bias_, g, ys);
+}
+
+template Var<float> conv(Tape&, const Var<float>&, const Var<float>&, const Var<float>&,
+                         const kernels::WindowGeometry&, const TensorSpace&);
+template Var<double> conv(Tape&, const Var<double>&, const Var<double>&, const Var<double>&,
+                          const kernels::WindowGeometry&, const TensorSpace&);
+
+template class Conv<float>;
+template class Conv<double>;
+
+}  // namespace distop::nn
