@@ -20,7 +20,7 @@ void check_options(const SGDOptions& o) {
 
 template <class T>
 SGD<T>::SGD(std::vector<Var<T>> parameters, SGDOptions options)
-    : params_(std::move(parameters)), state_(params_.size()), options_(options) {
+    : params_(std::move(parameters)), momentum_(params_.size()), options_(options) {
   check_options(options_);
   for (const auto& p : params_)
     DISTOP_CHECK(p.defined(), "SGD", "a parameter is an undefined (default-constructed) Var");
@@ -32,6 +32,38 @@ void SGD<T>::set_lr(double lr) {
   o.lr = lr;
   check_options(o);
   options_ = o;
+}
+
+template <class T>
+void SGD<T>::set_options(const SGDOptions& options) {
+  check_options(options);
+  options_ = options;
+}
+
+template <class T>
+std::vector<std::optional<Tensor<T>>> SGD<T>::momentum_buffers() const {
+  std::vector<std::optional<Tensor<T>>> out(momentum_.size());
+  for (std::size_t i = 0; i < momentum_.size(); ++i)
+    if (momentum_[i]) out[i] = momentum_[i]->clone();
+  return out;
+}
+
+template <class T>
+void SGD<T>::set_momentum_buffers(const std::vector<std::optional<Tensor<T>>>& buffers) {
+  constexpr const char* op = "SGD::set_momentum_buffers";
+  DISTOP_CHECK(buffers.size() == params_.size(), op, "expected one entry per parameter (",
+               params_.size(), "), found ", buffers.size());
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    if (!buffers[i]) continue;
+    const Shape& expected = params_[i].value().local().shape();
+    DISTOP_CHECK(buffers[i]->shape() == expected, op, "the momentum buffer of parameter ", i,
+                 " has shape ", buffers[i]->shape().str(), ", expected the local shape ",
+                 expected.str(), " of the parameter's box");
+  }
+  std::vector<std::optional<Tensor<T>>> copies(buffers.size());
+  for (std::size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i]) copies[i] = buffers[i]->clone();
+  momentum_ = std::move(copies);
 }
 
 template <class T>
@@ -48,17 +80,15 @@ void SGD<T>::step() {
     if (modified) g = g.clone();
     if (o.weight_decay != 0) kernels::axpy(static_cast<T>(o.weight_decay), value, g);
     if (o.momentum != 0) {
-      State& s = state_[i];
-      if (!s.has_buffer) {
-        s.momentum_buffer = g.clone();
-        s.has_buffer = true;
-      } else {
-        kernels::axpby(static_cast<T>(1 - o.dampening), g, momentum, s.momentum_buffer);
-      }
-      if (o.nesterov)
-        kernels::axpy(momentum, s.momentum_buffer, g);
+      std::optional<Tensor<T>>& buf = momentum_[i];
+      if (!buf)
+        buf = g.clone();
       else
-        g = s.momentum_buffer;
+        kernels::axpby(static_cast<T>(1 - o.dampening), g, momentum, *buf);
+      if (o.nesterov)
+        kernels::axpy(momentum, *buf, g);
+      else
+        g = *buf;
     }
     kernels::axpy(static_cast<T>(-o.lr), g, value);
   }

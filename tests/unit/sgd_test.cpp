@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <vector>
 
 #include "distop/dist/dist_tensor.hpp"
@@ -89,6 +90,66 @@ TEST(Sgd, BadOptionsAreErrors) {
   EXPECT_THROW(sgd.set_lr(-0.1), distop::Error);
   sgd.set_lr(0.2);
   EXPECT_EQ(sgd.options().lr, 0.2);
+}
+
+TEST(Sgd, MomentumBuffersExportAndImport) {
+  Var<double> p(vec({1, -2}), true);
+  Var<double> frozen(vec({3}), true);
+  SGD<double> sgd({p, frozen}, {.lr = 0.1, .momentum = 0.9});
+  auto none = sgd.momentum_buffers();
+  ASSERT_EQ(none.size(), 2u);
+  EXPECT_FALSE(none[0].has_value());
+  EXPECT_FALSE(none[1].has_value());
+
+  p.accumulate_grad(vec({0.5, 1}));
+  sgd.step();
+  auto state = sgd.momentum_buffers();
+  ASSERT_TRUE(state[0].has_value());
+  EXPECT_FALSE(state[1].has_value());  // no gradient yet: no buffer, as in PyTorch
+  EXPECT_EQ(state[0]->to_vector(), (std::vector<double>{0.5, 1}));
+  // A deep copy: changing it leaves the optimizer alone.
+  state[0]->fill(7);
+  EXPECT_EQ(sgd.momentum_buffers()[0]->to_vector(), (std::vector<double>{0.5, 1}));
+
+  // A second optimizer given the first one's state takes the same next step.
+  Var<double> q(p.value().clone(), true);
+  Var<double> frozen2(vec({3}), true);
+  SGD<double> restored({q, frozen2}, {.lr = 0.1, .momentum = 0.9});
+  restored.set_momentum_buffers(sgd.momentum_buffers());
+  EXPECT_FALSE(restored.momentum_buffers()[1].has_value());
+  p.zero_grad();
+  p.accumulate_grad(vec({-1, 2}));
+  q.accumulate_grad(vec({-1, 2}));
+  sgd.step();
+  restored.step();
+  EXPECT_EQ(q.value().local().to_vector(), p.value().local().to_vector());
+
+  // Clearing a buffer: the next step starts it from the gradient again.
+  restored.set_momentum_buffers({std::nullopt, std::nullopt});
+  EXPECT_FALSE(restored.momentum_buffers()[0].has_value());
+}
+
+TEST(Sgd, BadMomentumBuffersAreErrorsAndChangeNothing) {
+  Var<double> p(vec({1, -2}), true);
+  SGD<double> sgd({p}, {.lr = 0.1, .momentum = 0.9});
+  p.accumulate_grad(vec({0.5, 1}));
+  sgd.step();
+  using Buffers = std::vector<std::optional<distop::Tensor<double>>>;
+  EXPECT_THROW(sgd.set_momentum_buffers(Buffers{}), distop::Error);
+  EXPECT_THROW(sgd.set_momentum_buffers(Buffers{distop::Tensor<double>(distop::Shape{3})}),
+               distop::Error);
+  EXPECT_EQ(sgd.momentum_buffers()[0]->to_vector(), (std::vector<double>{0.5, 1}));
+}
+
+TEST(Sgd, SetOptionsChecksAndReplacesAll) {
+  Var<double> p(vec({1}), true);
+  SGD<double> sgd({p}, {.lr = 0.1});
+  EXPECT_THROW(sgd.set_options({.lr = 0.1, .nesterov = true}), distop::Error);
+  EXPECT_EQ(sgd.options().momentum, 0.0);
+  sgd.set_options({.lr = 0.3, .momentum = 0.8, .weight_decay = 0.01});
+  EXPECT_EQ(sgd.options().lr, 0.3);
+  EXPECT_EQ(sgd.options().momentum, 0.8);
+  EXPECT_EQ(sgd.options().weight_decay, 0.01);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // Stochastic gradient descent with PyTorch's definitions of momentum, dampening, weight decay and
 // Nesterov momentum.
 
+#include <optional>
 #include <vector>
 
 #include "distop/autodiff/var.hpp"
@@ -38,15 +39,24 @@ class SGD {
   const SGDOptions& options() const noexcept { return options_; }
   // For learning-rate schedules.
   void set_lr(double lr);
+  // Replaces every option at once (as loading PyTorch's param_groups does), checked as the
+  // constructor checks them; nothing changes when they are invalid.
+  void set_options(const SGDOptions& options);
   const std::vector<Var<T>>& parameters() const noexcept { return params_; }
 
+  // The optimizer's state, for checkpoints: PyTorch's state[p]["momentum_buffer"] for each
+  // parameter, in parameters() order, as a deep copy of this rank's local box of the buffer, or
+  // nullopt for a parameter that has no buffer yet (no step with momentum has updated it).
+  std::vector<std::optional<Tensor<T>>> momentum_buffers() const;
+  // Replaces the whole state with deep copies of `buffers`: one entry per parameter, each either
+  // nullopt (the parameter has no buffer, and its next step starts one from its gradient, as in
+  // PyTorch) or a tensor of the local shape of the parameter's box. Throws distop::Error (op
+  // "SGD::set_momentum_buffers") and changes nothing otherwise. Local, not collective.
+  void set_momentum_buffers(const std::vector<std::optional<Tensor<T>>>& buffers);
+
  private:
-  struct State {
-    Tensor<T> momentum_buffer;
-    bool has_buffer = false;
-  };
   std::vector<Var<T>> params_;
-  std::vector<State> state_;
+  std::vector<std::optional<Tensor<T>>> momentum_;  // one per parameter; nullopt: no buffer yet
   SGDOptions options_;
 };
 
