@@ -91,6 +91,30 @@ void log_softmax(const Tensor<T>& logits, Tensor<T>& out) {
 }
 
 template <class T>
+void log_softmax_backward(const Tensor<T>& out, const Tensor<T>& dout, T beta, Tensor<T>& dx) {
+  const char* op = "log_softmax_backward";
+  check_logits(out, op);
+  check_same_shape(out, dout, op, "dout");
+  check_same_shape(out, dx, op, "dx");
+  const std::int64_t classes = out.extent(1);
+  auto ov = out.view();
+  auto gv = dout.view();
+  auto dv = dx.view();
+  Kokkos::parallel_for(
+      "distop::log_softmax_backward", Kokkos::RangePolicy<ExecSpace>(0, out.extent(0)),
+      KOKKOS_LAMBDA(std::int64_t r) {
+        double sum = 0;
+        for (std::int64_t j = r * classes; j < (r + 1) * classes; ++j)
+          sum += static_cast<double>(gv(j));
+        for (std::int64_t j = r * classes; j < (r + 1) * classes; ++j) {
+          const T v = static_cast<T>(static_cast<double>(gv(j)) -
+                                     kmath::exp(static_cast<double>(ov(j))) * sum);
+          dv(j) = beta == T(0) ? v : v + beta * dv(j);
+        }
+      });
+}
+
+template <class T>
 double softmax_cross_entropy(const Tensor<T>& logits, const std::vector<std::int32_t>& labels,
                              Tensor<T>* probs) {
   const char* op = "softmax_cross_entropy";
@@ -164,6 +188,7 @@ std::int64_t count_correct(const Tensor<T>& logits, const std::vector<std::int32
 #define DISTOP_INSTANTIATE(T)                                                                      \
   template void softmax(const Tensor<T>&, Tensor<T>&);                                             \
   template void log_softmax(const Tensor<T>&, Tensor<T>&);                                         \
+  template void log_softmax_backward(const Tensor<T>&, const Tensor<T>&, T, Tensor<T>&);          \
   template double softmax_cross_entropy(const Tensor<T>&, const std::vector<std::int32_t>&,        \
                                         Tensor<T>*);                                               \
   template void softmax_cross_entropy_backward(const Tensor<T>&, const std::vector<std::int32_t>&, \

@@ -3,37 +3,16 @@
 #include <cmath>
 #include <utility>
 
+#include "common.hpp"
 #include "distop/kernels/elementwise.hpp"
 #include "distop/kernels/gemm.hpp"
 #include "distop/nn/init.hpp"
 
 namespace distop::nn {
 
-namespace {
-
 using kernels::Op;
-
-// A parameter of global shape `shape`, replicated over every rank of the partition.
-TensorSpace replicated(const Partition& p, const Shape& shape) {
-  return TensorSpace(
-      p, Decomposition::balanced(shape, p.shape(),
-                                 std::vector<int>(static_cast<std::size_t>(shape.rank()), -1)));
-}
-
-// v.grad += (what `write` computes): written straight into the existing gradient (beta = 1), or
-// into a fresh tensor (beta = 0) that becomes the gradient.
-template <class T, class Write>
-void accumulate(Var<T>& v, Write write) {
-  if (v.has_grad()) {
-    write(T(1), v.grad().local());
-  } else {
-    auto g = DistTensor<T>::uninitialized(v.space());
-    write(T(0), g.local());
-    v.accumulate_grad(std::move(g));
-  }
-}
-
-}  // namespace
+using detail::accumulate;
+using detail::replicated;
 
 template <class T>
 Linear<T>::Linear(std::int64_t in_features, std::int64_t out_features, std::uint64_t seed,

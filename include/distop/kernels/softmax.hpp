@@ -19,6 +19,10 @@ void softmax(const Tensor<T>& logits, Tensor<T>& probs);
 // out = log softmax(logits) row by row, overwriting out (same shape; may alias logits).
 template <class T>
 void log_softmax(const Tensor<T>& logits, Tensor<T>& out);
+// dx = beta dx + dout - exp(out) (the row sum of dout): the input gradient of log_softmax, given its
+// output out (same shape as dout and dx; dx may alias dout).
+template <class T>
+void log_softmax_backward(const Tensor<T>& out, const Tensor<T>& dout, T beta, Tensor<T>& dx);
 
 // The sum over rows of -log softmax(logits)[row, label[row]], accumulated in double. When probs is
 // given (same shape as logits, not aliasing it) it receives softmax(logits), for the backward pass.

@@ -1,0 +1,279 @@
+#include "distop/nn/batch_norm.hpp"
+
+#include <cmath>
+#include <utility>
+
+#include "common.hpp"
+#include "distop/comm/collectives.hpp"
+#include "distop/kernels/axpy.hpp"
+#include "distop/kernels/batch_norm.hpp"
+
+namespace distop::nn {
+
+namespace {
+
+// What a layer's forward shares with the normalisation, for one call.
+struct Context {
+  const char* name;
+  std::int64_t channels;
+  const BatchNormOptions* options;
+  bool training;
+  // The communicator the statistics are all-sum-reduced over; MPI_COMM_NULL for statistics of the
+  // local box alone (the local layer, and ranks outside a distributed layer's partition).
+  MPI_Comm comm;
+  // Whether this rank takes part in the statistics (holds a box, or is in the partition).
+  bool participates;
+  // The entries per channel the statistics are taken over.
+  double count;
+};
+
+// A host vector of C values as a [C] tensor in the parameter's space, added to its gradient.
+template <class T>
+void add_param_grad(const Var<T>& p, const std::vector<double>& values) {
+  std::vector<T> v(values.begin(), values.end());
+  auto g = DistTensor<T>::uninitialized(p.space());
+  g.local().copy_from(Tensor<T>::from_vector(g.local().shape(), v));
+  p.accumulate_grad(std::move(g));
+}
+
+void sum_over(MPI_Comm comm, Tensor<double>& t) {
+  if (comm != MPI_COMM_NULL) comm::allreduce_sum(t.data(), t.data(), t.numel(), comm);
+}
+
+template <class T>
+Var<T> normalize(Tape& tape, const Var<T>& x, const Var<T>& weight, const Var<T>& bias,
+                 DistTensor<T>& running_mean, DistTensor<T>& running_var, const Context& ctx) {
+  const std::int64_t C = ctx.channels;
+  const auto c = static_cast<std::size_t>(C);
+  const bool has_data = x.value().local_numel() > 0;
+  const Tensor<T> w = weight.defined() ? weight.value().local() : Tensor<T>();
+  const Tensor<T> b = bias.defined() ? bias.value().local() : Tensor<T>();
+  const double eps = ctx.options->eps;
+  Tensor<double> mean(Shape{C}, "distop::batch_norm_mean");
+  Tensor<double> invstd(Shape{C}, "distop::batch_norm_invstd");
+  auto y_value = DistTensor<T>::uninitialized(x.space());
+
+  if (ctx.participates) {
+    std::vector<double> m(c), inv(c);
+    if (ctx.training) {
+      DISTOP_CHECK(ctx.count > 1, ctx.name, "expected more than 1 value per channel in training, ",
+                   "found ", ctx.count, " in ", x.space().str());
+      // Two passes (the mean, then the squared deviations from it) rather than sums of squares,
+      // which cancel when the mean is large against the spread.
+      Tensor<double> sums(Shape{C}, "distop::batch_norm_sums");
+      if (has_data) kernels::channel_sums(x.value().local(), sums);
+      sum_over(ctx.comm, sums);
+      const auto s = sums.to_vector();
+      for (std::size_t k = 0; k < c; ++k) m[k] = s[k] / ctx.count;
+      mean.copy_from(Tensor<double>::from_vector(Shape{C}, m));
+      if (has_data) kernels::channel_squared_deviations(x.value().local(), mean, sums);
+      sum_over(ctx.comm, sums);
+      const auto sq = sums.to_vector();
+      auto rm = running_mean.local().to_vector();
+      auto rv = running_var.local().to_vector();
+      const double mom = ctx.options->momentum;
+      for (std::size_t k = 0; k < c; ++k) {
+        inv[k] = 1.0 / std::sqrt(sq[k] / ctx.count + eps);
+        rm[k] = static_cast<T>((1 - mom) * rm[k] + mom * m[k]);
+        rv[k] = static_cast<T>((1 - mom) * rv[k] + mom * sq[k] / (ctx.count - 1));
+      }
+      running_mean.local().copy_from(Tensor<T>::from_vector(Shape{C}, rm));
+      running_var.local().copy_from(Tensor<T>::from_vector(Shape{C}, rv));
+    } else {
+      const auto rm = running_mean.local().to_vector();
+      const auto rv = running_var.local().to_vector();
+      for (std::size_t k = 0; k < c; ++k) {
+        m[k] = rm[k];
+        inv[k] = 1.0 / std::sqrt(static_cast<double>(rv[k]) + eps);
+      }
+      mean.copy_from(Tensor<double>::from_vector(Shape{C}, m));
+    }
+    invstd.copy_from(Tensor<double>::from_vector(Shape{C}, inv));
+    if (has_data) kernels::batch_norm_forward(x.value().local(), mean, invstd, w, b, y_value.local());
+  }
+
+  const bool record = x.requires_grad() || (weight.defined() && weight.requires_grad()) ||
+                      (bias.defined() && bias.requires_grad());
+  Var<T> y(std::move(y_value), record);
+  if (!record) return y;
+  tape.record(ctx.name, [xin = x, y, weight, bias, w, mean, invstd, has_data, C,
+                         training = ctx.training, comm = ctx.comm,
+                         participates = ctx.participates, count = ctx.count]() {
+    // A distributed layer's backward is collective: it runs with a zero gradient where y has none.
+    if (!y.has_grad() && comm == MPI_COMM_NULL) return;
+    const Tensor<T>& dy = y.grad().local();
+    const bool need_w = weight.defined() && weight.requires_grad();
+    const bool need_b = bias.defined() && bias.requires_grad();
+    const bool need_x = xin.requires_grad();
+    Tensor<double> sums;  // empty: not needed
+    if (participates && ((training && need_x) || need_w || need_b)) {
+      sums = Tensor<double>(Shape{2, C}, "distop::batch_norm_grad_sums");
+      if (has_data)
+        kernels::batch_norm_backward_sums(dy, xin.value().local(), mean, invstd, sums);
+      sum_over(comm, sums);
+    }
+    // Every rank adds a gradient (zero where it holds nothing) so that whether a Var has one is the
+    // same on all ranks, which the adjoints of collective operations upstream rely on.
+    if (need_w || need_b) {
+      const auto s = sums.numel() > 0 ? sums.to_vector() : std::vector<double>();
+      const auto part = [&](std::size_t row) {
+        if (s.empty()) return std::vector<double>();
+        const auto at = s.begin() + static_cast<std::ptrdiff_t>(row * static_cast<std::size_t>(C));
+        return std::vector<double>(at, at + C);
+      };
+      if (need_w) {
+        if (participates) add_param_grad(weight, part(1));
+        else weight.grad();
+      }
+      if (need_b) {
+        if (participates) add_param_grad(bias, part(0));
+        else bias.grad();
+      }
+    }
+    if (need_x) {
+      if (!has_data) {
+        xin.grad();
+        return;
+      }
+      const Tensor<double> batch_sums = training ? sums : Tensor<double>();
+      detail::accumulate(xin, [&](T beta, Tensor<T>& dx) {
+        kernels::batch_norm_backward_input(dy, xin.value().local(), mean, invstd, w, batch_sums,
+                                           count, beta, dx);
+      });
+    }
+  });
+  return y;
+}
+
+// Checks x against the layer: [N, C] or [N, C, s_1..s_d] with d <= 3, the channel axis unsplit.
+void check_input(const TensorSpace& xs, std::int64_t channels, const char* op) {
+  DISTOP_CHECK(xs.rank() >= 2 && xs.rank() <= 5 && xs.global_shape()[1] == channels &&
+                   xs.decomposition().parts(1) == 1,
+               op, "expected an input [N, ", channels,
+               "] or [N, ", channels, ", s_1..s_d] (d <= 3) with the channel axis unsplit, found ",
+               xs.str());
+}
+
+// The parameters and running statistics of a layer of `channels` over `partition`.
+template <class T>
+void init_state(std::int64_t channels, const BatchNormOptions& o, const Partition& partition,
+                const char* op, Var<T>& weight, Var<T>& bias, DistTensor<T>& running_mean,
+                DistTensor<T>& running_var) {
+  DISTOP_CHECK(channels > 0, op, "the channel count must be positive, found ", channels);
+  DISTOP_CHECK(o.eps > 0 && o.momentum >= 0 && o.momentum <= 1, op,
+               "expected eps > 0 and momentum in [0, 1], found eps ", o.eps, " and momentum ",
+               o.momentum);
+  const TensorSpace space = detail::replicated(partition, Shape{channels});
+  running_mean = DistTensor<T>(space);
+  running_var = DistTensor<T>(space);
+  if (running_var.local_numel() > 0) running_var.local().fill(T(1));
+  if (o.affine) {
+    DistTensor<T> w(space);
+    if (w.local_numel() > 0) w.local().fill(T(1));
+    weight = Var<T>(std::move(w), true);
+    bias = Var<T>(DistTensor<T>(space), true);
+  }
+}
+
+template <class T>
+std::vector<Var<T>> affine_parameters(const Var<T>& weight, const Var<T>& bias) {
+  if (!weight.defined()) return {};
+  return {weight, bias};
+}
+
+}  // namespace
+
+template <class T>
+BatchNorm<T>::BatchNorm(std::int64_t channels, BatchNormOptions options, Partition partition)
+    : channels_(channels), options_(options), partition_(std::move(partition)) {
+  init_state(channels_, options_, partition_, "BatchNorm", weight_, bias_, running_mean_,
+             running_var_);
+}
+
+template <class T>
+Var<T>& BatchNorm<T>::weight() {
+  DISTOP_CHECK(weight_.defined(), "BatchNorm::weight", "the layer is not affine");
+  return weight_;
+}
+template <class T>
+Var<T>& BatchNorm<T>::bias() {
+  DISTOP_CHECK(bias_.defined(), "BatchNorm::bias", "the layer is not affine");
+  return bias_;
+}
+template <class T>
+std::vector<Var<T>> BatchNorm<T>::parameters() const {
+  return affine_parameters(weight_, bias_);
+}
+
+template <class T>
+Var<T> BatchNorm<T>::forward(Tape& tape, const Var<T>& x) {
+  const TensorSpace& xs = x.space();
+  check_input(xs, channels_, "BatchNorm");
+  const bool has_data = x.value().local_numel() > 0;
+  DISTOP_CHECK(!has_data || partition_.active(), "BatchNorm",
+               "this rank holds a box of the input but is not in the layer's ", partition_.str());
+  const Context ctx{"BatchNorm",
+                       channels_,
+                       &options_,
+                       training_,
+                       MPI_COMM_NULL,
+                       has_data,
+                       has_data ? static_cast<double>(xs.local_shape().numel() / channels_) : 0.0};
+  return normalize(tape, x, weight_, bias_, running_mean_, running_var_, ctx);
+}
+
+template <class T>
+DistributedBatchNorm<T>::DistributedBatchNorm(std::int64_t channels, Partition partition,
+                                              BatchNormOptions options)
+    : channels_(channels), options_(options), partition_(std::move(partition)) {
+  init_state(channels_, options_, partition_, "DistributedBatchNorm", weight_, bias_,
+             running_mean_, running_var_);
+}
+
+template <class T>
+Var<T>& DistributedBatchNorm<T>::weight() {
+  DISTOP_CHECK(weight_.defined(), "DistributedBatchNorm::weight", "the layer is not affine");
+  return weight_;
+}
+template <class T>
+Var<T>& DistributedBatchNorm<T>::bias() {
+  DISTOP_CHECK(bias_.defined(), "DistributedBatchNorm::bias", "the layer is not affine");
+  return bias_;
+}
+template <class T>
+std::vector<Var<T>> DistributedBatchNorm<T>::parameters() const {
+  return affine_parameters(weight_, bias_);
+}
+
+template <class T>
+Var<T> DistributedBatchNorm<T>::forward(Tape& tape, const Var<T>& x) {
+  constexpr const char* op = "DistributedBatchNorm";
+  const TensorSpace& xs = x.space();
+  check_input(xs, channels_, op);
+  const double count = static_cast<double>(xs.global_shape().numel() / channels_);
+  // On every rank alike, before any rank starts a collective.
+  DISTOP_CHECK(!training_ || count > 1, op, "expected more than 1 value per channel in training, ",
+               "found ", count, " in ", xs.str());
+  DISTOP_CHECK(xs.partition().same_as(partition_), op, "the input lives on ",
+               xs.partition().str(), ", expected the layer's ", partition_.str());
+  const Decomposition& dec = xs.decomposition();
+  for (int g = 0; g < dec.grid().rank(); ++g)
+    DISTOP_CHECK(dec.grid()[g] == 1 || !dec.replicates(g), op, "grid axis ", g,
+                 " replicates the input (", xs.str(),
+                 "): its copies would be counted more than once in the statistics");
+  const Context ctx{op,
+                       channels_,
+                       &options_,
+                       training_,
+                       partition_.comm(),
+                       partition_.active(),
+                       count};
+  return normalize(tape, x, weight_, bias_, running_mean_, running_var_, ctx);
+}
+
+template class BatchNorm<float>;
+template class BatchNorm<double>;
+template class DistributedBatchNorm<float>;
+template class DistributedBatchNorm<double>;
+
+}  // namespace distop::nn

@@ -1,0 +1,33 @@
+#include "distop/nn/dropout.hpp"
+
+#include <utility>
+
+#include "common.hpp"
+#include "distop/kernels/dropout.hpp"
+
+namespace distop::nn {
+
+template <class T>
+Var<T> dropout(Tape& tape, const Var<T>& x, double p, std::uint64_t seed, bool training) {
+  DISTOP_CHECK(p >= 0 && p <= 1, "dropout", "the drop probability must lie in [0, 1], found ", p);
+  if (!training || p == 0) return x;
+  const TensorSpace& xs = x.space();
+  auto y_value = DistTensor<T>::uninitialized(xs);
+  kernels::dropout(x.value().local(), xs.global_shape(), xs.local_offset(), p, seed, T(0),
+                   y_value.local());
+  Var<T> y(std::move(y_value), x.requires_grad());
+  if (!x.requires_grad()) return y;
+  tape.record("dropout", [xin = x, y, p, seed]() {
+    if (!y.has_grad()) return;
+    const TensorSpace& s = xin.space();
+    detail::accumulate(xin, [&](T beta, Tensor<T>& dx) {
+      kernels::dropout(y.grad().local(), s.global_shape(), s.local_offset(), p, seed, beta, dx);
+    });
+  });
+  return y;
+}
+
+template Var<float> dropout(Tape&, const Var<float>&, double, std::uint64_t, bool);
+template Var<double> dropout(Tape&, const Var<double>&, double, std::uint64_t, bool);
+
+}  // namespace distop::nn
