@@ -31,18 +31,22 @@ std::vector<nn::DistributedLinear<float>> make_fc(std::uint64_t seed) {
   return fc;
 }
 
+// fc1's input ranks as a [1, P_in, 1, 1] grid: the [N, 16, 5, 5] maps split by channel.
+Partition by_channel(const Partition& fc1_input) {
+  const auto p_in = fc1_input.size();
+  DISTOP_CHECK(16 % p_in == 0, kOp, "fc1's input is split ", p_in,
+               " ways, which does not divide its 16 channels; run at 1, 2, 4 or 8 ranks");
+  return fc1_input.reshape(Shape{1, p_in, 1, 1});
+}
+
 }  // namespace
 
 LeNet5::LeNet5(std::uint64_t seed)
     : conv1_(2, 1, 6, {5}, {{1}, {2}, {1}, true}, spatial_grid(), seed),
       conv2_(2, 6, 16, {5}, {{1}, {0}, {1}, true}, spatial_grid(), seed + 1),
       pool_(nn::PoolKind::max, 2, {2}),
-      fc_(make_fc(seed)) {
-  const auto p_in = fc_.front().input_partition().size();
-  DISTOP_CHECK(16 % p_in == 0, kOp, "fc1's input is split ", p_in,
-               " ways, which does not divide its 16 channels; run at 1, 2, 4 or 8 ranks");
-  by_channel_ = fc_.front().input_partition().reshape(Shape{1, p_in, 1, 1});
-}
+      fc_(make_fc(seed)),
+      by_channel_(by_channel(fc_.front().input_partition())) {}
 
 TensorSpace LeNet5::input_space(std::int64_t batch) const {
   return conv1_.input_space(batch, Shape{kRows, kCols});

@@ -20,6 +20,25 @@ Partition slice_zero(Partition p, int first_axis) {
   return p;
 }
 
+// The weight partition, after checking it fits the layer.
+const Partition& checked(const Partition& p, int dims, std::int64_t in, std::int64_t out) {
+  DISTOP_CHECK(p.dim() == dims + 2, kOp, "a ", dims,
+               "-d convolution needs a weight partition of grid [P_co, P_ci, S_1..S_", dims,
+               "], found ", p.str());
+  DISTOP_CHECK(in > 0 && out > 0, kOp, "channel counts must be positive, found in ", in,
+               " and out ", out);
+  DISTOP_CHECK(out >= p.shape()[0] && in >= p.shape()[1], kOp, "[", out, ", ", in,
+               "] channels cannot be split over ", p.str(), ": a block would be empty");
+  return p;
+}
+
+// The output ranks (ci = 0, grid [P_co, 1, S..]) as a [1, P_co, S..] grid.
+Partition output_grid(const Partition& p_y) {
+  std::vector<std::int64_t> g{1, p_y.shape()[0]};
+  for (int a = 2; a < p_y.dim(); ++a) g.push_back(p_y.shape()[a]);
+  return p_y.reshape(Shape(g));
+}
+
 Shape concat(std::vector<std::int64_t> head, const Shape& tail) {
   head.insert(head.end(), tail.begin(), tail.end());
   return Shape(std::move(head));
@@ -36,23 +55,13 @@ DistributedConv<T>::DistributedConv(int dims, std::int64_t in_channels,
       in_(in_channels),
       out_(out_channels),
       windows_(conv_windows(dims, kernel, options)),
-      p_w_(weight_partition) {
-  DISTOP_CHECK(p_w_.dim() == dims_ + 2, kOp, "a ", dims_,
-               "-d convolution needs a weight partition of grid [P_co, P_ci, S_1..S_", dims_,
-               "], found ", p_w_.str());
-  DISTOP_CHECK(in_ > 0 && out_ > 0, kOp, "channel counts must be positive, found in ", in_,
-               " and out ", out_);
+      p_w_(checked(weight_partition, dims, in_channels, out_channels)),
+      p_x_(p_w_.slice(0, 0)),
+      p_y_(p_w_.slice(1, 0)),
+      p_out_(output_grid(p_y_)),
+      p_wh_(slice_zero(p_w_, 2)),
+      p_bh_(p_wh_.slice(1, 0)) {
   const Shape& grid = p_w_.shape();
-  DISTOP_CHECK(out_ >= grid[0] && in_ >= grid[1], kOp, "[", out_, ", ", in_,
-               "] channels cannot be split over ", p_w_.str(), ": a block would be empty");
-  p_x_ = p_w_.slice(0, 0);
-  p_y_ = p_w_.slice(1, 0);
-  std::vector<std::int64_t> out_grid{1, grid[0]};
-  for (int a = 2; a < grid.rank(); ++a) out_grid.push_back(grid[a]);
-  p_out_ = p_y_.reshape(Shape(out_grid));
-  p_wh_ = slice_zero(p_w_, 2);
-  p_bh_ = p_wh_.slice(1, 0);
-
   std::vector<std::int64_t> k;
   std::int64_t fan_in = in_;
   for (const auto& w : windows_) {

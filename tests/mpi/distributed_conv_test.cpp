@@ -247,9 +247,10 @@ TEST(DistributedConv, BadInputsAreErrorsOnEveryRank) {
   // A weight grid of the wrong rank; more channel blocks than channels.
   EXPECT_THROW(nn::DistributedConv<float>(2, 2, 2, {3}, o, Partition::world(Shape{1, n}), 1),
                Error);
-  if (n > 1)
+  if (n > 1) {
     EXPECT_THROW(nn::DistributedConv<float>(2, 1, 2, {3}, o, Partition::world(Shape{1, n, 1, 1}), 1),
                  Error);
+  }
   nn::DistributedConv<float> layer(2, 2, 3, {3}, o, Partition::world(Shape{1, 1, n, 1}), 1);
   Tape tape;
   // Wrong channel count.
