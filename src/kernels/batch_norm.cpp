@@ -75,7 +75,8 @@ void per_channel(const char* name, const Planes& p, const Tensor<double>& out, s
       name, Kokkos::RangePolicy<ExecSpace>(0, q.c), KOKKOS_LAMBDA(std::int64_t c) {
         double acc = 0;
         for (std::int64_t n = 0; n < q.n; ++n)
-          for (std::int64_t i = (n * q.c + c) * q.s; i < (n * q.c + c + 1) * q.s; ++i) acc += f(c, i);
+          for (std::int64_t i = (n * q.c + c) * q.s; i < (n * q.c + c + 1) * q.s; ++i)
+            acc += f(c, i);
         ov(row * q.c + c) = acc;
       });
 }
@@ -192,19 +193,18 @@ void batch_norm_backward_input(const Tensor<T>& dy, const Tensor<T>& x, const Te
       });
 }
 
-#define DISTOP_INSTANTIATE(T)                                                                    \
-  template void channel_sums(const Tensor<T>&, Tensor<double>&);                                 \
-  template void channel_squared_deviations(const Tensor<T>&, const Tensor<double>&,              \
-                                           Tensor<double>&);                                     \
+#define DISTOP_INSTANTIATE(T)                                                                      \
+  template void channel_sums(const Tensor<T>&, Tensor<double>&);                                   \
+  template void channel_squared_deviations(const Tensor<T>&, const Tensor<double>&,                \
+                                           Tensor<double>&);                                       \
   template void batch_norm_forward(const Tensor<T>&, const Tensor<double>&, const Tensor<double>&, \
-                                   const Tensor<T>&, const Tensor<T>&, Tensor<T>&);              \
-  template void batch_norm_backward_sums(const Tensor<T>&, const Tensor<T>&,                     \
-                                         const Tensor<double>&, const Tensor<double>&,           \
-                                         Tensor<double>&);                                       \
-  template void batch_norm_backward_input(const Tensor<T>&, const Tensor<T>&,                    \
-                                          const Tensor<double>&, const Tensor<double>&,          \
-                                          const Tensor<T>&, const Tensor<double>&, double, T,    \
-                                          Tensor<T>&);
+                                   const Tensor<T>&, const Tensor<T>&, Tensor<T>&);                \
+  template void batch_norm_backward_sums(const Tensor<T>&, const Tensor<T>&,                       \
+                                         const Tensor<double>&, const Tensor<double>&,             \
+                                         Tensor<double>&);                                         \
+  template void batch_norm_backward_input(                                                         \
+      const Tensor<T>&, const Tensor<T>&, const Tensor<double>&, const Tensor<double>&,            \
+      const Tensor<T>&, const Tensor<double>&, double, T, Tensor<T>&);
 DISTOP_INSTANTIATE(float)
 DISTOP_INSTANTIATE(double)
 #undef DISTOP_INSTANTIATE

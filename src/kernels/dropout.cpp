@@ -35,10 +35,10 @@ void dropout(const Tensor<T>& x, const Shape& global, const std::vector<std::int
   constexpr const char* op = "dropout";
   DISTOP_CHECK(p >= 0 && p <= 1, op, "the drop probability must lie in [0, 1], found ", p);
   const int rank = x.rank();
-  DISTOP_CHECK(rank <= kMaxRank && global.rank() == rank &&
-                   offset.size() == static_cast<std::size_t>(rank),
-               op, "a box ", x.shape().str(), " at ", offset.size(), " offsets in a tensor ",
-               global.str(), ": expected the same rank (at most ", kMaxRank, ") for all three");
+  DISTOP_CHECK(
+      rank <= kMaxRank && global.rank() == rank && offset.size() == static_cast<std::size_t>(rank),
+      op, "a box ", x.shape().str(), " at ", offset.size(), " offsets in a tensor ", global.str(),
+      ": expected the same rank (at most ", kMaxRank, ") for all three");
   for (int a = 0; a < rank; ++a) {
     const auto o = offset[static_cast<std::size_t>(a)];
     DISTOP_CHECK(o >= 0 && o + x.extent(a) <= global[a], op, "the box ", x.shape().str(),
@@ -70,7 +70,7 @@ void dropout(const Tensor<T>& x, const Shape& global, const std::vector<std::int
 
 template void dropout(const Tensor<float>&, const Shape&, const std::vector<std::int64_t>&, double,
                       std::uint64_t, float, Tensor<float>&);
-template void dropout(const Tensor<double>&, const Shape&, const std::vector<std::int64_t>&,
-                      double, std::uint64_t, double, Tensor<double>&);
+template void dropout(const Tensor<double>&, const Shape&, const std::vector<std::int64_t>&, double,
+                      std::uint64_t, double, Tensor<double>&);
 
 }  // namespace distop::kernels

@@ -236,11 +236,11 @@ void avg_pool_backward(const Tensor<T>& dy, T beta, Tensor<T>& dx, const WindowG
       });
 }
 
-#define DISTOP_INSTANTIATE(T)                                                                   \
-  template void max_pool_forward(const Tensor<T>&, Tensor<T>&, ArgmaxView&,                     \
-                                 const WindowGeometry&);                                        \
-  template void max_pool_backward(const Tensor<T>&, const ArgmaxView&, T, Tensor<T>&);          \
-  template void avg_pool_forward(const Tensor<T>&, Tensor<T>&, const WindowGeometry&);          \
+#define DISTOP_INSTANTIATE(T)                                                          \
+  template void max_pool_forward(const Tensor<T>&, Tensor<T>&, ArgmaxView&,            \
+                                 const WindowGeometry&);                               \
+  template void max_pool_backward(const Tensor<T>&, const ArgmaxView&, T, Tensor<T>&); \
+  template void avg_pool_forward(const Tensor<T>&, Tensor<T>&, const WindowGeometry&); \
   template void avg_pool_backward(const Tensor<T>&, T, Tensor<T>&, const WindowGeometry&);
 DISTOP_INSTANTIATE(float)
 DISTOP_INSTANTIATE(double)

@@ -188,7 +188,7 @@ std::int64_t count_correct(const Tensor<T>& logits, const std::vector<std::int32
 #define DISTOP_INSTANTIATE(T)                                                                      \
   template void softmax(const Tensor<T>&, Tensor<T>&);                                             \
   template void log_softmax(const Tensor<T>&, Tensor<T>&);                                         \
-  template void log_softmax_backward(const Tensor<T>&, const Tensor<T>&, T, Tensor<T>&);          \
+  template void log_softmax_backward(const Tensor<T>&, const Tensor<T>&, T, Tensor<T>&);           \
   template double softmax_cross_entropy(const Tensor<T>&, const std::vector<std::int32_t>&,        \
                                         Tensor<T>*);                                               \
   template void softmax_cross_entropy_backward(const Tensor<T>&, const std::vector<std::int32_t>&, \

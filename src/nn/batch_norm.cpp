@@ -89,7 +89,8 @@ Var<T> normalize(Tape& tape, const Var<T>& x, const Var<T>& weight, const Var<T>
       mean.copy_from(Tensor<double>::from_vector(Shape{C}, m));
     }
     invstd.copy_from(Tensor<double>::from_vector(Shape{C}, inv));
-    if (has_data) kernels::batch_norm_forward(x.value().local(), mean, invstd, w, b, y_value.local());
+    if (has_data)
+      kernels::batch_norm_forward(x.value().local(), mean, invstd, w, b, y_value.local());
   }
 
   const bool record = x.requires_grad() || (weight.defined() && weight.requires_grad()) ||
@@ -97,8 +98,8 @@ Var<T> normalize(Tape& tape, const Var<T>& x, const Var<T>& weight, const Var<T>
   Var<T> y(std::move(y_value), record);
   if (!record) return y;
   tape.record(ctx.name, [xin = x, y, weight, bias, w, mean, invstd, has_data, C,
-                         training = ctx.training, comm = ctx.comm,
-                         participates = ctx.participates, count = ctx.count]() {
+                         training = ctx.training, comm = ctx.comm, participates = ctx.participates,
+                         count = ctx.count]() {
     // A distributed layer's backward is collective: it runs with a zero gradient where y has none.
     if (!y.has_grad() && comm == MPI_COMM_NULL) return;
     const Tensor<T>& dy = y.grad().local();
@@ -108,8 +109,7 @@ Var<T> normalize(Tape& tape, const Var<T>& x, const Var<T>& weight, const Var<T>
     Tensor<double> sums;  // empty: not needed
     if (participates && ((training && need_x) || need_w || need_b)) {
       sums = Tensor<double>(Shape{2, C}, "distop::batch_norm_grad_sums");
-      if (has_data)
-        kernels::batch_norm_backward_sums(dy, xin.value().local(), mean, invstd, sums);
+      if (has_data) kernels::batch_norm_backward_sums(dy, xin.value().local(), mean, invstd, sums);
       sum_over(comm, sums);
     }
     // Every rank adds a gradient (zero where it holds nothing) so that whether a Var has one is the
@@ -122,12 +122,16 @@ Var<T> normalize(Tape& tape, const Var<T>& x, const Var<T>& weight, const Var<T>
         return std::vector<double>(at, at + C);
       };
       if (need_w) {
-        if (participates) add_param_grad(weight, part(1));
-        else weight.grad();
+        if (participates)
+          add_param_grad(weight, part(1));
+        else
+          weight.grad();
       }
       if (need_b) {
-        if (participates) add_param_grad(bias, part(0));
-        else bias.grad();
+        if (participates)
+          add_param_grad(bias, part(0));
+        else
+          bias.grad();
       }
     }
     if (need_x) {
@@ -149,9 +153,8 @@ Var<T> normalize(Tape& tape, const Var<T>& x, const Var<T>& weight, const Var<T>
 void check_input(const TensorSpace& xs, std::int64_t channels, const char* op) {
   DISTOP_CHECK(xs.rank() >= 2 && xs.rank() <= 5 && xs.global_shape()[1] == channels &&
                    xs.decomposition().parts(1) == 1,
-               op, "expected an input [N, ", channels,
-               "] or [N, ", channels, ", s_1..s_d] (d <= 3) with the channel axis unsplit, found ",
-               xs.str());
+               op, "expected an input [N, ", channels, "] or [N, ", channels,
+               ", s_1..s_d] (d <= 3) with the channel axis unsplit, found ", xs.str());
 }
 
 // The parameters and running statistics of a layer of `channels` over `partition`.
@@ -213,12 +216,12 @@ Var<T> BatchNorm<T>::forward(Tape& tape, const Var<T>& x) {
   DISTOP_CHECK(!has_data || partition_.active(), "BatchNorm",
                "this rank holds a box of the input but is not in the layer's ", partition_.str());
   const Context ctx{"BatchNorm",
-                       channels_,
-                       &options_,
-                       training_,
-                       MPI_COMM_NULL,
-                       has_data,
-                       has_data ? static_cast<double>(xs.local_shape().numel() / channels_) : 0.0};
+                    channels_,
+                    &options_,
+                    training_,
+                    MPI_COMM_NULL,
+                    has_data,
+                    has_data ? static_cast<double>(xs.local_shape().numel() / channels_) : 0.0};
   return normalize(tape, x, weight_, bias_, running_mean_, running_var_, ctx);
 }
 
@@ -226,8 +229,8 @@ template <class T>
 DistributedBatchNorm<T>::DistributedBatchNorm(std::int64_t channels, Partition partition,
                                               BatchNormOptions options)
     : channels_(channels), options_(options), partition_(std::move(partition)) {
-  init_state(channels_, options_, partition_, "DistributedBatchNorm", weight_, bias_,
-             running_mean_, running_var_);
+  init_state(channels_, options_, partition_, "DistributedBatchNorm", weight_, bias_, running_mean_,
+             running_var_);
 }
 
 template <class T>
@@ -254,20 +257,15 @@ Var<T> DistributedBatchNorm<T>::forward(Tape& tape, const Var<T>& x) {
   // On every rank alike, before any rank starts a collective.
   DISTOP_CHECK(!training_ || count > 1, op, "expected more than 1 value per channel in training, ",
                "found ", count, " in ", xs.str());
-  DISTOP_CHECK(xs.partition().same_as(partition_), op, "the input lives on ",
-               xs.partition().str(), ", expected the layer's ", partition_.str());
+  DISTOP_CHECK(xs.partition().same_as(partition_), op, "the input lives on ", xs.partition().str(),
+               ", expected the layer's ", partition_.str());
   const Decomposition& dec = xs.decomposition();
   for (int g = 0; g < dec.grid().rank(); ++g)
     DISTOP_CHECK(dec.grid()[g] == 1 || !dec.replicates(g), op, "grid axis ", g,
                  " replicates the input (", xs.str(),
                  "): its copies would be counted more than once in the statistics");
-  const Context ctx{op,
-                       channels_,
-                       &options_,
-                       training_,
-                       partition_.comm(),
-                       partition_.active(),
-                       count};
+  const Context ctx{op,   channels_, &options_, training_, partition_.comm(), partition_.active(),
+                    count};
   return normalize(tape, x, weight_, bias_, running_mean_, running_var_, ctx);
 }
 

@@ -22,15 +22,14 @@ TensorSpace flatten_space(const TensorSpace& x) {
   DISTOP_CHECK(x.rank() >= 2, "flatten_space", "expected an input of rank 2 or more, found ",
                x.str());
   for (int a = 1; a < x.rank(); ++a)
-    DISTOP_CHECK(d.parts(a) == 1, "flatten_space",
-                 "only the batch axis may be split, found axis ", a, " split in ", x.str());
+    DISTOP_CHECK(d.parts(a) == 1, "flatten_space", "only the batch axis may be split, found axis ",
+                 a, " split in ", x.str());
   const Shape global = flat(x.global_shape());
   std::vector<std::int64_t> batch;
   const auto& b = d.bounds(0);
   for (std::size_t i = 0; i + 1 < b.size(); ++i) batch.push_back(b[i + 1] - b[i]);
-  return TensorSpace(x.partition(),
-                     Decomposition::blocks(global, d.grid(), {batch, {global[1]}},
-                                           {d.axis_map()[0], -1}));
+  return TensorSpace(x.partition(), Decomposition::blocks(global, d.grid(), {batch, {global[1]}},
+                                                          {d.axis_map()[0], -1}));
 }
 
 template <class T>
@@ -69,8 +68,8 @@ Var<T> flatten(Tape& tape, const Var<T>& x) {
   return flatten(tape, x, flatten_space(x.space()));
 }
 
-#define DISTOP_INSTANTIATE(T)                                                  \
-  template Var<T> flatten(Tape&, const Var<T>&, const TensorSpace&);           \
+#define DISTOP_INSTANTIATE(T)                                        \
+  template Var<T> flatten(Tape&, const Var<T>&, const TensorSpace&); \
   template Var<T> flatten(Tape&, const Var<T>&);
 DISTOP_INSTANTIATE(float)
 DISTOP_INSTANTIATE(double)

@@ -10,9 +10,9 @@
 
 namespace distop::nn {
 
-using kernels::Op;
 using detail::accumulate;
 using detail::replicated;
+using kernels::Op;
 
 template <class T>
 Linear<T>::Linear(std::int64_t in_features, std::int64_t out_features, std::uint64_t seed,

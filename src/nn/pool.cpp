@@ -144,11 +144,11 @@ Var<T> Pool<T>::forward(Tape& tape, const Var<T>& x) const {
   return kind_ == PoolKind::max ? max_pool(tape, x, g, out) : avg_pool(tape, x, g, out);
 }
 
-#define DISTOP_INSTANTIATE(T)                                                                    \
-  template Var<T> max_pool(Tape&, const Var<T>&, const kernels::WindowGeometry&,                 \
-                           const TensorSpace&);                                                  \
-  template Var<T> avg_pool(Tape&, const Var<T>&, const kernels::WindowGeometry&,                 \
-                           const TensorSpace&);                                                  \
+#define DISTOP_INSTANTIATE(T)                                                    \
+  template Var<T> max_pool(Tape&, const Var<T>&, const kernels::WindowGeometry&, \
+                           const TensorSpace&);                                  \
+  template Var<T> avg_pool(Tape&, const Var<T>&, const kernels::WindowGeometry&, \
+                           const TensorSpace&);                                  \
   template class Pool<T>;
 DISTOP_INSTANTIATE(float)
 DISTOP_INSTANTIATE(double)

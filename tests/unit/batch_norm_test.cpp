@@ -37,7 +37,8 @@ Stats naive_stats(const std::vector<double>& x, const Shape& s) {
   for (std::int64_t k = 0; k < c; ++k) {
     double sum = 0, sq = 0;
     for (std::int64_t b = 0; b < n; ++b)
-      for (std::int64_t i = 0; i < inner; ++i) sum += x[static_cast<std::size_t>((b * c + k) * inner + i)];
+      for (std::int64_t i = 0; i < inner; ++i)
+        sum += x[static_cast<std::size_t>((b * c + k) * inner + i)];
     const double mean = sum / m;
     for (std::int64_t b = 0; b < n; ++b)
       for (std::int64_t i = 0; i < inner; ++i) {
@@ -55,8 +56,7 @@ template <class T>
 void randomize_affine(BatchNorm<T>& bn, std::uint64_t seed) {
   bn.weight().value().local().copy_from(
       test::random_tensor<T>(bn.weight().space(), seed, 0.5, 1.5).local());
-  bn.bias().value().local().copy_from(
-      test::random_tensor<T>(bn.bias().space(), seed + 1).local());
+  bn.bias().value().local().copy_from(test::random_tensor<T>(bn.bias().space(), seed + 1).local());
 }
 
 const std::vector<Shape>& shapes() {
@@ -192,9 +192,8 @@ TEST(BatchNorm, BadInputsAreErrors) {
                distop::Error);
   EXPECT_THROW(bn.forward(tape, Var<double>(DistTensor<double>(space_of(Shape{3})))),
                distop::Error);
-  EXPECT_THROW(
-      bn.forward(tape, Var<double>(DistTensor<double>(space_of(Shape{2, 3, 2, 2, 2, 2})))),
-      distop::Error);
+  EXPECT_THROW(bn.forward(tape, Var<double>(DistTensor<double>(space_of(Shape{2, 3, 2, 2, 2, 2})))),
+               distop::Error);
   // One value per channel in training (PyTorch's error too); fine in evaluation.
   EXPECT_THROW(bn.forward(tape, Var<double>(DistTensor<double>(space_of(Shape{1, 3})))),
                distop::Error);

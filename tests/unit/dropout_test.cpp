@@ -81,8 +81,7 @@ TEST(Dropout, BadProbabilityIsAnError) {
   EXPECT_THROW(distop::nn::dropout(tape, x, 1.5, 1), distop::Error);
   Tensor<float> t(Shape{2, 2}), u(Shape{2, 2});
   EXPECT_THROW(distop::kernels::dropout(t, Shape{2, 2}, {1, 0}, 0.5, 1, 0.0f, u), distop::Error);
-  EXPECT_THROW(distop::kernels::dropout(t, Shape{2, 2, 1}, {0, 0}, 0.5, 1, 0.0f, u),
-               distop::Error);
+  EXPECT_THROW(distop::kernels::dropout(t, Shape{2, 2, 1}, {0, 0}, 0.5, 1, 0.0f, u), distop::Error);
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ TEST(Flatten, ReshapesEveryBoxToRows) {
   auto y = distop::nn::flatten(tape, Var<double>(xv));
   EXPECT_EQ(y.space(), ys);
   EXPECT_EQ(y.value().local().to_vector(), xv.local().to_vector());  // row-major order kept
-  EXPECT_EQ(y.value().data(), xv.data());                              // and the storage
+  EXPECT_EQ(y.value().data(), xv.data());                            // and the storage
 }
 
 TEST(Flatten, GradientMatchesFiniteDifferences) {

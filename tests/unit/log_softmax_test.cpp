@@ -33,7 +33,8 @@ TEST(LogSoftmax, ValuesMatchNaiveOverTheLastAxis) {
   for (std::size_t r = 0; r < 6; ++r) {
     double z = 0;
     for (std::size_t j = 0; j < 4; ++j) z += std::exp(x[r * 4 + j]);
-    for (std::size_t j = 0; j < 4; ++j) EXPECT_NEAR(y[r * 4 + j], x[r * 4 + j] - std::log(z), 1e-14);
+    for (std::size_t j = 0; j < 4; ++j)
+      EXPECT_NEAR(y[r * 4 + j], x[r * 4 + j] - std::log(z), 1e-14);
   }
 }
 

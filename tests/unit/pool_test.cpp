@@ -96,11 +96,11 @@ struct Case {
 
 std::vector<Case> cases() {
   return {
-      {1, Shape{2, 3, 9}, {3}, {{2}, {1}, {1}}},               // stride 2, padding
-      {1, Shape{2, 2, 8}, {4}, {{1}, {2}, {1}}},               // even kernel, overlapping
-      {1, Shape{1, 2, 10}, {2}, {{}, {0}, {1}}},               // stride = kernel (the default)
+      {1, Shape{2, 3, 9}, {3}, {{2}, {1}, {1}}},                 // stride 2, padding
+      {1, Shape{2, 2, 8}, {4}, {{1}, {2}, {1}}},                 // even kernel, overlapping
+      {1, Shape{1, 2, 10}, {2}, {{}, {0}, {1}}},                 // stride = kernel (the default)
       {2, Shape{2, 2, 7, 6}, {3, 2}, {{2, 1}, {1, 1}, {2, 1}}},  // dilation 2, even kernel
-      {2, Shape{1, 3, 8, 8}, {2}, {{}, {0}, {1}}},             // the classic 2x2 pooling
+      {2, Shape{1, 3, 8, 8}, {2}, {{}, {0}, {1}}},               // the classic 2x2 pooling
       {3, Shape{1, 2, 5, 6, 4}, {2, 3, 2}, {{1, 2, 2}, {1, 1, 0}, {1, 1, 2}}},
   };
 }

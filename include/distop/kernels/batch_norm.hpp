@@ -7,9 +7,9 @@ namespace distop::kernels {
 
 // x is a local tensor [N, C, s_1..s_k] (k >= 0; [N, C] is k = 0), seen as [N, C, S] with
 // S = s_1..s_k. Per-channel statistics are Tensor<double> of shape [C] (mean, invstd) or [2, C]
-// (backward sums). Every sum runs over n and s in row-major order, in double, so the result does not
-// depend on the backend's thread count. weight and bias are [C], or empty (numel 0) for an affine-free
-// normalisation (weight 1, bias 0). A shape mismatch is an Error.
+// (backward sums). Every sum runs over n and s in row-major order, in double, so the result does
+// not depend on the backend's thread count. weight and bias are [C], or empty (numel 0) for an
+// affine-free normalisation (weight 1, bias 0). A shape mismatch is an Error.
 
 // sums[c] = the sum over n, s of x[n, c, s]. Overwrites sums.
 template <class T>

@@ -19,8 +19,8 @@ void softmax(const Tensor<T>& logits, Tensor<T>& probs);
 // out = log softmax(logits) row by row, overwriting out (same shape; may alias logits).
 template <class T>
 void log_softmax(const Tensor<T>& logits, Tensor<T>& out);
-// dx = beta dx + dout - exp(out) (the row sum of dout): the input gradient of log_softmax, given its
-// output out (same shape as dout and dx; dx may alias dout).
+// dx = beta dx + dout - exp(out) (the row sum of dout): the input gradient of log_softmax, given
+// its output out (same shape as dout and dx; dx may alias dout).
 template <class T>
 void log_softmax_backward(const Tensor<T>& out, const Tensor<T>& dout, T beta, Tensor<T>& dx);
 
