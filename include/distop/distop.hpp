@@ -59,6 +59,7 @@
 #include "distop/ops/gather.hpp"
 #include "distop/ops/halo.hpp"
 #include "distop/ops/halo_exchange.hpp"
+#include "distop/ops/halo_pad.hpp"
 #include "distop/ops/linear_operator.hpp"
 #include "distop/ops/repartition.hpp"
 #include "distop/ops/send_recv.hpp"

@@ -5,6 +5,7 @@
 
 #include "distop/kernels/conv.hpp"
 #include "distop/nn/init.hpp"
+#include "common.hpp"
 
 namespace distop::nn {
 
@@ -15,19 +16,6 @@ TensorSpace replicated(const Partition& p, const Shape& shape) {
   return TensorSpace(
       p, Decomposition::balanced(shape, p.shape(),
                                  std::vector<int>(static_cast<std::size_t>(shape.rank()), -1)));
-}
-
-// v.grad += (what `write` computes): written straight into the existing gradient (beta = 1), or
-// into a fresh tensor (beta = 0) that becomes the gradient.
-template <class T, class Write>
-void accumulate(Var<T>& v, Write write) {
-  if (v.has_grad()) {
-    write(T(1), v.grad().local());
-  } else {
-    auto g = DistTensor<T>::uninitialized(v.space());
-    write(T(0), g.local());
-    v.accumulate_grad(std::move(g));
-  }
 }
 
 // [a, b, extents...]
@@ -43,12 +31,13 @@ template <class T>
 Var<T> conv(Tape& tape, const Var<T>& x, const Var<T>& w, const Var<T>& b,
             const kernels::WindowGeometry& g, const TensorSpace& out_space) {
   constexpr const char* kOp = "nn::conv";
-  g.validate(kOp);
   DISTOP_CHECK(x.defined() && w.defined(), kOp, "x and w must be defined Vars");
-  // Whether this rank holds a box of the input (and so computes).
+  // Whether this rank holds a box of the input (and so computes); a rank outside the partition
+  // has no window.
   const bool active = x.space().partition().active();
   auto y_value = DistTensor<T>::uninitialized(out_space);
   if (active) {
+    g.validate(kOp);
     const Tensor<T>& xl = x.value().local();
     const Tensor<T>& wl = w.value().local();
     DISTOP_CHECK(xl.rank() == g.dims() + 2 && wl.rank() == g.dims() + 2, kOp,
@@ -76,7 +65,7 @@ Var<T> conv(Tape& tape, const Var<T>& x, const Var<T>& w, const Var<T>& b,
     // same on all ranks, which the adjoints of collective operations upstream rely on.
     if (wv.requires_grad()) {
       if (active)
-        accumulate(wv, [&](T beta, Tensor<T>& gw) {
+        detail::accumulate(wv, [&](T beta, Tensor<T>& gw) {
           kernels::conv_backward_weight(dy, xin.value().local(), beta, gw, g);
         });
       else
@@ -84,13 +73,13 @@ Var<T> conv(Tape& tape, const Var<T>& x, const Var<T>& w, const Var<T>& b,
     }
     if (bv.defined() && bv.requires_grad()) {
       if (active)
-        accumulate(bv, [&](T beta, Tensor<T>& gb) { kernels::conv_backward_bias(dy, beta, gb); });
+        detail::accumulate(bv, [&](T beta, Tensor<T>& gb) { kernels::conv_backward_bias(dy, beta, gb); });
       else
         bv.grad();
     }
     if (xin.requires_grad()) {
       if (active)
-        accumulate(xin, [&](T beta, Tensor<T>& gx) {
+        detail::accumulate(xin, [&](T beta, Tensor<T>& gx) {
           kernels::conv_backward_input(dy, wv.value().local(), beta, gx, g);
         });
       else

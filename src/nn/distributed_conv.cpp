@@ -117,6 +117,7 @@ const typename DistributedConv<T>::Plans& DistributedConv<T>::plans(const Tensor
   TensorSpace padded = x_space;
   if (detail::splits_spatial(p_w_.shape())) {
     p.halo = std::make_shared<const HaloExchange<T>>(x_space, detail::halo_windows(windows_));
+    p.pad = std::make_shared<const HaloPad<T>>(p.halo);
     padded = p.halo->range();
   }
   if (x_plan_) {
@@ -150,7 +151,7 @@ Var<T> DistributedConv<T>::forward(Tape& tape, const Var<T>& x) {
                ", ", dims_, " spatial extents], found ", g.str());
   check_space(x.value(), input_space(g[0], detail::spatial_of(g)), kOp, "the input");
   const Plans& p = plans(x.space());
-  Var<T> xh = p.halo ? apply<T>(tape, p.halo, x) : x;
+  Var<T> xh = p.halo ? apply<T>(tape, p.halo, apply<T>(tape, p.pad, x)) : x;
   Var<T> xw = p.broadcast_x ? apply<T>(tape, p.broadcast_x, xh) : xh;
   Var<T> w = broadcast_w_ ? apply<T>(tape, broadcast_w_, weight_) : weight_;
   Var<T> b;

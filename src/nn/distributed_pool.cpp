@@ -43,6 +43,7 @@ const typename DistributedPool<T>::Plans& DistributedPool<T>::plans(const Tensor
   TensorSpace padded = x_space;
   if (detail::splits_spatial(part.shape())) {
     p.halo = std::make_shared<const HaloExchange<T>>(x_space, detail::halo_windows(windows_));
+    p.pad = std::make_shared<const HaloPad<T>>(p.halo);
     padded = p.halo->range();
   }
   if (part.active()) {
@@ -58,7 +59,7 @@ const typename DistributedPool<T>::Plans& DistributedPool<T>::plans(const Tensor
 template <class T>
 Var<T> DistributedPool<T>::forward(Tape& tape, const Var<T>& x) {
   const Plans& p = plans(x.space());
-  Var<T> xh = p.halo ? apply<T>(tape, p.halo, x) : x;
+  Var<T> xh = p.halo ? apply<T>(tape, p.halo, apply<T>(tape, p.pad, x)) : x;
   return kind_ == PoolKind::max ? max_pool<T>(tape, xh, p.geometry, p.out_space)
                                 : avg_pool<T>(tape, xh, p.geometry, p.out_space);
 }

@@ -21,9 +21,14 @@ Shape planes_with(const Shape& box, const Shape& extents) {
 template <class T>
 bool check_boxes(const Var<T>& x, const kernels::WindowGeometry& g, const TensorSpace& out_space,
                  const char* op) {
-  g.validate(op);
   const Shape& xb = x.space().local_shape();
   const Shape& yb = out_space.local_shape();
+  if (!x.space().partition().active()) {
+    // A rank outside the layer's partition holds nothing and has no window.
+    DISTOP_CHECK(yb.numel() == 0, op, "this rank holds no input but an output box ", yb.str());
+    return false;
+  }
+  g.validate(op);
   DISTOP_CHECK(xb.rank() == g.dims() + 2 && yb.rank() == g.dims() + 2, op, "expected an input and ",
                "an output of rank ", g.dims() + 2, " ([N, C, spatial...]) for ", g.dims(),
                " spatial axes, found the boxes ", xb.str(), " and ", yb.str());

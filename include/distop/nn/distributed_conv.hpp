@@ -13,6 +13,7 @@
 #include "distop/nn/conv.hpp"
 #include "distop/ops/broadcast.hpp"
 #include "distop/ops/halo_exchange.hpp"
+#include "distop/ops/halo_pad.hpp"
 #include "distop/ops/sum_reduce.hpp"
 
 namespace distop::nn {
@@ -76,6 +77,7 @@ class DistributedConv {
 
  private:
   struct Plans {
+    std::shared_ptr<const HaloPad<T>> pad;                // null with halo
     std::shared_ptr<const HaloExchange<T>> halo;        // null: no spatial split
     std::shared_ptr<const Broadcast<T>> broadcast_x;     // null: P_co == 1
     std::shared_ptr<const SumReduce<T>> reduce_y;        // null: P_ci == 1

@@ -10,6 +10,7 @@
 #include "distop/kernels/window.hpp"
 #include "distop/nn/pool.hpp"
 #include "distop/ops/halo_exchange.hpp"
+#include "distop/ops/halo_pad.hpp"
 
 namespace distop::nn {
 
@@ -38,6 +39,7 @@ class DistributedPool {
 
  private:
   struct Plans {
+    std::shared_ptr<const HaloPad<T>> pad;                // null with halo
     std::shared_ptr<const HaloExchange<T>> halo;  // null: no spatial axis split
     TensorSpace out_space;
     kernels::WindowGeometry geometry;
