@@ -60,7 +60,7 @@ Var<float> LeNet5::forward(Tape& tape, const Var<float>& x) {
   if (!to_fc)
     to_fc = std::make_shared<const Repartition<float>>(
         h.space(), TensorSpace(h.space().global_shape(), by_channel_));
-  h = nn::reinterpret(tape, apply<float>(tape, to_fc, h), fc_.front().input_space(batch));
+  h = nn::flatten(tape, apply<float>(tape, to_fc, h), fc_.front().input_space(batch));
   for (std::size_t l = 0; l < fc_.size(); ++l) {
     h = fc_[l].forward(tape, h);
     if (l + 1 < fc_.size()) h = nn::relu(tape, h);
