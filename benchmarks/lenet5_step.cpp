@@ -48,11 +48,13 @@ int main(int argc, char** argv) {
   int steps = 200;
   int warmup = 20;
   bool csv = false;
+  bool detail = false;
   CLI::App app{"LeNet-5 training step time and breakdown (distop benchmark)"};
   app.add_option("--batch", batch, "Examples per step")->capture_default_str();
   app.add_option("--steps", steps, "Timed steps")->capture_default_str();
   app.add_option("--warmup", warmup, "Untimed steps first")->capture_default_str();
   app.add_flag("--csv", csv, "Comma-separated output");
+  app.add_flag("--detail", detail, "Also list every timed operation (rank 0's ms per step)");
   int rank = 0, ranks = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
@@ -92,7 +94,8 @@ int main(int argc, char** argv) {
   }
   timers::enable(false);
   double parts[3] = {0, 0, 0};  // halo, bcast, repart
-  for (const auto& [name, e] : timers::snapshot()) {
+  const auto snapshot = timers::snapshot();
+  for (const auto& [name, e] : snapshot) {
     const char* c = category(name);
     if (!c) continue;
     const int k = std::string(c) == "halo" ? 0 : std::string(c) == "bcast" ? 1 : 2;
@@ -131,5 +134,9 @@ int main(int argc, char** argv) {
   t.header();
   t.row({static_cast<long long>(ranks), static_cast<long long>(batch), med, p90,
          static_cast<double>(batch) / med * 1e3, compute, halo, bcast, repart});
+  if (detail) {
+    std::printf("\n# rank 0, ms per step by operation (\".adjoint\": its backward entry)\n");
+    for (const auto& [name, e] : snapshot) std::printf("%-28s %8.4f\n", name.c_str(), e.seconds * per);
+  }
   return 0;
 }

@@ -12,8 +12,8 @@ using namespace distop;
 namespace {
 Var<double> one_operator(Tape& tape) {
   auto p = Partition::self();
-  auto op = std::make_shared<const AllSumReduce<double>>(TensorSpace(Shape{4}, p),
-                                                          std::vector<int>{0});
+  auto op = std::make_shared<const AllSumReduce<double>>(
+      TensorSpace(p, Decomposition::balanced(Shape{4}, p.shape(), {-1})), std::vector<int>{0});
   Var<double> x(DistTensor<double>(op->domain()), true);
   return apply<double>(tape, op, x);
 }
