@@ -285,3 +285,19 @@ TEST(HaloPadAdjoint, EmbeddingAndRestriction) {
     EXPECT_TRUE(r.passed) << r.str();
   }
 }
+
+TEST(DistributedPool, BadInputsAreErrorsOnEveryRank) {
+  const int n = world_size();
+  nn::DistributedPool<float> pool(nn::PoolKind::max, 2, {2});
+  Tape tape;
+  // Wrong rank: a 2-D pooling of a [N, C, L] tensor.
+  Var<float> flat(DistTensor<float>(TensorSpace(Shape{2, 2, 4 * n}, Partition::world(Shape{1, 1, n}))));
+  EXPECT_THROW(pool.forward(tape, flat), Error);
+  // A grid that does not split tensor axis a by grid axis a.
+  Var<float> mapped(DistTensor<float>(TensorSpace(
+      Partition::world(Shape{n}),
+      Decomposition::balanced(Shape{2, 2, 4 * n, 4}, Shape{n}, {-1, -1, 0, -1}))));
+  EXPECT_THROW(pool.forward(tape, mapped), Error);
+  // Invalid windows: padding beyond half the kernel.
+  EXPECT_THROW(nn::DistributedPool<float>(nn::PoolKind::max, 2, {2}, {{}, {2}, {1}}), Error);
+}

@@ -17,7 +17,7 @@ template <class T>
 Var<T> apply(Tape& tape, std::shared_ptr<const LinearOperator<T>> op, const Var<T>& x) {
   Var<T> y;
   {
-    const timers::Scope timer(op->name());
+    const timers::Scope timer(timers::enabled() ? op->name() : std::string());
     y = Var<T>(op->apply(x.value()), x.requires_grad());
   }
   if (x.requires_grad()) {
