@@ -7,6 +7,7 @@
 
 #include "distop/comm/collectives.hpp"
 #include "distop/core/error.hpp"
+#include "storage.hpp"
 
 #include <malloc.h>
 
@@ -98,6 +99,7 @@ Environment::Environment(int& argc, char**& argv, EnvironmentOptions options) {
 
 Environment::~Environment() {
   if (owns_kokkos_) Kokkos::finalize();
+  detail::release_cached_host_storage();
   if (owns_mpi_) {
     int finalized = 0;
     MPI_Finalized(&finalized);

@@ -1,5 +1,11 @@
 #include "distop/core/tensor.hpp"
 
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "storage.hpp"
+
 namespace distop {
 
 namespace {
@@ -9,17 +15,30 @@ void check_extents(const Shape& shape, const char* op) {
 }  // namespace
 
 template <class T>
-Tensor<T>::Tensor(Shape shape, const std::string& label) : shape_(std::move(shape)) {
-  check_extents(shape_, "Tensor");
-  view_ = View(label, static_cast<std::size_t>(shape_.numel()));
+Tensor<T> Tensor<T>::allocate(Shape shape, const std::string& label) {
+  const auto n = static_cast<std::size_t>(shape.numel());
+  if constexpr (std::is_same_v<MemSpace, Kokkos::HostSpace>) {
+    if (n == 0) return Tensor(std::move(shape), View(static_cast<T*>(nullptr), 0), nullptr);
+    auto storage = detail::allocate_host_storage(n * sizeof(T));
+    View v(static_cast<T*>(storage.get()), n);
+    return Tensor(std::move(shape), std::move(v), std::move(storage));
+  } else {
+    View v(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), n);
+    return Tensor(std::move(shape), std::move(v), nullptr);
+  }
+}
+
+template <class T>
+Tensor<T>::Tensor(Shape shape, const std::string& label) {
+  check_extents(shape, "Tensor");
+  *this = allocate(std::move(shape), label);
+  fill(T(0));
 }
 
 template <class T>
 Tensor<T> Tensor<T>::uninitialized(Shape shape, const std::string& label) {
   check_extents(shape, "Tensor::uninitialized");
-  View v(Kokkos::view_alloc(Kokkos::WithoutInitializing, label),
-         static_cast<std::size_t>(shape.numel()));
-  return Tensor(std::move(shape), std::move(v));
+  return allocate(std::move(shape), label);
 }
 
 template <class T>
@@ -45,18 +64,25 @@ template <class T>
 Tensor<T> Tensor<T>::reshaped(Shape shape) const {
   DISTOP_CHECK(shape.numel() == numel(), "Tensor::reshaped", "cannot view ", shape_.str(), " (",
                numel(), " elements) as ", shape.str());
-  return Tensor(std::move(shape), view_);
+  return Tensor(std::move(shape), view_, storage_);
 }
 
 template <class T>
 void Tensor<T>::copy_from(const Tensor& src) {
-  DISTOP_CHECK(src.numel() == numel(), "Tensor::copy_from", "expected ", numel(),
-               " elements (", shape_.str(), "), found ", src.numel(), " (", src.shape().str(), ")");
+  DISTOP_CHECK(src.numel() == numel(), "Tensor::copy_from", "expected ", numel(), " elements (",
+               shape_.str(), "), found ", src.numel(), " (", src.shape().str(), ")");
   if (src.data() != data()) Kokkos::deep_copy(view_, src.view_);
 }
 
 template <class T>
 void Tensor<T>::fill(T value) {
+  if constexpr (std::is_same_v<MemSpace, Kokkos::HostSpace>) {
+    if (value == T(0) && !std::signbit(value)) {  // +0.0 is all-zero bits in IEEE 754
+      if (numel() > 0)
+        std::memset(static_cast<void*>(data()), 0, static_cast<std::size_t>(numel()) * sizeof(T));
+      return;
+    }
+  }
   Kokkos::deep_copy(view_, value);
 }
 
@@ -64,7 +90,7 @@ template <class T>
 std::vector<T> Tensor<T>::to_vector() const {
   std::vector<T> out(static_cast<std::size_t>(numel()));
   Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> dst(out.data(),
-                                                                                  out.size());
+                                                                                   out.size());
   Kokkos::deep_copy(dst, view_);
   return out;
 }

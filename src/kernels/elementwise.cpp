@@ -1,9 +1,11 @@
 #include "distop/kernels/elementwise.hpp"
 
 #include <Kokkos_Core.hpp>
+#include <cstring>
 #include <type_traits>
 
 #include "kokkos_math.hpp"
+#include "space.hpp"
 
 namespace distop::kernels {
 
@@ -81,9 +83,6 @@ void map_grad(const char* op, const Tensor<T>& saved, const Tensor<T>& dy, Tenso
       KOKKOS_LAMBDA(std::int64_t i) { dxv(i) = g(sv(i), dyv(i)); });
 }
 
-// Whether kernels run on the host, where a work item should loop over contiguous entries, rather
-// than on a GPU, where neighbouring threads should touch neighbouring entries.
-constexpr bool kHostKernels = std::is_same_v<typename ExecSpace::memory_space, Kokkos::HostSpace>;
 // Columns per work item of sum_rows: a tile on the host; one per thread on a GPU, which keeps the
 // reads coalesced across threads.
 constexpr int kSumTile = kHostKernels ? 16 : 1;
@@ -156,6 +155,32 @@ void add_row_vector(Tensor<T>& y, const Tensor<T>& b) {
 }
 
 template <class T>
+void fill_rows(Tensor<T>& y, const Tensor<T>& b) {
+  const std::int64_t n = row_length(y, b, "fill_rows", "y", "b");
+  const std::int64_t rows = y.extent(0);
+  if (n == 0 || rows == 0) return;
+  if constexpr (kHostKernels) {
+    // Stores only, which the GEMM's beta = 1 pass then reads from cache: b into the first row,
+    // then the filled rows copied after themselves, doubling each time (a few long copies rather
+    // than a call or a short loop per row; rows are often a few dozen bytes).
+    T* const yp = y.data();
+    const auto row_bytes = static_cast<std::size_t>(n) * sizeof(T);
+    std::memcpy(yp, b.data(), row_bytes);
+    for (std::int64_t done = 1; done < rows;) {
+      const std::int64_t count = done < rows - done ? done : rows - done;
+      std::memcpy(yp + done * n, yp, static_cast<std::size_t>(count) * row_bytes);
+      done += count;
+    }
+  } else {
+    auto yv = y.view();
+    auto bv = b.view();
+    Kokkos::parallel_for(
+        "distop::fill_rows", Kokkos::RangePolicy<ExecSpace>(0, rows * n),
+        KOKKOS_LAMBDA(std::int64_t t) { yv(t) = bv(t % n); });
+  }
+}
+
+template <class T>
 void sum_rows(const Tensor<T>& dy, T beta, Tensor<T>& db) {
   const std::int64_t n = row_length(dy, db, "sum_rows", "dy", "db");
   const std::int64_t rows = dy.extent(0);
@@ -206,6 +231,7 @@ void sum_rows(const Tensor<T>& dy, T beta, Tensor<T>& db) {
   template void tanh(const Tensor<T>&, Tensor<T>&);                               \
   template void tanh_backward(const Tensor<T>&, const Tensor<T>&, Tensor<T>&);    \
   template void add_row_vector(Tensor<T>&, const Tensor<T>&);                     \
+  template void fill_rows(Tensor<T>&, const Tensor<T>&);                          \
   template void sum_rows(const Tensor<T>&, T, Tensor<T>&);
 DISTOP_INSTANTIATE(float)
 DISTOP_INSTANTIATE(double)

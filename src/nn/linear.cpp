@@ -69,9 +69,10 @@ Var<T> Linear<T>::forward(Tape& tape, const Var<T>& x) const {
 
   auto y_value = DistTensor<T>::uninitialized(output_space(xs));
   if (active) {
-    kernels::gemm(Op::N, Op::T, T(1), x.value().local(), weight_.value().local(), T(0),
-                  y_value.local());
-    if (has_bias()) kernels::add_row_vector(y_value.local(), bias_.value().local());
+    // y = b + x W^T: the bias rows first, then the GEMM adds onto them.
+    if (has_bias()) kernels::fill_rows(y_value.local(), bias_.value().local());
+    kernels::gemm(Op::N, Op::T, T(1), x.value().local(), weight_.value().local(),
+                  has_bias() ? T(1) : T(0), y_value.local());
   }
   const bool record =
       x.requires_grad() || weight_.requires_grad() || (has_bias() && bias_.requires_grad());

@@ -1,5 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
 #include "distop/autodiff/tape.hpp"
 #include "distop/core/random.hpp"
 #include "distop/core/tensor.hpp"
@@ -26,6 +31,42 @@ TEST(Tensor, ZeroInitialisedAndRoundTrips) {
   auto r = u.reshaped(Shape{4});
   r.fill(5);
   EXPECT_EQ(u.to_vector()[3], 5.0f);  // reshape shares storage
+}
+
+// Host storage is recycled: a zero-initialised tensor on a reused block is zero all the same, a
+// block comes back for the next tensor of that size, and storage is 64-byte aligned.
+TEST(Tensor, RecycledStorageIsZeroedAndAligned) {
+  const float* first = nullptr;
+  {
+    auto t = Tensor<float>::uninitialized(Shape{1000});
+    t.fill(3.5f);
+    first = t.data();
+  }
+  Tensor<float> z(Shape{1000});
+  if constexpr (std::is_same_v<distop::MemSpace, Kokkos::HostSpace>) {
+    EXPECT_EQ(z.data(), first);
+  }
+  for (float v : z.to_vector()) EXPECT_EQ(v, 0.0f);
+  for (std::int64_t n : {1, 7, 1000, 100000}) {
+    auto t = Tensor<double>::uninitialized(Shape{n});
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data()) % 64, 0u) << n;
+  }
+  // Shared storage stays alive while any tensor sharing it does.
+  Tensor<float> kept;
+  {
+    auto t = Tensor<float>::from_vector(Shape{3}, {1, 2, 3});
+    kept = t.reshaped(Shape{1, 3});
+  }
+  auto other = Tensor<float>::uninitialized(Shape{3});
+  other.fill(9);
+  EXPECT_EQ(kept.to_vector(), (std::vector<float>{1, 2, 3}));
+  // fill(-0.0) keeps the sign.
+  auto m = Tensor<double>::uninitialized(Shape{2});
+  m.fill(-0.0);
+  for (double v : m.to_vector()) EXPECT_TRUE(std::signbit(v));
+  Tensor<float> empty(Shape{0, 4});
+  EXPECT_EQ(empty.numel(), 0);
+  EXPECT_TRUE(empty.to_vector().empty());
 }
 
 TEST(Tensor, BadShapesAreErrors) {
@@ -58,7 +99,8 @@ TEST(Random, CounterBasedAndInRange) {
 TEST(Tape, ReplaysInExactReverseOrderAndClears) {
   distop::Tape tape;
   std::vector<int> order;
-  for (int i = 0; i < 5; ++i) tape.record("op" + std::to_string(i), [&order, i] { order.push_back(i); });
+  for (int i = 0; i < 5; ++i)
+    tape.record("op" + std::to_string(i), [&order, i] { order.push_back(i); });
   EXPECT_EQ(tape.size(), 5u);
   EXPECT_EQ(tape.names().front(), "op0");
   tape.backward();

@@ -85,12 +85,33 @@ TYPED_TEST(ElementwiseTest, AddRowVectorAndSumRows) {
   EXPECT_EQ(db.to_vector(), (std::vector<T>{58.5, -27}));
 }
 
+TYPED_TEST(ElementwiseTest, FillRowsCopiesTheVectorIntoEveryRow) {
+  using T = TypeParam;
+  // Row counts around the doubling copies' boundaries, and a single column.
+  for (std::int64_t rows : {1, 2, 3, 5, 8, 13}) {
+    for (std::int64_t n : {1, 3}) {
+      Tensor<T> y(Shape{rows, n});
+      y.fill(T(-7));
+      std::vector<T> bv;
+      for (std::int64_t j = 0; j < n; ++j) bv.push_back(T(j + 1));
+      kernels::fill_rows(y, Tensor<T>::from_vector(Shape{n}, bv));
+      const auto v = y.to_vector();
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < n; ++j)
+          EXPECT_EQ(v[static_cast<std::size_t>(i * n + j)], T(j + 1)) << rows << "x" << n;
+    }
+  }
+  Tensor<T> none(Shape{0, 3});
+  EXPECT_NO_THROW(kernels::fill_rows(none, Tensor<T>(Shape{3})));
+}
+
 TEST(Elementwise, ShapeMismatchesAreErrors) {
   Tensor<double> a(Shape{2, 3}), b(Shape{5}), c(Shape{3});
   EXPECT_THROW(kernels::relu(a, b), distop::Error);
   EXPECT_THROW(kernels::tanh_backward(a, a, b), distop::Error);
   EXPECT_THROW(kernels::add_row_vector(a, b), distop::Error);
   EXPECT_NO_THROW(kernels::add_row_vector(a, c));
+  EXPECT_THROW(kernels::fill_rows(a, b), distop::Error);
   EXPECT_THROW(kernels::sum_rows(a, 0.0, b), distop::Error);
   EXPECT_THROW(kernels::add_row_vector(c, c), distop::Error);  // y must be 2-D
 }

@@ -3,6 +3,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,10 @@ inline constexpr bool kHostAccessible =
 // A local tensor. Copies share storage, as Kokkos Views do; clone() makes a deep copy. The storage
 // is one contiguous 1-D View of shape().numel() elements in row-major order, so data() can be handed
 // to BLAS and MPI directly. A default-constructed Tensor is empty, of shape [0].
+//
+// Host storage comes from distop's pool of recycled blocks (DISTOP_HOST_CACHE_MB bounds what it
+// keeps; see docs/performance.md): view() is then an unmanaged View over the block, valid while a
+// Tensor sharing the storage lives. Device storage is a managed Kokkos View.
 template <class T>
 class Tensor {
  public:
@@ -54,9 +59,13 @@ class Tensor {
   std::vector<T> to_vector() const;
 
  private:
-  Tensor(Shape shape, View view) : shape_(std::move(shape)), view_(std::move(view)) {}
+  Tensor(Shape shape, View view, std::shared_ptr<void> storage)
+      : shape_(std::move(shape)), view_(std::move(view)), storage_(std::move(storage)) {}
+  // Storage for numel() entries, left uninitialised.
+  static Tensor allocate(Shape shape, const std::string& label);
   Shape shape_;
   View view_;
+  std::shared_ptr<void> storage_;  // owns view_'s memory when it comes from the host pool
 };
 
 extern template class Tensor<float>;

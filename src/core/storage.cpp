@@ -1,0 +1,142 @@
+#include "storage.hpp"
+
+#include <array>
+#include <bit>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace distop::detail {
+
+namespace {
+
+constexpr std::size_t kAlignment = 64;
+constexpr std::size_t kMinBlock = 64;
+// Four size classes per power of two: a block wastes at most a quarter of what was asked for.
+constexpr int kStepsPerOctave = 4;
+constexpr int kClasses = 64 * kStepsPerOctave;
+
+// The pool's limit on cached bytes: DISTOP_HOST_CACHE_MB (0 disables caching), default 1024 MiB.
+std::size_t cache_limit_from_environment() {
+  constexpr std::size_t kDefaultMiB = 1024;
+  const char* s = std::getenv("DISTOP_HOST_CACHE_MB");
+  if (s == nullptr || *s == '\0') return kDefaultMiB << 20;
+  char* end = nullptr;
+  const unsigned long long mib = std::strtoull(s, &end, 10);
+  if (end == s || *end != '\0') return kDefaultMiB << 20;
+  return static_cast<std::size_t>(mib) << 20;
+}
+
+struct SizeClass {
+  int index;
+  std::size_t bytes;
+};
+
+// The class of a request: its size rounded up to p + k p/4 (k = 1..4) for the power of two p below.
+SizeClass size_class(std::size_t bytes) {
+  if (bytes <= kMinBlock) return {0, kMinBlock};
+  const std::size_t p = std::bit_floor(bytes - 1);  // p < bytes <= 2p
+  const std::size_t step = p / kStepsPerOctave;
+  const std::size_t k = (bytes - p + step - 1) / step;  // 1..4
+  const int octave = std::countr_zero(p);
+  return {octave * kStepsPerOctave + static_cast<int>(k) - 1, p + k * step};
+}
+
+class HostPool {
+ public:
+  static HostPool& instance() {
+    // Never destroyed: blocks may come back from tensors that outlive static destruction.
+    static HostPool* pool = new HostPool;
+    return *pool;
+  }
+
+  std::shared_ptr<void> allocate(std::size_t bytes) {
+    const SizeClass c = size_class(bytes);
+    void* p = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& list = free_[static_cast<std::size_t>(c.index)];
+      if (!list.empty()) {
+        p = list.back();
+        list.pop_back();
+        cached_ -= c.bytes;
+      }
+      live_ += c.bytes;
+    }
+    if (p == nullptr) {
+      p = std::aligned_alloc(kAlignment, c.bytes);
+      if (p == nullptr) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        live_ -= c.bytes;
+        throw std::bad_alloc();
+      }
+    }
+    try {
+      return std::shared_ptr<void>(p, Release{c});
+    } catch (...) {
+      release(p, c);
+      throw;
+    }
+  }
+
+  void release(void* p, SizeClass c) noexcept {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_ -= c.bytes;
+      if (cached_ + c.bytes <= limit_) {
+        try {
+          free_[static_cast<std::size_t>(c.index)].push_back(p);
+          cached_ += c.bytes;
+          return;
+        } catch (...) {
+          // No room to remember the block: free it below.
+        }
+      }
+    }
+    std::free(p);
+  }
+
+  HostStorageStats stats() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {cached_, live_, limit_};
+  }
+
+  void release_cached() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& list : free_) {
+      for (void* p : list) std::free(p);
+      list.clear();
+      list.shrink_to_fit();
+    }
+    cached_ = 0;
+  }
+
+ private:
+  struct Release {
+    SizeClass c;
+    void operator()(void* p) const noexcept { HostPool::instance().release(p, c); }
+  };
+
+  HostPool() : limit_(cache_limit_from_environment()) {}
+
+  std::mutex mutex_;
+  std::array<std::vector<void*>, kClasses> free_;
+  std::size_t cached_ = 0;
+  std::size_t live_ = 0;
+  std::size_t limit_;
+};
+
+}  // namespace
+
+std::shared_ptr<void> allocate_host_storage(std::size_t bytes) {
+  return HostPool::instance().allocate(bytes);
+}
+
+HostStorageStats host_storage_stats() { return HostPool::instance().stats(); }
+
+void release_cached_host_storage() { HostPool::instance().release_cached(); }
+
+}  // namespace distop::detail
