@@ -1,11 +1,12 @@
 #include "distop/nn/conv.hpp"
 
 #include <cmath>
+#include <memory>
 #include <utility>
 
+#include "common.hpp"
 #include "distop/kernels/conv.hpp"
 #include "distop/nn/init.hpp"
-#include "common.hpp"
 
 namespace distop::nn {
 
@@ -36,6 +37,7 @@ Var<T> conv(Tape& tape, const Var<T>& x, const Var<T>& w, const Var<T>& b,
   // has no window.
   const bool active = x.space().partition().active();
   auto y_value = DistTensor<T>::uninitialized(out_space);
+  std::shared_ptr<kernels::ConvColumns<T>> columns;
   if (active) {
     g.validate(kOp);
     const Tensor<T>& xl = x.value().local();
@@ -47,8 +49,10 @@ Var<T> conv(Tape& tape, const Var<T>& x, const Var<T>& w, const Var<T>& b,
     DISTOP_CHECK(y_value.local().shape() == expected, kOp, "the output space's box is ",
                  y_value.local().shape().str(), ", expected ", expected.str(), " (",
                  out_space.str(), ")");
-    kernels::conv_forward(xl, wl, b.defined() ? b.value().local() : Tensor<T>(), y_value.local(),
-                          g);
+    // The weight gradient reads the forward pass's im2col matrices rather than rebuilding them.
+    if (w.requires_grad()) columns = std::make_shared<kernels::ConvColumns<T>>();
+    kernels::conv_forward(xl, wl, b.defined() ? b.value().local() : Tensor<T>(), y_value.local(), g,
+                          columns.get());
   } else {
     DISTOP_CHECK(y_value.local().numel() == 0, kOp,
                  "this rank holds no box of the input but a box ", y_value.local().shape().str(),
@@ -58,7 +62,7 @@ Var<T> conv(Tape& tape, const Var<T>& x, const Var<T>& w, const Var<T>& b,
   Var<T> y(std::move(y_value), record);
   if (!record) return y;
 
-  tape.record("conv", [xin = x, y, wv = w, bv = b, g, active]() mutable {
+  tape.record("conv", [xin = x, y, wv = w, bv = b, g, active, columns]() mutable {
     if (!y.has_grad()) return;
     const Tensor<T>& dy = y.grad().local();
     // Every rank adds a gradient (possibly empty, or zero) so that whether a Var has one is the
@@ -66,14 +70,15 @@ Var<T> conv(Tape& tape, const Var<T>& x, const Var<T>& w, const Var<T>& b,
     if (wv.requires_grad()) {
       if (active)
         detail::accumulate(wv, [&](T beta, Tensor<T>& gw) {
-          kernels::conv_backward_weight(dy, xin.value().local(), beta, gw, g);
+          kernels::conv_backward_weight(dy, xin.value().local(), beta, gw, g, columns.get());
         });
       else
         wv.grad();
     }
     if (bv.defined() && bv.requires_grad()) {
       if (active)
-        detail::accumulate(bv, [&](T beta, Tensor<T>& gb) { kernels::conv_backward_bias(dy, beta, gb); });
+        detail::accumulate(
+            bv, [&](T beta, Tensor<T>& gb) { kernels::conv_backward_bias(dy, beta, gb); });
       else
         bv.grad();
     }

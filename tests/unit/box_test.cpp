@@ -31,13 +31,13 @@ Tensor<double> iota(const Shape& s) {
 std::vector<std::pair<Shape, Box>> cases() {
   std::vector<std::pair<Shape, Box>> c;
   c.push_back({Shape{10}, Box{{3}, {5}}});
-  c.push_back({Shape{4, 6}, Box{{1, 0}, {2, 6}}});   // whole rows: one run
-  c.push_back({Shape{4, 6}, Box{{1, 2}, {3, 3}}});   // strided rows
+  c.push_back({Shape{4, 6}, Box{{1, 0}, {2, 6}}});  // whole rows: one run
+  c.push_back({Shape{4, 6}, Box{{1, 2}, {3, 3}}});  // strided rows
   c.push_back({Shape{3, 4, 5}, Box{{0, 1, 0}, {3, 2, 5}}});
   c.push_back({Shape{3, 4, 5}, Box{{1, 1, 1}, {2, 3, 3}}});
   c.push_back({Shape{2, 3, 4, 5}, Box{{1, 0, 2, 1}, {1, 3, 2, 4}}});
   c.push_back({Shape{2, 3, 4, 5}, Box{{0, 0, 0, 0}, {2, 3, 4, 5}}});  // everything
-  c.push_back({Shape{2, 3}, Box{{1, 1}, {0, 2}}});   // empty
+  c.push_back({Shape{2, 3}, Box{{1, 1}, {0, 2}}});                    // empty
   return c;
 }
 
@@ -63,7 +63,8 @@ TEST(Box, UnpackOverwritesOrAccumulatesOnlyTheBox) {
     distop::kernels::unpack(in.data(), box, u, true);
     auto tv = t.to_vector(), uv = u.to_vector();
     std::vector<int> inside(tv.size(), -1);
-    for (std::int64_t i = 0; i < box.numel(); ++i) inside[offset_of(shape, box, i)] = static_cast<int>(i);
+    for (std::int64_t i = 0; i < box.numel(); ++i)
+      inside[offset_of(shape, box, i)] = static_cast<int>(i);
     for (std::size_t k = 0; k < tv.size(); ++k) {
       if (inside[k] < 0) {
         ASSERT_EQ(tv[k], static_cast<double>(k));

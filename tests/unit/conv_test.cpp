@@ -301,6 +301,45 @@ TEST(ConvKernels, BackwardPassesAreAdjoints) {
   }
 }
 
+// The weight gradient from the forward pass's kept im2col matrices equals the one that rebuilds
+// them, to the bit; kept matrices of another batch size are ignored.
+TEST(ConvKernels, KeptColumnsGiveTheSameWeightGradient) {
+  unsigned seed = 300;
+  for (const auto& cs : cases()) {
+    SCOPED_TRACE(cs.name);
+    const Shape xs = lead(cs.n, cs.c, cs.g.in), ws = lead(cs.o, cs.c, Shape(cs.g.kernel)),
+                ys = lead(cs.n, cs.o, cs.g.out);
+    const auto x = random_tensor(xs, seed++), w = random_tensor(ws, seed++),
+               dy = random_tensor(ys, seed++);
+    Tensor<double> y(ys), y_kept(ys), dw(ws), dw_kept(ws);
+    kernels::ConvColumns<double> kept;
+    kernels::conv_forward(x, w, Tensor<double>(), y, cs.g);
+    kernels::conv_forward(x, w, Tensor<double>(), y_kept, cs.g, &kept);
+    EXPECT_EQ(y.to_vector(), y_kept.to_vector());
+    kernels::conv_backward_weight(dy, x, 0.0, dw, cs.g);
+    kernels::conv_backward_weight(dy, x, 0.0, dw_kept, cs.g, &kept);
+    EXPECT_EQ(dw.to_vector(), dw_kept.to_vector());
+    // A 1x1 stride-1 window needs no im2col and keeps nothing; every other case here keeps.
+    bool pointwise = true;
+    for (int a = 0; a < cs.g.dims(); ++a)
+      pointwise = pointwise && cs.g.kernel[static_cast<std::size_t>(a)] == 1 &&
+                  cs.g.stride[static_cast<std::size_t>(a)] == 1 &&
+                  cs.g.offset[static_cast<std::size_t>(a)] == 0 && cs.g.in[a] == cs.g.out[a];
+    EXPECT_EQ(kept.empty(), pointwise);
+  }
+  // Columns of a one-sample batch do not fit a two-sample one: rebuilt, same result.
+  const auto g = geometry({6, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1});
+  const auto x1 = random_tensor(Shape{1, 2, 6, 6}, 1), x2 = random_tensor(Shape{2, 2, 6, 6}, 2),
+             w = random_tensor(Shape{3, 2, 3, 3}, 3), dy = random_tensor(Shape{2, 3, 6, 6}, 4);
+  Tensor<double> y1(Shape{1, 3, 6, 6}), dw(Shape{3, 2, 3, 3}), dw_ref(Shape{3, 2, 3, 3});
+  kernels::ConvColumns<double> other;
+  kernels::conv_forward(x1, w, Tensor<double>(), y1, g, &other);
+  ASSERT_FALSE(other.empty());
+  kernels::conv_backward_weight(dy, x2, 0.0, dw_ref, g);
+  kernels::conv_backward_weight(dy, x2, 0.0, dw, g, &other);
+  EXPECT_EQ(dw.to_vector(), dw_ref.to_vector());
+}
+
 TEST(ConvKernels, EmptyBatch) {
   const auto g = geometry({5}, {3}, {1}, {1}, {1});
   Tensor<double> x(Shape{0, 2, 5}), y(Shape{0, 3, 5}), dx(Shape{0, 2, 5});

@@ -3,8 +3,6 @@
 #include "distop/data/idx.hpp"
 
 #include <gtest/gtest.h>
-
-#include "temp_dir.hpp"
 #include <unistd.h>
 #include <zlib.h>
 
@@ -18,6 +16,7 @@
 #include <vector>
 
 #include "distop/core/error.hpp"
+#include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using distop::Error;

@@ -171,6 +171,30 @@ TEST(MaxPool, TiesGoToTheFirstTapAndOverlapsSum) {
   EXPECT_EQ(x.grad().local().to_vector(), (std::vector<double>{1, 10, 100, 0}));
 }
 
+TEST(MaxPool, NaNPropagatesFromItsFirstTapAndAllInfiniteWindowsKeepTheFirst) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  // Kernel 3, stride 1 over 8 entries: six windows.
+  const auto x = Tensor<double>::from_vector(Shape{1, 1, 8}, {1, nan, 5, 2, nan, -inf, -inf, -inf});
+  const auto g = WindowGeometry::ordinary(Shape{8}, {ConvWindow{3, 1, 0, 1}});
+  Tensor<double> y(Shape{1, 1, 6});
+  distop::kernels::ArgmaxView argmax;
+  distop::kernels::max_pool_forward(x, y, argmax, g);
+  const auto yv = y.to_vector();
+  auto host = Kokkos::create_mirror_view(argmax);
+  Kokkos::deep_copy(host, argmax);
+  // {1, NaN, 5} and {NaN, 5, 2}: the NaN at 1; {5, 2, NaN} and {2, NaN, -inf}: the NaN at 4;
+  // {NaN, -inf, -inf}: the NaN at 4; {-inf, -inf, -inf}: the first, 5.
+  const std::vector<std::int64_t> expected{1, 1, 4, 4, 4, 5};
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(host(i), expected[i]) << "output " << i;
+    if (i < 5)
+      EXPECT_TRUE(std::isnan(yv[i])) << "output " << i;
+    else
+      EXPECT_EQ(yv[i], -inf);
+  }
+}
+
 TEST(MaxPool, OverlappingWindowsSumOnTheSharedMaximum) {
   // The maximum 5 at index 2 lies in all three windows of kernel 3, stride 1 over 5 entries.
   distop::nn::Pool<double> pool(PoolKind::max, 1, {3}, {{1}, {0}, {1}});

@@ -3,8 +3,6 @@
 #include "distop/io/safetensors.hpp"
 
 #include <gtest/gtest.h>
-
-#include "temp_dir.hpp"
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +15,7 @@
 
 #include "distop/core/error.hpp"
 #include "distop/core/tensor.hpp"
+#include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using distop::Error;

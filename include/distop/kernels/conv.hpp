@@ -16,18 +16,34 @@ namespace distop::kernels {
 // Computed as a GEMM per sample (BLAS on the host, cuBLAS in CUDA builds) on an im2col matrix
 // [C k_1..k_d, out_1..out_d]; the scratch is kept between calls.
 
-// y = conv(x, w) + bias (bias [O], or an empty tensor for none). Overwrites y.
+// The im2col matrices of one forward pass, kept for the weight gradient, which then reads them
+// instead of building them again (the backward pass of a layer whose input is small next to its
+// im2col matrix, LeNet's for one, spends about as long in im2col as in the GEMMs). conv_forward
+// fills it when asked and the matrices of the whole batch take at most kMaxKeptColumnsBytes;
+// otherwise it stays empty and conv_backward_weight rebuilds them. Valid only for the x, w and
+// geometry of that forward pass: conv_backward_weight checks the sizes, not the contents.
+template <class T>
+struct ConvColumns {
+  Tensor<T> data;  // the matrices of consecutive chunks of samples, one after another
+  std::int64_t samples_per_chunk = 0;
+  bool empty() const noexcept { return data.numel() == 0; }
+};
+inline constexpr std::int64_t kMaxKeptColumnsBytes = std::int64_t{64} << 20;
+
+// y = conv(x, w) + bias (bias [O], or an empty tensor for none). Overwrites y. With keep, also
+// keeps the im2col matrices there (see ConvColumns).
 template <class T>
 void conv_forward(const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>& bias, Tensor<T>& y,
-                  const WindowGeometry& g);
+                  const WindowGeometry& g, ConvColumns<T>* keep = nullptr);
 // dx = beta dx + conv^T_x(dy, w): the adjoint of x -> conv(x, w).
 template <class T>
 void conv_backward_input(const Tensor<T>& dy, const Tensor<T>& w, T beta, Tensor<T>& dx,
                          const WindowGeometry& g);
-// dw = beta dw + conv^T_w(dy, x): the adjoint of w -> conv(x, w).
+// dw = beta dw + conv^T_w(dy, x): the adjoint of w -> conv(x, w). With kept (from conv_forward
+// on the same x and g), its im2col matrices are read instead of rebuilt.
 template <class T>
 void conv_backward_weight(const Tensor<T>& dy, const Tensor<T>& x, T beta, Tensor<T>& dw,
-                          const WindowGeometry& g);
+                          const WindowGeometry& g, const ConvColumns<T>* kept = nullptr);
 // db[o] = beta db[o] + sum over n and the spatial axes of dy[n, o, ...].
 template <class T>
 void conv_backward_bias(const Tensor<T>& dy, T beta, Tensor<T>& db);
