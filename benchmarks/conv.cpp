@@ -16,7 +16,9 @@
 //   bwd_w     distop: kernels::conv_backward_weight (beta 0) BLAS: dW^T[K, O] = Col dY[O, N P]^T
 //             (dW^T rather than dW = dY Col^T: OpenBLAS runs it 15-40% faster on these shapes, and
 //             distop's kernel computes it so too, then adds its transpose to dW)
-//   fwd+bwd   distop: the three kernels above                BLAS: the three GEMMs
+//   fwd+bwd   distop: the three kernels above as a training step runs them: the forward pass
+//                     keeps its im2col matrices (kernels::ConvColumns) and bwd_w reads them
+//                                                            BLAS: the three GEMMs
 //   layer     distop: nn::Conv<float> (with bias) forward, seed dL/dy, tape backward (dx, dW and
 //                     db), zero_grad                         BLAS: the three GEMMs
 // distop does the im2col (forward, bwd_w), the col2im (bwd_in) and, where samples share a GEMM,
@@ -209,6 +211,7 @@ std::vector<Row> bench_layer(const Settings& s, const Layer& l) {
   auto conv_forward = [&] { kernels::conv_forward(x, w, no_bias, y, g); };
   auto conv_bwd_in = [&] { kernels::conv_backward_input(dy, w, 0.0f, dx, g); };
   auto conv_bwd_w = [&] { kernels::conv_backward_weight(dy, x, 0.0f, dw, g); };
+  kernels::ConvColumns<float> kept;
 
   // The layer on the tape, with the same input and weights.
   ConvOptions opt;
@@ -256,9 +259,9 @@ std::vector<Row> bench_layer(const Settings& s, const Layer& l) {
        3,
        {},
        [&] {
-         conv_forward();
+         kernels::conv_forward(x, w, no_bias, y, g, &kept);
          conv_bwd_in();
-         conv_bwd_w();
+         kernels::conv_backward_weight(dy, x, 0.0f, dw, g, &kept);
        },
        [&] {
          blas_forward();
