@@ -194,6 +194,91 @@ void for_each_row_tap(const char* name, const Geometry3& g, std::int64_t planes,
       });
 }
 
+// Windows of at most this many taps take the host's blocked max-pooling kernel.
+constexpr std::int64_t kMaxHostTaps = 64;
+
+// Host max pooling, a work item per (plane, o0): its out[1] rows of out[2] outputs. A row is done
+// in blocks of kBlock outputs: for each tap of the window in row-major order, a pass over the
+// block's outputs updates their running maxima and the index of the winning tap, in local arrays of
+// 32-bit lanes with branchless selects, which the compiler vectorises (the stride along the last
+// axis, S2, is a compile-time 1 or 2 for that; 0 reads it from g). An output's first valid tap
+// initialises it; a later tap wins when it is not <= the current maximum and that maximum is not
+// NaN: strictly larger wins, ties keep the first, and a NaN, once taken, stays (as in PyTorch). The
+// winning tap becomes an index into x at the end of the block. Which outputs a tap reads inside the
+// input along the last axis depends on j2 only, so it is worked out once per call (divisions cost
+// more than a short row's work).
+template <class T, int S2>
+void max_pool_rows(const Geometry3& g, std::int64_t planes, const T* x, T* y,
+                   std::int64_t* argmax) {
+  constexpr std::int64_t kBlock = 16;
+  const std::int64_t m = g.out[2];
+  const std::int64_t s2 = S2 > 0 ? S2 : g.stride[2];
+  struct LastAxis {
+    std::int64_t b[kMaxHostTaps], lo[kMaxHostTaps], hi[kMaxHostTaps];
+  } last{};
+  for (std::int64_t j2 = 0; j2 < g.kernel[2]; ++j2) {
+    last.b[j2] = j2 * g.dilation[2] - g.offset[2];
+    valid_range(last.b[j2], s2, g.in[2], m, last.lo[j2], last.hi[j2]);
+  }
+  Kokkos::parallel_for(
+      "distop::max_pool_forward", Kokkos::RangePolicy<ExecSpace>(0, planes * g.out[0]),
+      KOKKOS_LAMBDA(std::int64_t w) {
+        const std::int64_t o0 = w % g.out[0];
+        const std::int64_t base = (w / g.out[0]) * g.in_plane;
+        for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1) {
+          const std::int64_t r = w * g.out[1] + o1;
+          // Per tap: the offset in x of its input for output 0, and the range of outputs for
+          // which it reads inside the input (empty when its row is outside along the two leading
+          // axes).
+          std::int64_t tap_at[kMaxHostTaps], tap_lo[kMaxHostTaps], tap_hi[kMaxHostTaps];
+          std::int32_t taps = 0;
+          std::int64_t i0 = 0, i1 = 0;
+          for (std::int64_t j0 = 0; j0 < g.kernel[0]; ++j0) {
+            const bool in0 = tap(g, 0, o0, j0, &i0);
+            for (std::int64_t j1 = 0; j1 < g.kernel[1]; ++j1) {
+              const bool in1 = in0 && tap(g, 1, o1, j1, &i1);
+              const std::int64_t row = base + (i0 * g.in[1] + i1) * g.in[2];
+              for (std::int64_t j2 = 0; j2 < g.kernel[2]; ++j2, ++taps) {
+                tap_at[taps] = row + last.b[j2];
+                tap_lo[taps] = in1 ? last.lo[j2] : 0;
+                tap_hi[taps] = in1 ? last.hi[j2] : 0;
+              }
+            }
+          }
+          T* const yr = y + r * m;
+          std::int64_t* const ar = argmax + r * m;
+          for (std::int64_t ob = 0; ob < m; ob += kBlock) {
+            const std::int64_t oe = m - ob < kBlock ? m : ob + kBlock;
+            T best[kBlock];
+            std::int32_t won[kBlock];
+            // A fixed count of entries: a handful of vector stores (a variable count becomes a
+            // memset call, whose start-up costs more than these short rows).
+            for (std::int64_t i = 0; i < kBlock; ++i) {
+              best[i] = T(0);
+              won[i] = -1;
+            }
+            for (std::int32_t t = 0; t < taps; ++t) {
+              const std::int64_t lo = tap_lo[t] > ob ? tap_lo[t] : ob;
+              const std::int64_t hi = tap_hi[t] < oe ? tap_hi[t] : oe;
+              const T* const src = x + tap_at[t];
+              for (std::int64_t o = lo; o < hi; ++o) {
+                const T v = src[o * s2];
+                const std::int64_t i = o - ob;
+                const T cur = best[i];
+                const bool take = (won[i] < 0) | (!(v <= cur) & (cur == cur));
+                best[i] = take ? v : cur;
+                won[i] = take ? t : won[i];
+              }
+            }
+            for (std::int64_t o = ob; o < oe; ++o) {
+              yr[o] = best[o - ob];
+              ar[o] = tap_at[won[o - ob]] + o * s2;
+            }
+          }
+        }
+      });
+}
+
 // An Error unless every output reads at least one input along every axis (a max over padding
 // alone has no value).
 void check_no_padding_only_window(const WindowGeometry& g, const char* op) {
@@ -224,41 +309,15 @@ void max_pool_forward(const Tensor<T>& x, Tensor<T>& y, ArgmaxView& argmax,
   auto yv = y.view();
   auto av = argmax;
   if constexpr (kHostKernels) {
-    // Taps outer, the row's outputs inner: the running maxima live in y and argmax, so that the
-    // outputs of a row are independent of each other (no dependency chain through one output's
-    // taps), and the selects are branchless (a branch on which of two values is larger is
-    // mispredicted half the time on real data). An output's first valid tap initialises it. A
-    // later tap wins when it is not <= the current maximum and that is not NaN: strictly larger
-    // wins, ties keep the first, and a NaN, once taken, stays.
-    const std::int64_t m = g3.out[2], s2 = g3.stride[2];
-    const T* const x0 = x.data();
-    T* const y0 = y.data();
-    std::int64_t* const a0 = argmax.data();
-    for_each_row_tap(
-        "distop::max_pool_forward", g3, planes, x0,
-        [=](std::int64_t r) {
-          std::int64_t* const ar = a0 + r * m;
-          for (std::int64_t o = 0; o < m; ++o) ar[o] = -1;
-        },
-        [=](std::int64_t r, const T* row, std::int64_t lo, std::int64_t hi, std::int64_t b) {
-          T* const yr = y0 + r * m;
-          std::int64_t* const ar = a0 + r * m;
-          const std::int64_t at0 = row - x0 + b;
-          for (std::int64_t o = lo; o < hi; ++o) {
-            const T v = row[o * s2 + b];
-            const std::int64_t at = at0 + o * s2;
-            if (ar[o] < 0) {
-              yr[o] = v;
-              ar[o] = at;
-              continue;
-            }
-            const T cur = yr[o];
-            const bool take = !(v <= cur) & (cur == cur);
-            yr[o] = select_bits(take, v, cur);
-            ar[o] = select_bits(take, at, ar[o]);
-          }
-        });
-    return;
+    if (g3.kernel[0] * g3.kernel[1] * g3.kernel[2] <= kMaxHostTaps) {
+      if (g3.stride[2] == 1)
+        max_pool_rows<T, 1>(g3, planes, x.data(), y.data(), argmax.data());
+      else if (g3.stride[2] == 2)
+        max_pool_rows<T, 2>(g3, planes, x.data(), y.data(), argmax.data());
+      else
+        max_pool_rows<T, 0>(g3, planes, x.data(), y.data(), argmax.data());
+      return;
+    }
   }
   for_each_output(
       "distop::max_pool_forward", g3, planes,
