@@ -16,12 +16,15 @@ void Tape::backward() {
   entries_.clear();
   if (!timers::enabled()) {
     for (auto it = entries.rbegin(); it != entries.rend(); ++it) it->backward();
-    return;
+  } else {
+    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+      const timers::Scope timer(it->name + ".adjoint");
+      it->backward();
+    }
   }
-  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-    const timers::Scope timer(it->name + ".adjoint");
-    it->backward();
-  }
+  // Keep the storage for the next step's records (unless an adjoint recorded onto this tape).
+  entries.clear();
+  if (entries_.empty()) entries_ = std::move(entries);
 }
 
 void Tape::clear() noexcept { entries_.clear(); }
