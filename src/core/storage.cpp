@@ -2,7 +2,9 @@
 
 #include <array>
 #include <bit>
+#include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -20,14 +22,23 @@ constexpr int kStepsPerOctave = 4;
 constexpr int kClasses = 64 * kStepsPerOctave;
 
 // The pool's limit on cached bytes: DISTOP_HOST_CACHE_MB (0 disables caching), default 1024 MiB.
+// A value that is not a whole number of MiB is reported once on stderr and the default used.
 std::size_t cache_limit_from_environment() {
-  constexpr std::size_t kDefaultMiB = 1024;
+  constexpr unsigned long long kDefaultMiB = 1024;
+  constexpr unsigned long long kMaxMiB = 1ull << 40;  // far beyond any memory, no overflow below
   const char* s = std::getenv("DISTOP_HOST_CACHE_MB");
-  if (s == nullptr || *s == '\0') return kDefaultMiB << 20;
+  if (s == nullptr || *s == '\0') return static_cast<std::size_t>(kDefaultMiB << 20);
   char* end = nullptr;
+  errno = 0;
   const unsigned long long mib = std::strtoull(s, &end, 10);
-  if (end == s || *end != '\0') return kDefaultMiB << 20;
-  return static_cast<std::size_t>(mib) << 20;
+  if (end == s || *end != '\0' || errno != 0 || *s == '-' || mib > kMaxMiB) {
+    std::fprintf(stderr,
+                 "distop: DISTOP_HOST_CACHE_MB='%s' is not a number of MiB (0 to %llu); using "
+                 "%llu\n",
+                 s, kMaxMiB, kDefaultMiB);
+    return static_cast<std::size_t>(kDefaultMiB << 20);
+  }
+  return static_cast<std::size_t>(mib << 20);
 }
 
 struct SizeClass {

@@ -108,3 +108,23 @@ TEST_F(MlpErrors, BadFlags) {
   EXPECT_NE(o.status, 124);
   EXPECT_NE(o.output.find("no-such-flag"), std::string::npos) << o.output;
 }
+
+TEST_F(MlpErrors, BadHostCacheSettingIsReportedAndTheDefaultUsed) {
+  // DISTOP_HOST_CACHE_MB bounds the pool of recycled tensor storage; a value that is not a number
+  // of MiB is named on stderr and the run goes on with the default. 0 (no caching) is valid.
+  auto run_with = [](const std::string& value) {
+    return distop::test::run_example(std::string("env DISTOP_HOST_CACHE_MB=") + value + " " +
+                                         DISTOP_MPIEXEC,
+                                     DISTOP_MLP, 1, "--quiet --steps 2");
+  };
+  for (const char* bad : {"abc", "-5", "12MB"}) {
+    const auto o = run_with(bad);
+    EXPECT_EQ(o.status, 0) << o.output;
+    EXPECT_NE(o.output.find(std::string("DISTOP_HOST_CACHE_MB='") + bad + "' is not a number"),
+              std::string::npos)
+        << o.output;
+  }
+  const auto o = run_with("0");
+  EXPECT_EQ(o.status, 0) << o.output;
+  EXPECT_EQ(o.output.find("DISTOP_HOST_CACHE_MB"), std::string::npos) << o.output;
+}
