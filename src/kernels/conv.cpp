@@ -145,6 +145,16 @@ template <class T>
 inline void add_run(T* __restrict dst, const T* __restrict src, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) dst[i] += src[i];
 }
+// dst[i] = src[i] for i < n: memcpy for long runs, an inline loop for short ones (a call costs
+// more than copying a few dozen bytes).
+template <class T>
+inline void copy_run(T* __restrict dst, const T* __restrict src, std::int64_t n) {
+  if (n >= 32) {
+    std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(T));
+    return;
+  }
+  for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i];
+}
 
 // col [C taps, nb P] (row (c, j), column (sample, output position)) from the nb samples of x
 // [nb, C, in...] starting at x; zero where a tap reads outside the input.
@@ -381,6 +391,211 @@ void add_transposed(const T* dwt, std::int64_t o_n, std::int64_t k_n, T beta, T*
 }
 
 // ---------------------------------------------------------------------------------------------
+// The row-folded im2col ("bands"), on the host, for a stride of 1 along axis 1 (the height of a
+// 2-D convolution). The plain im2col matrix repeats every input row k[1] times, once per kernel
+// row j1; the band matrix R holds each input row once, and the product over the kernel rows is
+// k[1] GEMMs over shifted column blocks of R:
+//   R [Kb = C k0 k2 rows (c, j0, j2), columns (i1p, n, o0, o2)], i1p in [0, out1 + (k1 - 1) d1)
+//     R[(c, j0, j2), (i1p, n, o0, o2)] = x[n, c, o0 s0 - off0 + j0 d0, i1p - off1,
+//                                          o2 s2 - off2 + j2 d2]   (zero outside x)
+//   Ytmp [O, columns (o1, n, o0, o2)] = sum_j1 Wr_j1 [O, Kb] R[:, from column j1 d1 slot on]
+// with slot = nb out0 out2 columns per value of i1p, since the rows i1p = o1 + j1 d1 of output
+// rows o1 = 0 .. out1 - 1 are out1 consecutive slots. R is k[1] times smaller than the im2col
+// matrix (fewer, equally long runs to copy and add back), and the k[1] narrower GEMMs run at
+// least as fast on small layers as the one wide one (OpenBLAS: 85 against 64 GFLOP/s for LeNet's
+// conv2). Used where the rows are short (copies cost most there) and Kb is large enough for a
+// GEMM to run well.
+
+ConvMethod g_conv_method = ConvMethod::automatic;
+
+constexpr std::int64_t kBandMinK = 16;
+constexpr std::int64_t kBandMaxRow = 32;
+
+bool use_bands(const Geo& g, std::int64_t c) {
+  if constexpr (!kHostKernels) {
+    return false;
+  } else {
+    if (g.pointwise || g.s[1] != 1 || g.k[1] < 2) return false;
+    if (g_conv_method == ConvMethod::im2col) return false;
+    if (g_conv_method == ConvMethod::bands) return true;
+    return c * g.k[0] * g.k[2] >= kBandMinK && g.out[2] <= kBandMaxRow;
+  }
+}
+
+struct BandDims {
+  std::int64_t kb;     // rows of R: C k0 k2
+  std::int64_t h;      // band rows i1p: out1 + (k1 - 1) d1
+  std::int64_t slot;   // columns per band row: nb out0 out2
+  std::int64_t cols;   // h slot
+  std::int64_t block;  // columns of one GEMM: out1 slot
+};
+
+BandDims band_dims(const Geo& g, std::int64_t c, std::int64_t nb) {
+  BandDims d{};
+  d.kb = c * g.k[0] * g.k[2];
+  d.h = g.out[1] + (g.k[1] - 1) * g.dil[1];
+  d.slot = nb * g.out[0] * g.out[2];
+  d.cols = d.h * d.slot;
+  d.block = g.out[1] * d.slot;
+  return d;
+}
+
+// R from the nb samples of x [nb, C, in...] starting at x: a work item per row of R.
+template <class T>
+void band_im2col(const T* x, std::int64_t nb, std::int64_t channels, const Geo& g,
+                 const BandDims& d, T* r) {
+  Kokkos::parallel_for(
+      "distop::conv_bands", Kokkos::RangePolicy<ExecSpace>(0, d.kb), KOKKOS_LAMBDA(std::int64_t q) {
+        const std::int64_t j2 = q % g.k[2];
+        const std::int64_t j0 = (q / g.k[2]) % g.k[0];
+        const std::int64_t ch = q / (g.k[2] * g.k[0]);
+        const std::int64_t m = g.out[2], s2 = g.s[2];
+        const std::int64_t b = j2 * g.dil[2] - g.off[2];
+        std::int64_t lo = 0, hi = 0;
+        valid_range(b, s2, g.in[2], m, lo, hi);
+        T* dst = r + q * d.cols;
+        for (std::int64_t i1p = 0; i1p < d.h; ++i1p) {
+          const std::int64_t i1 = i1p - g.off[1];
+          const bool in1 = i1 >= 0 && i1 < g.in[1];
+          for (std::int64_t nl = 0; nl < nb; ++nl) {
+            const T* xs = x + (nl * channels + ch) * g.in_n;
+            for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0, dst += m) {
+              const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
+              if (!in1 || i0 < 0 || i0 >= g.in[0]) {
+                for (std::int64_t o = 0; o < m; ++o) dst[o] = T(0);
+                continue;
+              }
+              const T* src = xs + (i0 * g.in[1] + i1) * g.in[2];
+              for (std::int64_t o = 0; o < lo; ++o) dst[o] = T(0);
+              if (s2 == 1) {
+                copy_run(dst + lo, src + lo + b, hi - lo);
+              } else {
+                for (std::int64_t o = lo; o < hi; ++o) dst[o] = src[o * s2 + b];
+              }
+              for (std::int64_t o = hi; o < m; ++o) dst[o] = T(0);
+            }
+          }
+        }
+      });
+}
+
+// dx = beta dx + the adjoint of band_im2col applied to dR: a work item per (sample, channel)
+// plane of dx, which gathers the runs of dR that were read from it (no two work items write the
+// same entry).
+template <class T>
+void band_col2im(const T* dr, std::int64_t nb, std::int64_t channels, const Geo& g,
+                 const BandDims& d, T beta, T* dx) {
+  Kokkos::parallel_for(
+      "distop::conv_bands_adjoint", Kokkos::RangePolicy<ExecSpace>(0, nb * channels),
+      KOKKOS_LAMBDA(std::int64_t w) {
+        const std::int64_t ch = w % channels;
+        const std::int64_t nl = w / channels;
+        T* dxs = dx + w * g.in_n;
+        if (beta == T(0)) {
+          for (std::int64_t i = 0; i < g.in_n; ++i) dxs[i] = T(0);
+        } else if (beta != T(1)) {
+          for (std::int64_t i = 0; i < g.in_n; ++i) dxs[i] *= beta;
+        }
+        const std::int64_t m = g.out[2], s2 = g.s[2];
+        for (std::int64_t j0 = 0; j0 < g.k[0]; ++j0) {
+          for (std::int64_t j2 = 0; j2 < g.k[2]; ++j2) {
+            const std::int64_t q = (ch * g.k[0] + j0) * g.k[2] + j2;
+            const std::int64_t b = j2 * g.dil[2] - g.off[2];
+            std::int64_t lo = 0, hi = 0;
+            valid_range(b, s2, g.in[2], m, lo, hi);
+            for (std::int64_t i1p = 0; i1p < d.h; ++i1p) {
+              const std::int64_t i1 = i1p - g.off[1];
+              if (i1 < 0 || i1 >= g.in[1]) continue;
+              const T* src = dr + q * d.cols + (i1p * nb + nl) * g.out[0] * m;
+              for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0, src += m) {
+                const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
+                if (i0 < 0 || i0 >= g.in[0]) continue;
+                T* dst = dxs + (i0 * g.in[1] + i1) * g.in[2];
+                if (s2 == 1) {
+                  add_run(dst + lo + b, src + lo, hi - lo);
+                } else {
+                  for (std::int64_t o = lo; o < hi; ++o) dst[o * s2 + b] += src[o];
+                }
+              }
+            }
+          }
+        }
+      });
+}
+
+// Wr [k1][O, Kb] from w [O, C, k0, k1, k2]: the weights of kernel row j1, columns (c, j0, j2).
+template <class T>
+void band_weights(const T* w, std::int64_t o_n, std::int64_t channels, const Geo& g, T* wr) {
+  const std::int64_t kb = channels * g.k[0] * g.k[2];
+  Kokkos::parallel_for(
+      "distop::conv_band_weights", Kokkos::RangePolicy<ExecSpace>(0, o_n * channels * g.taps),
+      KOKKOS_LAMBDA(std::int64_t t) {
+        // t indexes w in order: (o, c, j0, j1, j2).
+        const std::int64_t j2 = t % g.k[2];
+        const std::int64_t j1 = (t / g.k[2]) % g.k[1];
+        const std::int64_t j0 = (t / (g.k[2] * g.k[1])) % g.k[0];
+        const std::int64_t co = t / g.taps;  // o * C + c
+        const std::int64_t c = co % channels, o = co / channels;
+        wr[(j1 * o_n + o) * kb + (c * g.k[0] + j0) * g.k[2] + j2] = w[t];
+      });
+}
+
+// dw = beta dw + the weights of dWrT [k1][Kb, O] (dW^T per kernel row) in w's layout.
+template <class T>
+void add_band_weights(const T* dwrt, std::int64_t o_n, std::int64_t channels, const Geo& g, T beta,
+                      T* dw) {
+  const std::int64_t kb = channels * g.k[0] * g.k[2];
+  Kokkos::parallel_for(
+      "distop::conv_band_weights_adjoint",
+      Kokkos::RangePolicy<ExecSpace>(0, o_n * channels * g.taps), KOKKOS_LAMBDA(std::int64_t t) {
+        const std::int64_t j2 = t % g.k[2];
+        const std::int64_t j1 = (t / g.k[2]) % g.k[1];
+        const std::int64_t j0 = (t / (g.k[2] * g.k[1])) % g.k[0];
+        const std::int64_t co = t / g.taps;
+        const std::int64_t c = co % channels, o = co / channels;
+        const T v = dwrt[(j1 * kb + (c * g.k[0] + j0) * g.k[2] + j2) * o_n + o];
+        dw[t] = beta == T(0) ? v : beta * dw[t] + v;
+      });
+}
+
+// y[n, o, o0, o1, o2] = tmp[o, ((o1 nb + n) out0 + o0) out2 + o2] + bias[o] (bias may be null):
+// from the band GEMMs' column order to y's, for the nb samples of y starting at y.
+template <class T>
+void from_band_layout(const T* tmp, const T* bias, std::int64_t nb, std::int64_t o_n, const Geo& g,
+                      T* y) {
+  const std::int64_t m = g.out[2], cols = g.out[1] * nb * g.out[0] * m;
+  Kokkos::parallel_for(
+      "distop::conv_from_band_layout", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n),
+      KOKKOS_LAMBDA(std::int64_t w) {
+        const std::int64_t o = w % o_n, nl = w / o_n;
+        const T b = bias ? bias[o] : T(0);
+        T* dst = y + w * g.out_n;
+        for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0)
+          for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1, dst += m) {
+            const T* src = tmp + o * cols + ((o1 * nb + nl) * g.out[0] + o0) * m;
+            for (std::int64_t q = 0; q < m; ++q) dst[q] = src[q] + b;
+          }
+      });
+}
+
+// tmp[o, ((o1 nb + n) out0 + o0) out2 + o2] = dy[n, o, o0, o1, o2]
+template <class T>
+void to_band_layout(const T* dy, std::int64_t nb, std::int64_t o_n, const Geo& g, T* tmp) {
+  const std::int64_t m = g.out[2], cols = g.out[1] * nb * g.out[0] * m;
+  Kokkos::parallel_for(
+      "distop::conv_to_band_layout", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n),
+      KOKKOS_LAMBDA(std::int64_t w) {
+        const std::int64_t o = w % o_n, nl = w / o_n;
+        const T* src = dy + w * g.out_n;
+        for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0)
+          for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1, src += m) {
+            T* dst = tmp + o * cols + ((o1 * nb + nl) * g.out[0] + o0) * m;
+            copy_run(dst, src, m);
+          }
+      });
+}
+
+// ---------------------------------------------------------------------------------------------
 // Shape checks.
 
 Shape spatial_shape(std::int64_t a, std::int64_t b, const Shape& spatial) {
@@ -449,6 +664,91 @@ void scale_or_zero(T beta, Tensor<T>& t) {
   }
 }
 
+// The band forms of the three passes (see band_im2col). Chunks of nb samples as in the im2col
+// forms; the band matrices of the whole batch are kept for the weight gradient within
+// kMaxKeptColumnsBytes.
+template <class T>
+void band_forward(const T* xp, const T* wp, const T* bp, std::int64_t n, std::int64_t c,
+                  std::int64_t o, const Geo& g, std::int64_t nb, T* yp, ConvColumns<T>* keep) {
+  const BandDims full = band_dims(g, c, nb);
+  const std::int64_t per_sample = full.kb * full.h * g.out[0] * g.out[2];
+  const bool kept =
+      keep && per_sample * n * static_cast<std::int64_t>(sizeof(T)) <= kMaxKeptColumnsBytes;
+  if (kept) {
+    keep->data = Tensor<T>::uninitialized(Shape{per_sample * n}, "distop::conv columns");
+    keep->samples_per_chunk = nb;
+    keep->bands = true;
+  }
+  Scratch<T> scratch(kept ? 1 : per_sample * nb);
+  Scratch<T> wr(g.k[1] * o * full.kb);
+  Scratch<T> tmp(o * full.block);
+  band_weights(wp, o, c, g, wr.data());
+  for (std::int64_t s = 0; s < n; s += nb) {
+    const std::int64_t m = std::min(nb, n - s);
+    const BandDims d = band_dims(g, c, m);
+    T* r = kept ? keep->data.data() + per_sample * s : scratch.data();
+    band_im2col(xp + s * c * g.in_n, m, c, g, d, r);
+    for (std::int64_t j1 = 0; j1 < g.k[1]; ++j1)
+      gemm_raw(Op::N, Op::N, o, d.block, d.kb, T(1), wr.data() + j1 * o * d.kb, d.kb,
+               r + j1 * g.dil[1] * d.slot, d.cols, j1 == 0 ? T(0) : T(1), tmp.data(), d.block);
+    from_band_layout(tmp.data(), bp, m, o, g, yp + s * o * g.out_n);
+  }
+}
+
+template <class T>
+void band_backward_input(const T* dyp, const T* wp, std::int64_t n, std::int64_t c, std::int64_t o,
+                         const Geo& g, std::int64_t nb, T beta, T* dxp) {
+  const BandDims full = band_dims(g, c, nb);
+  Scratch<T> wr(g.k[1] * o * full.kb);
+  Scratch<T> tmp(o * full.block);
+  Scratch<T> dr(full.kb * full.cols);
+  band_weights(wp, o, c, g, wr.data());
+  for (std::int64_t s = 0; s < n; s += nb) {
+    const std::int64_t m = std::min(nb, n - s);
+    const BandDims d = band_dims(g, c, m);
+    to_band_layout(dyp + s * o * g.out_n, m, o, g, tmp.data());
+    // Kernel row 0 writes band rows [0, out1); the rows below start from zero.
+    T* const r = dr.data();
+    Kokkos::parallel_for(
+        "distop::conv_bands_zero", Kokkos::RangePolicy<ExecSpace>(0, d.kb),
+        KOKKOS_LAMBDA(std::int64_t q) {
+          for (std::int64_t t = d.block; t < d.cols; ++t) r[q * d.cols + t] = T(0);
+        });
+    for (std::int64_t j1 = 0; j1 < g.k[1]; ++j1) {
+      const std::int64_t at = j1 * g.dil[1] * d.slot;
+      // Columns [0, at) of this block's rows were written by earlier kernel rows or zeroed.
+      gemm_raw(Op::T, Op::N, d.kb, d.block, o, T(1), wr.data() + j1 * o * d.kb, d.kb, tmp.data(),
+               d.block, j1 == 0 ? T(0) : T(1), r + at, d.cols);
+    }
+    band_col2im(r, m, c, g, d, beta, dxp + s * c * g.in_n);
+  }
+}
+
+template <class T>
+void band_backward_weight(const T* dyp, const T* xp, std::int64_t n, std::int64_t c, std::int64_t o,
+                          const Geo& g, std::int64_t nb, T beta, T* dwp,
+                          const ConvColumns<T>* kept) {
+  const BandDims full = band_dims(g, c, nb);
+  const std::int64_t per_sample = full.kb * full.h * g.out[0] * g.out[2];
+  const bool reuse = kept && !kept->empty() && kept->bands && kept->samples_per_chunk == nb &&
+                     kept->data.numel() == per_sample * n;
+  Scratch<T> scratch(reuse ? 1 : per_sample * nb);
+  Scratch<T> tmp(o * full.block);
+  Scratch<T> dwrt(g.k[1] * full.kb * o);
+  for (std::int64_t s = 0; s < n; s += nb) {
+    const std::int64_t m = std::min(nb, n - s);
+    const BandDims d = band_dims(g, c, m);
+    const T* r = reuse ? kept->data.data() + per_sample * s : scratch.data();
+    if (!reuse) band_im2col(xp + s * c * g.in_n, m, c, g, d, scratch.data());
+    to_band_layout(dyp + s * o * g.out_n, m, o, g, tmp.data());
+    // dW_j1^T [Kb, O] += R[:, block j1] tmp^T: the long side as m, as in the im2col form.
+    for (std::int64_t j1 = 0; j1 < g.k[1]; ++j1)
+      gemm_raw(Op::N, Op::T, d.kb, o, d.block, T(1), r + j1 * g.dil[1] * d.slot, d.cols, tmp.data(),
+               d.block, s == 0 ? T(0) : T(1), dwrt.data() + j1 * d.kb * o, o);
+  }
+  add_band_weights(dwrt.data(), o, c, g, beta, dwp);
+}
+
 }  // namespace
 
 template <class T>
@@ -474,6 +774,10 @@ void conv_forward(const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>& bias,
     return;
   }
   const std::int64_t nb = chunk_samples(n, rows_k, p, sizeof(T));
+  if (use_bands(geo, c)) {
+    band_forward(xp, wp, bp, n, c, o, geo, nb, yp, keep);
+    return;
+  }
   // The chunk of samples from s on has its matrix at cols(s): in one kept tensor for the whole
   // batch, or else in one scratch buffer that every chunk reuses.
   const bool kept =
@@ -521,6 +825,10 @@ void conv_backward_input(const Tensor<T>& dy, const Tensor<T>& w, T beta, Tensor
     return;
   }
   const std::int64_t nb = chunk_samples(n, rows_k, p, sizeof(T));
+  if (use_bands(geo, c)) {
+    band_backward_input(dyp, wp, n, c, o, geo, nb, beta, dxp);
+    return;
+  }
   Scratch<T> col(rows_k * nb * p);
   if (nb == 1) {
     for (std::int64_t s = 0; s < n; ++s) {
@@ -554,6 +862,11 @@ void conv_backward_weight(const Tensor<T>& dy, const Tensor<T>& x, T beta, Tenso
   const T* dyp = dy.data();
   const T* xp = x.data();
   T* dwp = dw.data();
+  if (use_bands(geo, c)) {
+    band_backward_weight(dyp, xp, n, c, o, geo, chunk_samples(n, rows_k, p, sizeof(T)), beta, dwp,
+                         kept);
+    return;
+  }
   // BLAS runs this product faster with the long side as m (OpenBLAS: 15-40% on these shapes),
   // so the GEMMs accumulate dW^T [C taps, O] in scratch; one small transpose adds it to dw.
   Scratch<T> dwt(rows_k * o);
@@ -563,7 +876,7 @@ void conv_backward_weight(const Tensor<T>& dy, const Tensor<T>& x, T beta, Tenso
                s == 0 ? T(0) : T(1), dwt.data(), o);
   } else {
     const std::int64_t nb = chunk_samples(n, rows_k, p, sizeof(T));
-    const bool reuse = kept && !kept->empty() && kept->samples_per_chunk == nb &&
+    const bool reuse = kept && !kept->empty() && !kept->bands && kept->samples_per_chunk == nb &&
                        kept->data.numel() == rows_k * n * p;
     Scratch<T> scratch(reuse ? 1 : rows_k * nb * p);
     // The chunk's im2col matrix: the forward pass's, or built here.
@@ -620,6 +933,9 @@ void conv_backward_bias(const Tensor<T>& dy, T beta, Tensor<T>& db) {
         dbp[oc] = beta == T(0) ? static_cast<T>(acc) : beta * dbp[oc] + static_cast<T>(acc);
       });
 }
+
+void set_conv_method(ConvMethod method) { g_conv_method = method; }
+ConvMethod conv_method() { return g_conv_method; }
 
 #define DISTOP_INSTANTIATE_CONV(T)                                                             \
   template void conv_forward(const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, Tensor<T>&, \

@@ -1,6 +1,8 @@
 #pragma once
 // Local convolution kernels: N-D (1-3 spatial axes) cross-correlation as im2col + GEMM.
 
+#include <cstdint>
+
 #include "distop/core/tensor.hpp"
 #include "distop/kernels/window.hpp"
 
@@ -26,8 +28,20 @@ template <class T>
 struct ConvColumns {
   Tensor<T> data;  // the matrices of consecutive chunks of samples, one after another
   std::int64_t samples_per_chunk = 0;
+  bool bands = false;  // row-folded matrices (ConvMethod::bands) rather than plain im2col
   bool empty() const noexcept { return data.numel() == 0; }
 };
+
+// How the host kernels lay out the convolution's GEMMs. im2col: one GEMM over the im2col matrix
+// [C k..., out...]. bands: where the stride along the second-to-last spatial axis (the height of a
+// 2-D convolution) is 1, a matrix holding each input row once and one GEMM per kernel row over
+// shifted column blocks of it: k_h times less copying, for short rows. automatic (the default)
+// takes bands for rows of at most 32 outputs with at least 16 entries (C k...) per kernel row,
+// im2col otherwise. Device builds always use im2col. A process-wide setting, for tests and
+// benchmarks; not thread-safe against concurrent convolutions.
+enum class ConvMethod { automatic, im2col, bands };
+void set_conv_method(ConvMethod method);
+ConvMethod conv_method();
 inline constexpr std::int64_t kMaxKeptColumnsBytes = std::int64_t{64} << 20;
 
 // y = conv(x, w) + bias (bias [O], or an empty tensor for none). Overwrites y. With keep, also
