@@ -279,6 +279,95 @@ void max_pool_rows(const Geometry3& g, std::int64_t planes, const T* x, T* y,
       });
 }
 
+// Whether the windows tile the last axis (kernel = stride = 2 or 3, dilation 1, no padding, every
+// output inside): the common 2x2 or 3x3 pooling, which max_pool_tiled_rows runs.
+bool tiles_last_axis(const Geometry3& g) {
+  const std::int64_t k = g.kernel[2];
+  return (k == 2 || k == 3) && g.stride[2] == k && g.dilation[2] == 1 && g.offset[2] == 0 &&
+         g.out[2] * k <= g.in[2];
+}
+
+// The max of the K2 entries p[0 .. K2), first to last (ties keep the first, a NaN once taken
+// stays), and in at the position of the winner; written out so that the caller's loop over
+// windows vectorises.
+template <class T, int K2>
+inline T row_max(const T* p, std::int32_t& at) {
+  T v = p[0];
+  at = 0;
+  const T u1 = p[1];
+  const bool t1 = !(u1 <= v) & (v == v);
+  v = t1 ? u1 : v;
+  at = t1 ? 1 : at;
+  if constexpr (K2 == 3) {
+    const T u2 = p[2];
+    const bool t2 = !(u2 <= v) & (v == v);
+    v = t2 ? u2 : v;
+    at = t2 ? 2 : at;
+  }
+  return v;
+}
+
+// max_pool_rows for windows that tile the last axis (K2 = kernel = stride there): the taps of one
+// input row (j2 = 0 .. K2 - 1) are fused, read as one contiguous stream and reduced in registers
+// before they meet the block's running maxima, so a row of taps costs one pass instead of K2. The
+// order of the comparisons, and so ties and NaN, is that of max_pool_rows.
+template <class T, int K2>
+void max_pool_tiled_rows(const Geometry3& g, std::int64_t planes, const T* x, T* y,
+                         std::int64_t* argmax) {
+  constexpr std::int64_t kBlock = 16;
+  const std::int64_t m = g.out[2];
+  Kokkos::parallel_for(
+      "distop::max_pool_forward", Kokkos::RangePolicy<ExecSpace>(0, planes * g.out[0]),
+      KOKKOS_LAMBDA(std::int64_t w) {
+        const std::int64_t o0 = w % g.out[0];
+        const std::int64_t base = (w / g.out[0]) * g.in_plane;
+        for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1) {
+          const std::int64_t r = w * g.out[1] + o1;
+          // The input rows the windows of this output row read (inside along the two leading
+          // axes), in row-major tap order.
+          std::int64_t rows[kMaxHostTaps];
+          std::int32_t row_count = 0;
+          std::int64_t i0 = 0, i1 = 0;
+          for (std::int64_t j0 = 0; j0 < g.kernel[0]; ++j0) {
+            if (!tap(g, 0, o0, j0, &i0)) continue;
+            for (std::int64_t j1 = 0; j1 < g.kernel[1]; ++j1)
+              if (tap(g, 1, o1, j1, &i1)) rows[row_count++] = base + (i0 * g.in[1] + i1) * g.in[2];
+          }
+          T* const yr = y + r * m;
+          std::int64_t* const ar = argmax + r * m;
+          for (std::int64_t ob = 0; ob < m; ob += kBlock) {
+            const std::int64_t len = m - ob < kBlock ? m - ob : kBlock;
+            T best[kBlock];
+            std::int32_t won[kBlock];  // (row number) K2 + j2 of the winning tap
+            // The first row initialises the block; each later one is merged into it.
+            {
+              const T* const src = x + rows[0] + ob * K2;
+              for (std::int64_t i = 0; i < len; ++i) {
+                std::int32_t at = 0;
+                best[i] = row_max<T, K2>(src + i * K2, at);
+                won[i] = at;
+              }
+            }
+            for (std::int32_t q = 1; q < row_count; ++q) {
+              const T* const src = x + rows[q] + ob * K2;
+              for (std::int64_t i = 0; i < len; ++i) {
+                std::int32_t at = 0;
+                const T v = row_max<T, K2>(src + i * K2, at);
+                const T cur = best[i];
+                const bool take = !(v <= cur) & (cur == cur);
+                best[i] = take ? v : cur;
+                won[i] = take ? q * K2 + at : won[i];
+              }
+            }
+            for (std::int64_t i = 0; i < len; ++i) {
+              yr[ob + i] = best[i];
+              ar[ob + i] = rows[won[i] / K2] + (ob + i) * K2 + won[i] % K2;
+            }
+          }
+        }
+      });
+}
+
 // An Error unless every output reads at least one input along every axis (a max over padding
 // alone has no value).
 void check_no_padding_only_window(const WindowGeometry& g, const char* op) {
@@ -309,6 +398,13 @@ void max_pool_forward(const Tensor<T>& x, Tensor<T>& y, ArgmaxView& argmax,
   auto yv = y.view();
   auto av = argmax;
   if constexpr (kHostKernels) {
+    if (g3.kernel[0] * g3.kernel[1] <= kMaxHostTaps && tiles_last_axis(g3)) {
+      if (g3.kernel[2] == 2)
+        max_pool_tiled_rows<T, 2>(g3, planes, x.data(), y.data(), argmax.data());
+      else
+        max_pool_tiled_rows<T, 3>(g3, planes, x.data(), y.data(), argmax.data());
+      return;
+    }
     if (g3.kernel[0] * g3.kernel[1] * g3.kernel[2] <= kMaxHostTaps) {
       if (g3.stride[2] == 1)
         max_pool_rows<T, 1>(g3, planes, x.data(), y.data(), argmax.data());

@@ -195,6 +195,63 @@ TEST(MaxPool, NaNPropagatesFromItsFirstTapAndAllInfiniteWindowsKeepTheFirst) {
   }
 }
 
+// Windows that tile the last axis (2x2 stride 2, 3x3 stride 3) take a kernel of their own on the
+// host: the same first-tap-in-row-major-order ties, NaN propagation and all-infinite windows.
+TEST(MaxPool, TilingWindowsKeepTiesNaNAndInfinities) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  // [1, 1, 2, 8]: four 2x2 windows.
+  //   {1, 5 / 5, 2}: tie across rows, the first in row-major order is row 0, column 1 (index 1);
+  //   {5, 1 / nan, 7}: the NaN (index 10); {nan, nan / 3, 9}: the first NaN (index 4);
+  //   {-inf, -inf / -inf, -inf}: the first tap (index 6).
+  const auto x = Tensor<double>::from_vector(
+      Shape{1, 1, 2, 8}, {1, 5, 5, 1, nan, nan, -inf, -inf, 5, 2, nan, 7, 3, 9, -inf, -inf});
+  const auto g =
+      WindowGeometry::ordinary(Shape{2, 8}, {ConvWindow{2, 2, 0, 1}, ConvWindow{2, 2, 0, 1}});
+  Tensor<double> y(Shape{1, 1, 1, 4});
+  distop::kernels::ArgmaxView argmax;
+  distop::kernels::max_pool_forward(x, y, argmax, g);
+  auto host = Kokkos::create_mirror_view(argmax);
+  Kokkos::deep_copy(host, argmax);
+  const auto yv = y.to_vector();
+  EXPECT_EQ(yv[0], 5);
+  EXPECT_TRUE(std::isnan(yv[1]) && std::isnan(yv[2]));
+  EXPECT_EQ(yv[3], -inf);
+  const std::vector<std::int64_t> expected{1, 10, 4, 6};
+  for (std::size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(host(i), expected[i]) << i;
+
+  // 3x3 stride 3 over [2, 2, 6, 7] (one column left over), random values with planted ties,
+  // against the reference loops.
+  std::vector<double> v(2 * 2 * 6 * 7);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>((i * 37) % 11);
+  const Shape xs{2, 2, 6, 7};
+  const auto g3 =
+      WindowGeometry::ordinary(Shape{6, 7}, {ConvWindow{3, 3, 0, 1}, ConvWindow{3, 3, 0, 1}});
+  Tensor<double> y3(Shape{2, 2, 2, 2});
+  distop::kernels::ArgmaxView a3;
+  distop::kernels::max_pool_forward(Tensor<double>::from_vector(xs, v), y3, a3, g3);
+  auto h3 = Kokkos::create_mirror_view(a3);
+  Kokkos::deep_copy(h3, a3);
+  const auto y3v = y3.to_vector();
+  for (std::int64_t p = 0; p < 4; ++p)
+    for (std::int64_t o1 = 0; o1 < 2; ++o1)
+      for (std::int64_t o2 = 0; o2 < 2; ++o2) {
+        double best = -inf;
+        std::int64_t at = -1;
+        for (std::int64_t j1 = 0; j1 < 3; ++j1)
+          for (std::int64_t j2 = 0; j2 < 3; ++j2) {
+            const std::int64_t i = p * 42 + (o1 * 3 + j1) * 7 + o2 * 3 + j2;
+            if (v[static_cast<std::size_t>(i)] > best) {
+              best = v[static_cast<std::size_t>(i)];
+              at = i;
+            }
+          }
+        const auto t = static_cast<std::size_t>((p * 2 + o1) * 2 + o2);
+        EXPECT_EQ(y3v[t], best);
+        EXPECT_EQ(h3(t), at) << "window " << t;
+      }
+}
+
 TEST(MaxPool, OverlappingWindowsSumOnTheSharedMaximum) {
   // The maximum 5 at index 2 lies in all three windows of kernel 3, stride 1 over 5 entries.
   distop::nn::Pool<double> pool(PoolKind::max, 1, {3}, {{1}, {0}, {1}});
