@@ -402,23 +402,17 @@ void add_transposed(const T* dwt, std::int64_t o_n, std::int64_t k_n, T beta, T*
 // with slot = nb out0 out2 columns per value of i1p, since the rows i1p = o1 + j1 d1 of output
 // rows o1 = 0 .. out1 - 1 are out1 consecutive slots. R is k[1] times smaller than the im2col
 // matrix (fewer, equally long runs to copy and add back), and the k[1] narrower GEMMs run at
-// least as fast on small layers as the one wide one (OpenBLAS: 85 against 64 GFLOP/s for LeNet's
-// conv2). Used where the rows are short (copies cost most there) and Kb is large enough for a
-// GEMM to run well.
+// least as fast as the one wide one (OpenBLAS: 85 against 64 GFLOP/s for LeNet's conv2). Measured
+// faster on every layer of bench_conv (LeNet's conv1 and conv2 by 1.3-1.5x, a 64-channel 56 x 56
+// layer by 5-10 %), so the host kernels take it wherever it applies.
 
 ConvMethod g_conv_method = ConvMethod::automatic;
 
-constexpr std::int64_t kBandMinK = 16;
-constexpr std::int64_t kBandMaxRow = 32;
-
-bool use_bands(const Geo& g, std::int64_t c) {
+bool use_bands(const Geo& g) {
   if constexpr (!kHostKernels) {
     return false;
   } else {
-    if (g.pointwise || g.s[1] != 1 || g.k[1] < 2) return false;
-    if (g_conv_method == ConvMethod::im2col) return false;
-    if (g_conv_method == ConvMethod::bands) return true;
-    return c * g.k[0] * g.k[2] >= kBandMinK && g.out[2] <= kBandMaxRow;
+    return g_conv_method != ConvMethod::im2col && !g.pointwise && g.s[1] == 1 && g.k[1] >= 2;
   }
 }
 
@@ -523,38 +517,40 @@ void band_col2im(const T* dr, std::int64_t nb, std::int64_t channels, const Geo&
       });
 }
 
-// Wr [k1][O, Kb] from w [O, C, k0, k1, k2]: the weights of kernel row j1, columns (c, j0, j2).
+// Wr [k1][O, Kb] from w [O, C, k0, k1, k2]: the weights of kernel row j1, columns (c, j0, j2). A
+// work item per (o, c), its taps in loops (no divisions per entry).
 template <class T>
 void band_weights(const T* w, std::int64_t o_n, std::int64_t channels, const Geo& g, T* wr) {
   const std::int64_t kb = channels * g.k[0] * g.k[2];
   Kokkos::parallel_for(
-      "distop::conv_band_weights", Kokkos::RangePolicy<ExecSpace>(0, o_n * channels * g.taps),
-      KOKKOS_LAMBDA(std::int64_t t) {
-        // t indexes w in order: (o, c, j0, j1, j2).
-        const std::int64_t j2 = t % g.k[2];
-        const std::int64_t j1 = (t / g.k[2]) % g.k[1];
-        const std::int64_t j0 = (t / (g.k[2] * g.k[1])) % g.k[0];
-        const std::int64_t co = t / g.taps;  // o * C + c
+      "distop::conv_band_weights", Kokkos::RangePolicy<ExecSpace>(0, o_n * channels),
+      KOKKOS_LAMBDA(std::int64_t co) {
         const std::int64_t c = co % channels, o = co / channels;
-        wr[(j1 * o_n + o) * kb + (c * g.k[0] + j0) * g.k[2] + j2] = w[t];
+        const T* src = w + co * g.taps;  // w[o, c, ...] in (j0, j1, j2) order
+        for (std::int64_t j0 = 0; j0 < g.k[0]; ++j0)
+          for (std::int64_t j1 = 0; j1 < g.k[1]; ++j1) {
+            T* dst = wr + (j1 * o_n + o) * kb + (c * g.k[0] + j0) * g.k[2];
+            for (std::int64_t j2 = 0; j2 < g.k[2]; ++j2) dst[j2] = *src++;
+          }
       });
 }
 
-// dw = beta dw + the weights of dWrT [k1][Kb, O] (dW^T per kernel row) in w's layout.
+// dw = beta dw + dWr [k1][O, Kb] (the gradient in band_weights' layout) in w's layout.
 template <class T>
-void add_band_weights(const T* dwrt, std::int64_t o_n, std::int64_t channels, const Geo& g, T beta,
+void add_band_weights(const T* dwr, std::int64_t o_n, std::int64_t channels, const Geo& g, T beta,
                       T* dw) {
   const std::int64_t kb = channels * g.k[0] * g.k[2];
   Kokkos::parallel_for(
-      "distop::conv_band_weights_adjoint",
-      Kokkos::RangePolicy<ExecSpace>(0, o_n * channels * g.taps), KOKKOS_LAMBDA(std::int64_t t) {
-        const std::int64_t j2 = t % g.k[2];
-        const std::int64_t j1 = (t / g.k[2]) % g.k[1];
-        const std::int64_t j0 = (t / (g.k[2] * g.k[1])) % g.k[0];
-        const std::int64_t co = t / g.taps;
+      "distop::conv_band_weights_adjoint", Kokkos::RangePolicy<ExecSpace>(0, o_n * channels),
+      KOKKOS_LAMBDA(std::int64_t co) {
         const std::int64_t c = co % channels, o = co / channels;
-        const T v = dwrt[(j1 * kb + (c * g.k[0] + j0) * g.k[2] + j2) * o_n + o];
-        dw[t] = beta == T(0) ? v : beta * dw[t] + v;
+        T* dst = dw + co * g.taps;
+        for (std::int64_t j0 = 0; j0 < g.k[0]; ++j0)
+          for (std::int64_t j1 = 0; j1 < g.k[1]; ++j1) {
+            const T* src = dwr + (j1 * o_n + o) * kb + (c * g.k[0] + j0) * g.k[2];
+            for (std::int64_t j2 = 0; j2 < g.k[2]; ++j2, ++dst)
+              *dst = beta == T(0) ? src[j2] : beta * *dst + src[j2];
+          }
       });
 }
 
@@ -734,19 +730,21 @@ void band_backward_weight(const T* dyp, const T* xp, std::int64_t n, std::int64_
                      kept->data.numel() == per_sample * n;
   Scratch<T> scratch(reuse ? 1 : per_sample * nb);
   Scratch<T> tmp(o * full.block);
-  Scratch<T> dwrt(g.k[1] * full.kb * o);
+  Scratch<T> dwr(g.k[1] * o * full.kb);
   for (std::int64_t s = 0; s < n; s += nb) {
     const std::int64_t m = std::min(nb, n - s);
     const BandDims d = band_dims(g, c, m);
     const T* r = reuse ? kept->data.data() + per_sample * s : scratch.data();
     if (!reuse) band_im2col(xp + s * c * g.in_n, m, c, g, d, scratch.data());
     to_band_layout(dyp + s * o * g.out_n, m, o, g, tmp.data());
-    // dW_j1^T [Kb, O] += R[:, block j1] tmp^T: the long side as m, as in the im2col form.
+    // dW_j1 [O, Kb] += tmp R[:, block j1]^T (OpenBLAS runs these narrow products faster in this
+    // orientation than as dW^T with the long side as m: 87 against 72 GFLOP/s on LeNet's conv2).
     for (std::int64_t j1 = 0; j1 < g.k[1]; ++j1)
-      gemm_raw(Op::N, Op::T, d.kb, o, d.block, T(1), r + j1 * g.dil[1] * d.slot, d.cols, tmp.data(),
-               d.block, s == 0 ? T(0) : T(1), dwrt.data() + j1 * d.kb * o, o);
+      gemm_raw(Op::N, Op::T, o, d.kb, d.block, T(1), tmp.data(), d.block,
+               r + j1 * g.dil[1] * d.slot, d.cols, s == 0 ? T(0) : T(1), dwr.data() + j1 * o * d.kb,
+               d.kb);
   }
-  add_band_weights(dwrt.data(), o, c, g, beta, dwp);
+  add_band_weights(dwr.data(), o, c, g, beta, dwp);
 }
 
 }  // namespace
@@ -774,7 +772,7 @@ void conv_forward(const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>& bias,
     return;
   }
   const std::int64_t nb = chunk_samples(n, rows_k, p, sizeof(T));
-  if (use_bands(geo, c)) {
+  if (use_bands(geo)) {
     band_forward(xp, wp, bp, n, c, o, geo, nb, yp, keep);
     return;
   }
@@ -825,7 +823,7 @@ void conv_backward_input(const Tensor<T>& dy, const Tensor<T>& w, T beta, Tensor
     return;
   }
   const std::int64_t nb = chunk_samples(n, rows_k, p, sizeof(T));
-  if (use_bands(geo, c)) {
+  if (use_bands(geo)) {
     band_backward_input(dyp, wp, n, c, o, geo, nb, beta, dxp);
     return;
   }
@@ -862,7 +860,7 @@ void conv_backward_weight(const Tensor<T>& dy, const Tensor<T>& x, T beta, Tenso
   const T* dyp = dy.data();
   const T* xp = x.data();
   T* dwp = dw.data();
-  if (use_bands(geo, c)) {
+  if (use_bands(geo)) {
     band_backward_weight(dyp, xp, n, c, o, geo, chunk_samples(n, rows_k, p, sizeof(T)), beta, dwp,
                          kept);
     return;

@@ -66,8 +66,7 @@ std::vector<Case> cases() {
       {"2d_pointwise_stride2", geometry({5, 5}, {1, 1}, {2, 2}, {1, 1}, {0, 0}), 2, 2, 3},
       {"3d", geometry({5, 4, 6}, {2, 3, 2}, {1, 2, 2}, {2, 1, 1}, {1, 1, 0}), 2, 2, 2},
       {"3d_cube_pad", geometry({4, 4, 4}, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}), 1, 2, 3},
-      // Shapes the automatic choice runs as bands (short rows, C k_w >= 16): LeNet's conv2, and
-      // chunks of 8 and 5 samples.
+      // More band shapes: LeNet's conv2, chunks of 8 and 5 samples, a dilated height.
       {"2d_lenet_conv2", geometry({14, 14}, {5, 5}, {1, 1}, {1, 1}, {0, 0}), 2, 6, 4},
       {"2d_band_ragged_chunks", geometry({12, 12}, {3, 3}, {1, 1}, {1, 1}, {1, 1}), 13, 6, 3},
       {"2d_height_dilation", geometry({9, 7}, {3, 2}, {1, 2}, {2, 1}, {2, 0}), 2, 3, 2},
@@ -372,7 +371,7 @@ TEST(ConvKernels, KeptColumnsGiveTheSameWeightGradient) {
                     cs.g.stride[static_cast<std::size_t>(a)] == 1 &&
                     cs.g.offset[static_cast<std::size_t>(a)] == 0 && cs.g.in[a] == cs.g.out[a];
       EXPECT_EQ(kept.empty(), pointwise);
-      if (cs.name == "2d_lenet_conv2") {  // the shape the automatic choice runs as bands
+      if (cs.name == "2d_lenet_conv2") {  // a shape the automatic choice runs as bands
         EXPECT_EQ(kept.bands, method != kernels::ConvMethod::im2col);
       }
     }

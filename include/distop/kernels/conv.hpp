@@ -35,9 +35,9 @@ struct ConvColumns {
 // How the host kernels lay out the convolution's GEMMs. im2col: one GEMM over the im2col matrix
 // [C k..., out...]. bands: where the stride along the second-to-last spatial axis (the height of a
 // 2-D convolution) is 1, a matrix holding each input row once and one GEMM per kernel row over
-// shifted column blocks of it: k_h times less copying, for short rows. automatic (the default)
-// takes bands for rows of at most 32 outputs with at least 16 entries (C k...) per kernel row,
-// im2col otherwise. Device builds always use im2col. A process-wide setting, for tests and
+// shifted column blocks of it: k_h times less copying. automatic (the default) takes bands
+// wherever they apply, im2col elsewhere; bands as a setting is the same (a geometry they do not
+// apply to falls back to im2col). Device builds always use im2col. A process-wide setting, for tests and
 // benchmarks; not thread-safe against concurrent convolutions.
 enum class ConvMethod { automatic, im2col, bands };
 void set_conv_method(ConvMethod method);
