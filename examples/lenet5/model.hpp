@@ -13,10 +13,14 @@
 namespace distop::examples {
 
 // conv1 1->6 5x5 padding 2, ReLU, 2x2 max pool; conv2 6->16 5x5, ReLU, 2x2 max pool; flatten to
-// 400 in (channel, row, column) order; fc1 400->120, ReLU; fc2 120->84, ReLU; fc3 84->10.
+// 400 in (channel, row, column) order; fc1 400->120, ReLU; fc2 120->84, ReLU; fc3 84->10. The
+// ReLU after each convolution runs after its max pool: ReLU is monotone, so relu(max) = max(relu)
+// value for value, and the gradients agree entry for entry (a window whose maximum is <= 0 passes
+// none back either way; otherwise both route it to the same first maximal tap), on a quarter of
+// the entries.
 //
-// At R ranks the convolutions and pools run on a [1, 1, a, R / a] spatial grid (a = the squarest
-// split: 2 x 2 at 4 ranks, 1 x 2 at 2). A Repartition then moves the [N, 16, 5, 5] feature maps
+// At R ranks the convolutions and pools run on a [1, 1, R / a, a] spatial grid (a = the squarest
+// split, the height taking the larger share: 2 x 2 at 4 ranks, 2 x 1 at 2, 4 x 2 at 8). A Repartition then moves the [N, 16, 5, 5] feature maps
 // onto fc1's input ranks split by channel, where each rank's block of 16 / P_in channels is
 // exactly its block of the 400 flattened features; the fully connected layers run on
 // linear_chain_grids(R, 3) and the logits end on rank 0. Runs at any R for which fc1's P_in
