@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -36,6 +37,7 @@ struct TrainOptions {
   std::int64_t steps = 0;  // 0: no limit
   std::int64_t batch_size = 32;
   double lr = 0.01;
+  std::string lr_schedule = "constant";  // or "cosine"
   double momentum = 0.9;
   double weight_decay = 0.0;
   std::uint64_t seed = 1;
@@ -51,12 +53,18 @@ struct TrainOptions {
 };
 
 inline void add_training_options(CLI::App& app, TrainOptions& o) {
-  app.add_option("--data", o.data, "Directory of the Fashion-MNIST IDX files")->capture_default_str();
+  app.add_option("--data", o.data, "Directory of the Fashion-MNIST IDX files")
+      ->capture_default_str();
   app.add_option("--epochs", o.epochs, "Passes over the training set")->capture_default_str();
   app.add_option("--steps", o.steps, "Stop after this many steps in all (0: no limit)")
       ->capture_default_str();
   app.add_option("--batch-size", o.batch_size, "Examples per step")->capture_default_str();
   app.add_option("--lr", o.lr, "SGD learning rate")->capture_default_str();
+  app.add_option(
+         "--lr-schedule", o.lr_schedule,
+         "constant, or cosine: at step t of the T steps of --epochs, lr (1 + cos(pi t / T)) / 2")
+      ->check(CLI::IsMember({"constant", "cosine"}))
+      ->capture_default_str();
   app.add_option("--momentum", o.momentum, "SGD momentum (PyTorch's definition)")
       ->capture_default_str();
   app.add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
@@ -104,7 +112,8 @@ EpochMetrics evaluate(Model& model, const data::Dataset& d, Load& load) {
     labels.clear();
     if (model.holds_output())
       for (std::int64_t i = 0; i < range.size(); ++i)
-        labels.push_back(d.labels[static_cast<std::size_t>(order[static_cast<std::size_t>(range.begin + i)])]);
+        labels.push_back(
+            d.labels[static_cast<std::size_t>(order[static_cast<std::size_t>(range.begin + i)])]);
     Tape tape;
     auto logits = model.forward(tape, Var<float>(x));
     auto loss = loss::cross_entropy(tape, logits, labels);
@@ -130,8 +139,8 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   const bool talk = rank == 0 && !o.quiet;
-  DISTOP_CHECK(o.batch_size >= 1 && o.epochs >= 0 && o.steps >= 0 && o.checkpoint_every >= 0,
-               name, "--batch-size must be positive and --epochs, --steps, --checkpoint-every "
+  DISTOP_CHECK(o.batch_size >= 1 && o.epochs >= 0 && o.steps >= 0 && o.checkpoint_every >= 0, name,
+               "--batch-size must be positive and --epochs, --steps, --checkpoint-every "
                "non-negative");
   DISTOP_CHECK(!o.resume || !o.checkpoint_dir.empty(), name, "--resume needs --checkpoint-dir");
   DISTOP_CHECK(!(o.resume && !o.init.empty()), name,
@@ -190,6 +199,15 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
 
   std::int64_t& step = position.global_step;
   bool stop = o.steps > 0 && step >= o.steps;
+  // The learning rate of step t (0-based) of the run's --epochs: a function of t alone (not of
+  // --steps, which only stops early), so that a resumed run continues the schedule exactly.
+  const std::int64_t total_steps = o.epochs * static_cast<std::int64_t>(sampler.batches().size());
+  auto lr_at = [&](std::int64_t t) {
+    if (o.lr_schedule != "cosine" || total_steps <= 0) return o.lr;
+    constexpr double kPi = 3.14159265358979323846;
+    return o.lr * 0.5 *
+           (1.0 + std::cos(kPi * static_cast<double>(t) / static_cast<double>(total_steps)));
+  };
   std::vector<std::int32_t> labels;
   const auto batches = sampler.batches();
   const auto per_epoch = static_cast<std::int64_t>(batches.size());
@@ -209,12 +227,13 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
       labels.clear();
       if (model.holds_output())
         for (std::int64_t i = 0; i < range.size(); ++i)
-          labels.push_back(
-              train.labels[static_cast<std::size_t>(order[static_cast<std::size_t>(range.begin + i)])]);
+          labels.push_back(train.labels[static_cast<std::size_t>(
+              order[static_cast<std::size_t>(range.begin + i)])]);
       Tape tape;
       auto logits = model.forward(tape, Var<float>(x));
       auto loss = loss::cross_entropy(tape, logits, labels);
       backward(tape, loss);
+      opt.set_lr(lr_at(step));
       opt.step();
       opt.zero_grad();
       ++step;
@@ -236,8 +255,9 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const auto t = detail::evaluate(model, test, load);
-      csv.append(static_cast<int>(epoch + 1), m.loss / static_cast<double>(std::max<std::int64_t>(m.seen, 1)),
-                m.accuracy(), t.accuracy(), seconds);
+      csv.append(static_cast<int>(epoch + 1),
+                 m.loss / static_cast<double>(std::max<std::int64_t>(m.seen, 1)), m.accuracy(),
+                 t.accuracy(), seconds);
       if (talk)
         std::fprintf(stderr, "epoch %lld: test accuracy %.2f%% (loss %.4f)\n",
                      static_cast<long long>(epoch + 1), 100.0 * t.accuracy(), t.loss);

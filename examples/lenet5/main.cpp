@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   o.epochs = 10;
   o.batch_size = 64;
   o.lr = 0.02;
+  o.lr_schedule = "cosine";
   CLI::App app{"LeNet-5 on Fashion-MNIST, spatially partitioned (distop example). Run under "
                "mpiexec -n N with N = 1, 2, 4 or 8."};
   examples::add_training_options(app, o);

@@ -103,6 +103,7 @@ TEST_F(MlpErrors, RankCountThePartitionCannotUse) {
 
 TEST_F(MlpErrors, BadFlags) {
   expect_clean_failure(run_mlp(2, "--hidden 12,abc"), "--hidden");
+  expect_clean_failure(run_mlp(2, "--lr-schedule linear"), "--lr-schedule");
   auto o = run_mlp(2, "--no-such-flag");
   EXPECT_NE(o.status, 0);
   EXPECT_NE(o.status, 124);
