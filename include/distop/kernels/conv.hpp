@@ -1,5 +1,6 @@
 #pragma once
-// Local convolution kernels: N-D (1-3 spatial axes) cross-correlation as im2col + GEMM.
+// Local convolution kernels: N-D (1-3 spatial axes) cross-correlation as GEMMs over im2col or
+// band matrices (see ConvMethod).
 
 #include <cstdint>
 
@@ -15,12 +16,13 @@ namespace distop::kernels {
 // y[n, o, p] = bias[o] + sum_{c, j} w[o, c, j] x[n, c, p * stride - offset + j * dilation], with
 // x read as zero outside its extents (PyTorch's Conv{1,2,3}d with zero padding, groups = 1).
 // Every function checks the shapes against g and throws a distop::Error naming the mismatch.
-// Computed as a GEMM per sample (BLAS on the host, cuBLAS in CUDA builds) on an im2col matrix
-// [C k_1..k_d, out_1..out_d]; the scratch is kept between calls.
+// Computed as GEMMs (BLAS on the host, cuBLAS in CUDA builds) over batches of samples: on an
+// im2col matrix [C k_1..k_d, out_1..out_d per sample], or on the host on a band matrix (see
+// ConvMethod); the scratch is kept between calls.
 
-// The im2col matrices of one forward pass, kept for the weight gradient, which then reads them
-// instead of building them again (the backward pass of a layer whose input is small next to its
-// im2col matrix, LeNet's for one, spends about as long in im2col as in the GEMMs). conv_forward
+// The im2col (or band) matrices of one forward pass, kept for the weight gradient, which then reads
+// them instead of building them again (the backward pass of a layer whose input is small next to
+// its im2col matrix, LeNet's for one, spends about as long in im2col as in the GEMMs). conv_forward
 // fills it when asked and the matrices of the whole batch take at most kMaxKeptColumnsBytes;
 // otherwise it stays empty and conv_backward_weight rebuilds them. Valid only for the x, w and
 // geometry of that forward pass: conv_backward_weight checks the sizes, not the contents.
@@ -37,8 +39,8 @@ struct ConvColumns {
 // 2-D convolution) is 1, a matrix holding each input row once and one GEMM per kernel row over
 // shifted column blocks of it: k_h times less copying. automatic (the default) takes bands
 // wherever they apply, im2col elsewhere; bands as a setting is the same (a geometry they do not
-// apply to falls back to im2col). Device builds always use im2col. A process-wide setting, for tests and
-// benchmarks; not thread-safe against concurrent convolutions.
+// apply to falls back to im2col). Device builds always use im2col. A process-wide setting, for
+// tests and benchmarks; not thread-safe against concurrent convolutions.
 enum class ConvMethod { automatic, im2col, bands };
 void set_conv_method(ConvMethod method);
 ConvMethod conv_method();
