@@ -8,8 +8,25 @@ template <class T>
 void HaloPad<T>::forward(const DistTensor<T>& x, DistTensor<T>& y) const {
   this->check_forward_args(x, y);
   if (x.local_numel() == 0 && y.local_numel() == 0) return;
-  y.local().fill(T(0));
-  kernels::copy_box(x.local(), whole(x.local().shape()), y.local(), halo_->interior_box());
+  // Zero what lies outside the interior (as at most two slabs per axis: along axis a, below and
+  // above the interior, within the interior along the axes before a and whole along those
+  // after), then copy the block in: each entry is written once.
+  const Box interior = halo_->interior_box();
+  const Shape& shape = y.local().shape();
+  Box slab = whole(shape);
+  for (int a = 0; a < shape.rank(); ++a) {
+    const auto u = static_cast<std::size_t>(a);
+    const std::int64_t lo = interior.offset[u], hi = lo + interior.extent[u];
+    slab.offset[u] = 0;
+    slab.extent[u] = lo;
+    if (!slab.empty()) kernels::fill_box(y.local(), slab, T(0));
+    slab.offset[u] = hi;
+    slab.extent[u] = shape[a] - hi;
+    if (!slab.empty()) kernels::fill_box(y.local(), slab, T(0));
+    slab.offset[u] = lo;
+    slab.extent[u] = interior.extent[u];
+  }
+  kernels::copy_box(x.local(), whole(x.local().shape()), y.local(), interior);
 }
 
 template <class T>

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "distop/autodiff/apply.hpp"
 #include "distop/nn/conv.hpp"
@@ -283,6 +284,18 @@ TEST(HaloPadAdjoint, EmbeddingAndRestriction) {
     HaloPad<double> pad(halo);
     auto r = distop::testing::adjoint_test(pad);
     EXPECT_TRUE(r.passed) << r.str();
+    // forward overwrites all of y: the block where it belongs, zero everywhere else.
+    DistTensor<double> x(pad.domain());
+    x.local().fill(1.0);
+    DistTensor<double> y(pad.range());
+    y.local().fill(std::numeric_limits<double>::quiet_NaN());
+    pad.forward(x, y);
+    double sum = 0;
+    for (double v : y.local().to_vector()) {
+      EXPECT_TRUE(v == 0.0 || v == 1.0) << v;
+      sum += v;
+    }
+    EXPECT_EQ(sum, static_cast<double>(x.local_numel()));
   }
 }
 
