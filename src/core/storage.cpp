@@ -75,15 +75,10 @@ class HostPool {
         list.pop_back();
         cached_ -= c.bytes;
       }
-      live_ += c.bytes;
     }
     if (p == nullptr) {
       p = std::aligned_alloc(kAlignment, c.bytes);
-      if (p == nullptr) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        live_ -= c.bytes;
-        throw std::bad_alloc();
-      }
+      if (p == nullptr) throw std::bad_alloc();
     }
     try {
       return std::shared_ptr<void>(p, Release{c});
@@ -96,7 +91,6 @@ class HostPool {
   void release(void* p, SizeClass c) noexcept {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      live_ -= c.bytes;
       if (cached_ + c.bytes <= limit_) {
         try {
           free_[static_cast<std::size_t>(c.index)].push_back(p);
@@ -108,11 +102,6 @@ class HostPool {
       }
     }
     std::free(p);
-  }
-
-  HostStorageStats stats() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return {cached_, live_, limit_};
   }
 
   void release_cached() {
@@ -136,7 +125,6 @@ class HostPool {
   std::mutex mutex_;
   std::array<std::vector<void*>, kClasses> free_;
   std::size_t cached_ = 0;
-  std::size_t live_ = 0;
   std::size_t limit_;
 };
 
@@ -145,8 +133,6 @@ class HostPool {
 std::shared_ptr<void> allocate_host_storage(std::size_t bytes) {
   return HostPool::instance().allocate(bytes);
 }
-
-HostStorageStats host_storage_stats() { return HostPool::instance().stats(); }
 
 void release_cached_host_storage() { HostPool::instance().release_cached(); }
 

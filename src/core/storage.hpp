@@ -20,14 +20,6 @@ namespace distop::detail {
 // has no memory left.
 std::shared_ptr<void> allocate_host_storage(std::size_t bytes);
 
-// What the pool holds: bytes cached (free, ready for reuse) and bytes handed out.
-struct HostStorageStats {
-  std::size_t cached_bytes = 0;
-  std::size_t live_bytes = 0;
-  std::size_t cached_limit = 0;
-};
-HostStorageStats host_storage_stats();
-
 // Frees every cached block (blocks in use are unaffected and return to the pool later).
 void release_cached_host_storage();
 

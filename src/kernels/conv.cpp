@@ -156,6 +156,46 @@ inline void copy_run(T* __restrict dst, const T* __restrict src, std::int64_t n)
   for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i];
 }
 
+// One run of an im2col-style matrix on the host: dst[o] = row[o * s2 + b] for o in [lo, hi) (the
+// outputs whose tap reads inside the input row), zero for the rest of [0, m); all zero when row
+// is null (the tap's row lies outside the input).
+template <class T>
+inline void read_run(T* dst, const T* row, std::int64_t m, std::int64_t lo, std::int64_t hi,
+                     std::int64_t b, std::int64_t s2) {
+  if (row == nullptr) {
+    for (std::int64_t o = 0; o < m; ++o) dst[o] = T(0);
+    return;
+  }
+  for (std::int64_t o = 0; o < lo; ++o) dst[o] = T(0);
+  if (s2 == 1) {
+    copy_run(dst + lo, row + lo + b, hi - lo);
+  } else {
+    for (std::int64_t o = lo; o < hi; ++o) dst[o] = row[o * s2 + b];
+  }
+  for (std::int64_t o = hi; o < m; ++o) dst[o] = T(0);
+}
+
+// The adjoint of read_run: row[o * s2 + b] += src[o] for o in [lo, hi).
+template <class T>
+inline void add_back_run(T* row, const T* src, std::int64_t lo, std::int64_t hi, std::int64_t b,
+                         std::int64_t s2) {
+  if (s2 == 1) {
+    add_run(row + lo + b, src + lo, hi - lo);
+  } else {
+    for (std::int64_t o = lo; o < hi; ++o) row[o * s2 + b] += src[o];
+  }
+}
+
+// p[0 .. n) = beta p (not read when beta is 0): the start of an accumulated gradient.
+template <class T>
+inline void scale_or_zero_run(T* p, std::int64_t n, T beta) {
+  if (beta == T(0)) {
+    for (std::int64_t i = 0; i < n; ++i) p[i] = T(0);
+  } else if (beta != T(1)) {
+    for (std::int64_t i = 0; i < n; ++i) p[i] *= beta;
+  }
+}
+
 // col [C taps, nb P] (row (c, j), column (sample, output position)) from the nb samples of x
 // [nb, C, in...] starting at x; zero where a tap reads outside the input.
 template <class T>
@@ -185,19 +225,9 @@ void im2col(const T* x, std::int64_t nb, std::int64_t channels, const Geo& g, T*
               const bool in0 = i0 >= 0 && i0 < g.in[0];
               for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1, dst += m) {
                 const std::int64_t i1 = o1 * g.s[1] - g.off[1] + j1 * g.dil[1];
-                if (!in0 || i1 < 0 || i1 >= g.in[1]) {
-                  for (std::int64_t o = 0; o < m; ++o) dst[o] = T(0);
-                  continue;
-                }
-                const T* src = xs + (i0 * g.in[1] + i1) * g.in[2];
-                for (std::int64_t o = 0; o < lo; ++o) dst[o] = T(0);
-                if (s2 == 1) {
-                  std::memcpy(dst + lo, src + lo + b,
-                              static_cast<std::size_t>(hi - lo) * sizeof(T));
-                } else {
-                  for (std::int64_t o = lo; o < hi; ++o) dst[o] = src[o * s2 + b];
-                }
-                for (std::int64_t o = hi; o < m; ++o) dst[o] = T(0);
+                const bool inside = in0 && i1 >= 0 && i1 < g.in[1];
+                read_run(dst, inside ? xs + (i0 * g.in[1] + i1) * g.in[2] : nullptr, m, lo, hi, b,
+                         s2);
               }
             }
           }
@@ -245,11 +275,7 @@ void col2im(const T* col, std::int64_t nb, std::int64_t channels, const Geo& g, 
           const std::int64_t ch = w % channels;
           const std::int64_t nl = w / channels;
           T* dxs = dx + w * g.in_n;
-          if (beta == T(0)) {
-            for (std::int64_t i = 0; i < g.in_n; ++i) dxs[i] = T(0);
-          } else if (beta != T(1)) {
-            for (std::int64_t i = 0; i < g.in_n; ++i) dxs[i] *= beta;
-          }
+          scale_or_zero_run(dxs, g.in_n, beta);
           const std::int64_t m = g.out[2], s2 = g.s[2];
           for (std::int64_t j0 = 0; j0 < g.k[0]; ++j0) {
             for (std::int64_t j1 = 0; j1 < g.k[1]; ++j1) {
@@ -266,11 +292,7 @@ void col2im(const T* col, std::int64_t nb, std::int64_t channels, const Geo& g, 
                     const std::int64_t i1 = o1 * g.s[1] - g.off[1] + j1 * g.dil[1];
                     if (!in0 || i1 < 0 || i1 >= g.in[1]) continue;
                     T* dst = dxs + (i0 * g.in[1] + i1) * g.in[2];
-                    if (s2 == 1) {
-                      add_run(dst + lo + b, src + lo, hi - lo);
-                    } else {
-                      for (std::int64_t o = lo; o < hi; ++o) dst[o * s2 + b] += src[o];
-                    }
+                    add_back_run(dst, src, lo, hi, b, s2);
                   }
                 }
               }
@@ -455,18 +477,9 @@ void band_im2col(const T* x, std::int64_t nb, std::int64_t channels, const Geo& 
             const T* xs = x + (nl * channels + ch) * g.in_n;
             for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0, dst += m) {
               const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
-              if (!in1 || i0 < 0 || i0 >= g.in[0]) {
-                for (std::int64_t o = 0; o < m; ++o) dst[o] = T(0);
-                continue;
-              }
-              const T* src = xs + (i0 * g.in[1] + i1) * g.in[2];
-              for (std::int64_t o = 0; o < lo; ++o) dst[o] = T(0);
-              if (s2 == 1) {
-                copy_run(dst + lo, src + lo + b, hi - lo);
-              } else {
-                for (std::int64_t o = lo; o < hi; ++o) dst[o] = src[o * s2 + b];
-              }
-              for (std::int64_t o = hi; o < m; ++o) dst[o] = T(0);
+              const bool inside = in1 && i0 >= 0 && i0 < g.in[0];
+              read_run(dst, inside ? xs + (i0 * g.in[1] + i1) * g.in[2] : nullptr, m, lo, hi, b,
+                       s2);
             }
           }
         }
@@ -485,11 +498,7 @@ void band_col2im(const T* dr, std::int64_t nb, std::int64_t channels, const Geo&
         const std::int64_t ch = w % channels;
         const std::int64_t nl = w / channels;
         T* dxs = dx + w * g.in_n;
-        if (beta == T(0)) {
-          for (std::int64_t i = 0; i < g.in_n; ++i) dxs[i] = T(0);
-        } else if (beta != T(1)) {
-          for (std::int64_t i = 0; i < g.in_n; ++i) dxs[i] *= beta;
-        }
+        scale_or_zero_run(dxs, g.in_n, beta);
         const std::int64_t m = g.out[2], s2 = g.s[2];
         for (std::int64_t j0 = 0; j0 < g.k[0]; ++j0) {
           for (std::int64_t j2 = 0; j2 < g.k[2]; ++j2) {
@@ -505,11 +514,7 @@ void band_col2im(const T* dr, std::int64_t nb, std::int64_t channels, const Geo&
                 const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
                 if (i0 < 0 || i0 >= g.in[0]) continue;
                 T* dst = dxs + (i0 * g.in[1] + i1) * g.in[2];
-                if (s2 == 1) {
-                  add_run(dst + lo + b, src + lo, hi - lo);
-                } else {
-                  for (std::int64_t o = lo; o < hi; ++o) dst[o * s2 + b] += src[o];
-                }
+                add_back_run(dst, src, lo, hi, b, s2);
               }
             }
           }

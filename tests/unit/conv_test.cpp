@@ -109,6 +109,15 @@ Shape lead(std::int64_t a, std::int64_t b, const Shape& s) {
   return Shape(e);
 }
 
+// A case's x [N, C, in...], w [O, C, k...] and y [N, O, out...] shapes.
+struct Shapes {
+  Shape x, w, y;
+};
+Shapes shapes_of(const Case& cs) {
+  return {lead(cs.n, cs.c, cs.g.in), lead(cs.o, cs.c, Shape(cs.g.kernel)),
+          lead(cs.n, cs.o, cs.g.out)};
+}
+
 std::vector<double> random_values(std::int64_t n, unsigned seed) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<double> u(-1.0, 1.0);
@@ -249,8 +258,7 @@ TEST(ConvKernels, MatchDirectLoops) {
     const MethodScope scope(method);
     for (const auto& cs : cases()) {
       SCOPED_TRACE(cs.name);
-      const Shape xs = lead(cs.n, cs.c, cs.g.in), ws = lead(cs.o, cs.c, Shape(cs.g.kernel)),
-                  ys = lead(cs.n, cs.o, cs.g.out);
+      const auto [xs, ws, ys] = shapes_of(cs);
       const auto x = random_tensor(xs, seed++), w = random_tensor(ws, seed++),
                  b = random_tensor(Shape{cs.o}, seed++), dy = random_tensor(ys, seed++);
       const auto ref = reference(cs, x.to_vector(), w.to_vector(), b.to_vector(), dy.to_vector());
@@ -307,8 +315,7 @@ TEST(ConvKernels, MatchDirectLoops) {
 
 TEST(ConvKernels, FloatMatchesDouble) {
   const auto cs = cases()[4];
-  const Shape xs = lead(cs.n, cs.c, cs.g.in), ws = lead(cs.o, cs.c, Shape(cs.g.kernel)),
-              ys = lead(cs.n, cs.o, cs.g.out);
+  const auto [xs, ws, ys] = shapes_of(cs);
   const auto xd = random_values(xs.numel(), 5), wd = random_values(ws.numel(), 6);
   const std::vector<float> xf(xd.begin(), xd.end()), wf(wd.begin(), wd.end());
   Tensor<float> y(ys);
@@ -328,8 +335,7 @@ TEST(ConvKernels, BackwardPassesAreAdjoints) {
     const MethodScope scope(method);
     for (const auto& cs : cases()) {
       SCOPED_TRACE(cs.name);
-      const Shape xs = lead(cs.n, cs.c, cs.g.in), ws = lead(cs.o, cs.c, Shape(cs.g.kernel)),
-                  ys = lead(cs.n, cs.o, cs.g.out);
+      const auto [xs, ws, ys] = shapes_of(cs);
       const auto x = random_tensor(xs, seed++), w = random_tensor(ws, seed++),
                  dy = random_tensor(ys, seed++);
       Tensor<double> y(ys), dx(xs), dw(ws);
@@ -352,8 +358,7 @@ TEST(ConvKernels, KeptColumnsGiveTheSameWeightGradient) {
     const MethodScope scope(method);
     for (const auto& cs : cases()) {
       SCOPED_TRACE(cs.name);
-      const Shape xs = lead(cs.n, cs.c, cs.g.in), ws = lead(cs.o, cs.c, Shape(cs.g.kernel)),
-                  ys = lead(cs.n, cs.o, cs.g.out);
+      const auto [xs, ws, ys] = shapes_of(cs);
       const auto x = random_tensor(xs, seed++), w = random_tensor(ws, seed++),
                  dy = random_tensor(ys, seed++);
       Tensor<double> y(ys), y_kept(ys), dw(ws), dw_kept(ws);
@@ -381,8 +386,7 @@ TEST(ConvKernels, KeptColumnsGiveTheSameWeightGradient) {
     const auto all = cases();
     const auto& cs = all[12];
     ASSERT_EQ(cs.name, "2d_lenet_conv2");
-    const Shape xs = lead(cs.n, cs.c, cs.g.in), ws = lead(cs.o, cs.c, Shape(cs.g.kernel)),
-                ys = lead(cs.n, cs.o, cs.g.out);
+    const auto [xs, ws, ys] = shapes_of(cs);
     const auto x = random_tensor(xs, 7), w = random_tensor(ws, 8), dy = random_tensor(ys, 9);
     Tensor<double> y(ys), dw(ws), dw_ref(ws);
     kernels::ConvColumns<double> kept;
