@@ -1,33 +1,96 @@
 #include "distop/autodiff/tape.hpp"
 
-#include "distop/core/error.hpp"
+#include <algorithm>
+
 #include "distop/core/timers.hpp"
 
 namespace distop {
 
-void Tape::record(std::string name, Backward backward) {
-  DISTOP_CHECK(static_cast<bool>(backward), "Tape::record", "entry '", name, "' has no adjoint");
-  entries_.push_back({std::move(name), std::move(backward)});
+namespace {
+// The first block's size; each further block doubles the last (a LeNet-5 step records about 30
+// closures of 50-150 bytes).
+constexpr std::size_t kFirstBlockBytes = 4096;
+}  // namespace
+
+void* Tape::Arena::allocate(std::size_t bytes, std::size_t align) {
+  while (block_ < blocks_.size()) {
+    const std::size_t start = (used_ + align - 1) / align * align;
+    if (start + bytes <= blocks_[block_].second) {
+      used_ = start + bytes;
+      return blocks_[block_].first.get() + start;
+    }
+    ++block_;
+    used_ = 0;
+  }
+  const std::size_t size =
+      std::max(bytes, blocks_.empty() ? kFirstBlockBytes : 2 * blocks_.back().second);
+  // operator new[] aligns to alignof(std::max_align_t), the most record() accepts.
+  blocks_.emplace_back(std::make_unique<std::byte[]>(size), size);
+  block_ = blocks_.size() - 1;
+  used_ = bytes;
+  return blocks_.back().first.get();
+}
+
+Tape::Tape(Tape&& other) noexcept
+    : entries_(std::move(other.entries_)), arena_(std::move(other.arena_)) {
+  other.entries_.clear();
+  other.arena_ = Arena();
+}
+
+Tape& Tape::operator=(Tape&& other) noexcept {
+  if (this != &other) {
+    clear();
+    entries_ = std::move(other.entries_);
+    arena_ = std::move(other.arena_);
+    other.entries_.clear();
+    other.arena_ = Arena();
+  }
+  return *this;
+}
+
+Tape::~Tape() { destroy_all(entries_); }
+
+void Tape::destroy_all(std::vector<Entry>& entries) noexcept {
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it) it->destroy(it->closure);
+  entries.clear();
 }
 
 void Tape::backward() {
-  // Clear even if an adjoint throws, so the saved context is released.
   auto entries = std::move(entries_);
   entries_.clear();
-  if (!timers::enabled()) {
-    for (auto it = entries.rbegin(); it != entries.rend(); ++it) it->backward();
-  } else {
-    for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-      const timers::Scope timer(it->name + ".adjoint");
-      it->backward();
+  // Each closure is destroyed right after its adjoint runs; if an adjoint throws, the rest are
+  // destroyed unrun, so the saved context is released either way.
+  std::size_t left = entries.size();
+  try {
+    const bool timed = timers::enabled();
+    for (; left > 0; --left) {
+      Entry& e = entries[left - 1];
+      if (!timed) {
+        e.run(e.closure);
+      } else {
+        const timers::Scope timer(e.name + ".adjoint");
+        e.run(e.closure);
+      }
+      e.destroy(e.closure);
     }
+  } catch (...) {
+    entries.resize(left);  // the one that threw and those before it, all still alive
+    destroy_all(entries);
+    if (entries_.empty()) arena_.rewind();
+    throw;
   }
   // Keep the storage for the next step's records (unless an adjoint recorded onto this tape).
   entries.clear();
-  if (entries_.empty()) entries_ = std::move(entries);
+  if (entries_.empty()) {
+    entries_ = std::move(entries);
+    arena_.rewind();
+  }
 }
 
-void Tape::clear() noexcept { entries_.clear(); }
+void Tape::clear() noexcept {
+  destroy_all(entries_);
+  arena_.rewind();
+}
 
 std::vector<std::string> Tape::names() const {
   std::vector<std::string> n;

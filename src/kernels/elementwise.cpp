@@ -87,15 +87,24 @@ void map_grad(const char* op, const Tensor<T>& saved, const Tensor<T>& dy, Tenso
 // reads coalesced across threads.
 constexpr int kSumTile = kHostKernels ? 16 : 1;
 
-// s[c] = the sum over rows i of dy[i, j0 + c], c < W, of a row-major dy with n columns: summed in
-// row order, in double.
+// s[c] = the sum over rows i of dy[i, j0 + c], c < W, of a row-major dy with n columns, in
+// double: the even rows and the odd rows are summed in row order into two partial sums, which are
+// then added (two independent chains of adds per column, so that a narrow tile is not bound by
+// the latency of one).
 template <int W, class View>
 KOKKOS_INLINE_FUNCTION void sum_columns(const View& dy, std::int64_t rows, std::int64_t n,
                                         std::int64_t j0, double* s) {
-  double acc[W] = {};
-  for (std::int64_t i = 0; i < rows; ++i)
-    for (int c = 0; c < W; ++c) acc[c] += static_cast<double>(dy(i * n + j0 + c));
-  for (int c = 0; c < W; ++c) s[c] = acc[c];
+  double even[W] = {};
+  double odd[W] = {};
+  std::int64_t i = 0;
+  for (; i + 1 < rows; i += 2)
+    for (int c = 0; c < W; ++c) {
+      even[c] += static_cast<double>(dy(i * n + j0 + c));
+      odd[c] += static_cast<double>(dy((i + 1) * n + j0 + c));
+    }
+  if (i < rows)
+    for (int c = 0; c < W; ++c) even[c] += static_cast<double>(dy(i * n + j0 + c));
+  for (int c = 0; c < W; ++c) s[c] = even[c] + odd[c];
 }
 
 template <class T>
@@ -191,7 +200,7 @@ void sum_rows(const Tensor<T>& dy, T beta, Tensor<T>& db) {
   // dependent adds over strided entries, which cost more than the GEMMs of a narrow layer's
   // backward). A tile narrower than kSumTile (the last, or all of a layer with few outputs) is
   // summed in pieces of fixed widths, so that every inner loop has a constant trip count. Each
-  // column is still summed in row order, in double.
+  // column is summed in double, in a fixed order (sum_columns).
   Kokkos::parallel_for(
       "distop::sum_rows", Kokkos::RangePolicy<ExecSpace>(0, (n + kSumTile - 1) / kSumTile),
       KOKKOS_LAMBDA(std::int64_t t) {

@@ -1,8 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "distop/autodiff/tape.hpp"
@@ -114,6 +118,86 @@ TEST(Tape, ClearsEvenWhenAnAdjointThrows) {
   tape.record("bad", [] { throw distop::Error("test", "boom"); });
   EXPECT_THROW(tape.backward(), distop::Error);
   EXPECT_EQ(tape.size(), 0u);
+}
+
+// Counts its live copies through a shared counter (a closure's saved context).
+struct Saved {
+  std::shared_ptr<int> live;
+  explicit Saved(std::shared_ptr<int> l) : live(std::move(l)) { ++*live; }
+  Saved(const Saved& o) : live(o.live) { ++*live; }
+  Saved(Saved&& o) noexcept : live(o.live) { ++*live; }
+  ~Saved() { --*live; }
+};
+
+TEST(Tape, ReleasesEachClosureRightAfterItsAdjointRuns) {
+  distop::Tape tape;
+  auto live = std::make_shared<int>(0);
+  std::vector<int> seen;  // live closures when each adjoint ran
+  for (int i = 0; i < 3; ++i)
+    tape.record("op", [s = Saved(live), &seen] { seen.push_back(*s.live); });
+  EXPECT_EQ(*live, 3);
+  tape.backward();
+  EXPECT_EQ(seen, (std::vector<int>{3, 2, 1}));
+  EXPECT_EQ(*live, 0);
+}
+
+TEST(Tape, ReusesItsMemoryAcrossSteps) {
+  distop::Tape tape;
+  auto live = std::make_shared<int>(0);
+  // Closures of mixed sizes and alignments, more than the first block holds, over several steps.
+  for (int step = 0; step < 4; ++step) {
+    double sum = 0;
+    for (int i = 0; i < 200; ++i) {
+      if (i % 3 == 0) {
+        std::array<double, 17> big{};
+        big[16] = i;
+        tape.record("big", [big, s = Saved(live), &sum] { sum += big[16]; });
+      } else {
+        tape.record("small", [i, &sum] { sum += i; });
+      }
+    }
+    EXPECT_EQ(tape.size(), 200u);
+    tape.backward();
+    EXPECT_EQ(sum, 199.0 * 200 / 2);
+    EXPECT_EQ(*live, 0);
+  }
+  tape.record("x", [s = Saved(live)] {});
+  tape.clear();
+  EXPECT_EQ(*live, 0);
+  EXPECT_EQ(tape.size(), 0u);
+}
+
+TEST(Tape, ReleasesEverythingWhenAnAdjointThrowsAndStaysUsable) {
+  distop::Tape tape;
+  auto live = std::make_shared<int>(0);
+  bool first_ran = false;
+  tape.record("first", [s = Saved(live), &first_ran] { first_ran = true; });
+  tape.record("bad", [s = Saved(live)] { throw distop::Error("test", "boom"); });
+  tape.record("last", [s = Saved(live)] {});
+  EXPECT_THROW(tape.backward(), distop::Error);
+  EXPECT_FALSE(first_ran);
+  EXPECT_EQ(*live, 0);
+  int ran = 0;
+  tape.record("again", [&ran] { ++ran; });
+  tape.backward();
+  EXPECT_EQ(ran, 1);
+}
+
+TEST(Tape, MovesWithItsEntriesAndRejectsAnEmptyAdjoint) {
+  auto live = std::make_shared<int>(0);
+  int ran = 0;
+  distop::Tape a;
+  a.record("op", [s = Saved(live), &ran] { ++ran; });
+  distop::Tape b(std::move(a));
+  EXPECT_EQ(a.size(), 0u);  // NOLINT(bugprone-use-after-move): a moved-from tape is empty
+  distop::Tape c;
+  c = std::move(b);
+  EXPECT_EQ(*live, 1);
+  c.backward();
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(*live, 0);
+  EXPECT_THROW(c.record("empty", distop::Tape::Backward()), distop::Error);
+  EXPECT_EQ(c.size(), 0u);
 }
 
 TEST(Error, CarriesOperationAndDetail) {

@@ -3,8 +3,14 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
+#include <new>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
+
+#include "distop/core/error.hpp"
 
 namespace distop {
 
@@ -13,11 +19,27 @@ namespace distop {
 // backward() runs the closures in exactly the reverse order of recording. Since every rank records
 // the same communicating operations in the same order (SPMD), the adjoint communication is matched
 // across ranks just as the forward was: Bcast <-> Reduce, Send <-> Recv, Allreduce <-> Allreduce.
+//
+// The closures live in memory the tape owns and reuses from one step to the next (a few blocks,
+// filled in order and rewound when the tape empties), so recording an operation allocates nothing
+// once the first step has run. Each closure is destroyed, releasing what it saved, as soon as its
+// adjoint has run.
 class Tape {
  public:
+  // Any callable with the signature void() works as an adjoint; this is the type-erased one.
   using Backward = std::function<void()>;
 
-  void record(std::string name, Backward backward);
+  Tape() = default;
+  Tape(const Tape&) = delete;
+  Tape& operator=(const Tape&) = delete;
+  Tape(Tape&& other) noexcept;
+  Tape& operator=(Tape&& other) noexcept;
+  ~Tape();
+
+  // Appends an entry whose adjoint is `backward`, a callable taking no arguments (a lambda, or a
+  // Backward, which must not be empty).
+  template <class F>
+  void record(std::string name, F&& backward);
   // Replays every entry in reverse order, then clears the tape (releasing the saved context).
   void backward();
   void clear() noexcept;
@@ -28,9 +50,55 @@ class Tape {
  private:
   struct Entry {
     std::string name;
-    Backward backward;
+    void* closure = nullptr;
+    void (*run)(void*) = nullptr;
+    void (*destroy)(void*) noexcept = nullptr;
   };
+
+  // Bump allocation from blocks kept for the tape's lifetime.
+  class Arena {
+   public:
+    void* allocate(std::size_t bytes, std::size_t align);
+    // Makes all the memory available again (the closures in it must have been destroyed).
+    void rewind() noexcept {
+      block_ = 0;
+      used_ = 0;
+    }
+
+   private:
+    std::vector<std::pair<std::unique_ptr<std::byte[]>, std::size_t>> blocks_;
+    std::size_t block_ = 0;  // the block being filled
+    std::size_t used_ = 0;   // bytes used in it
+  };
+
+  template <class D>
+  static void run_closure(void* p) {
+    (*static_cast<D*>(p))();
+  }
+  template <class D>
+  static void destroy_closure(void* p) noexcept {
+    static_cast<D*>(p)->~D();
+  }
+  // Destroys the closures of `entries` (last first) and empties it.
+  static void destroy_all(std::vector<Entry>& entries) noexcept;
+
   std::vector<Entry> entries_;
+  Arena arena_;
 };
+
+template <class F>
+void Tape::record(std::string name, F&& backward) {
+  using D = std::decay_t<F>;
+  static_assert(std::is_invocable_v<D&>, "Tape::record: the adjoint must be callable as f()");
+  if constexpr (std::is_same_v<D, Backward> || std::is_pointer_v<D>) {
+    DISTOP_CHECK(static_cast<bool>(backward), "Tape::record", "entry '", name, "' has no adjoint");
+  }
+  static_assert(alignof(D) <= alignof(std::max_align_t),
+                "Tape::record: over-aligned closures are not supported");
+  entries_.reserve(entries_.size() + 1);  // so that push_back below cannot throw
+  void* const p = arena_.allocate(sizeof(D), alignof(D));
+  ::new (p) D(std::forward<F>(backward));
+  entries_.push_back(Entry{std::move(name), p, &run_closure<D>, &destroy_closure<D>});
+}
 
 }  // namespace distop
