@@ -17,6 +17,9 @@ namespace {
 
 constexpr std::size_t kAlignment = 64;
 constexpr std::size_t kMinBlock = 64;
+// Bytes before the data in each block: room for the shared_ptr's control block, keeping the data
+// 64-byte aligned. A class's blocks hold kHeader + its size.
+constexpr std::size_t kHeader = 64;
 // Four size classes per power of two: a block wastes at most a quarter of what was asked for.
 constexpr int kStepsPerOctave = 4;
 constexpr int kClasses = 64 * kStepsPerOctave;
@@ -66,24 +69,28 @@ class HostPool {
 
   std::shared_ptr<void> allocate(std::size_t bytes) {
     const SizeClass c = size_class(bytes);
-    void* p = nullptr;
+    void* block = nullptr;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto& list = free_[static_cast<std::size_t>(c.index)];
       if (!list.empty()) {
-        p = list.back();
+        block = list.back();
         list.pop_back();
         cached_ -= c.bytes;
       }
     }
-    if (p == nullptr) {
-      p = std::aligned_alloc(kAlignment, c.bytes);
-      if (p == nullptr) throw std::bad_alloc();
+    if (block == nullptr) {
+      block = std::aligned_alloc(kAlignment, kHeader + c.bytes);
+      if (block == nullptr) throw std::bad_alloc();
     }
+    // The shared_ptr's control block lives in the block's header (HeaderAllocator), so a tensor
+    // costs one pop from the pool and no further allocation. Its last act, once the count drops
+    // to zero, is to hand the whole block back.
     try {
-      return std::shared_ptr<void>(p, Release{c});
+      return std::shared_ptr<void>(static_cast<std::byte*>(block) + kHeader, KeepBlock{},
+                                   HeaderAllocator<char>{block, c});
     } catch (...) {
-      release(p, c);
+      release(block, c);
       throw;
     }
   }
@@ -115,9 +122,31 @@ class HostPool {
   }
 
  private:
-  struct Release {
+  // The data's deleter: nothing to do, the header's allocator returns the block.
+  struct KeepBlock {
+    void operator()(void*) const noexcept {}
+  };
+  // Places the shared_ptr's control block in the header of a pool block, and gives the block
+  // back to the pool when the control block is freed.
+  template <class U>
+  struct HeaderAllocator {
+    using value_type = U;
+    void* block;
     SizeClass c;
-    void operator()(void* p) const noexcept { HostPool::instance().release(p, c); }
+    template <class V>
+    HeaderAllocator(const HeaderAllocator<V>& o) noexcept  // NOLINT(google-explicit-constructor)
+        : block(o.block), c(o.c) {}
+    HeaderAllocator(void* b, SizeClass sc) noexcept : block(b), c(sc) {}
+    U* allocate(std::size_t n) {
+      static_assert(alignof(U) <= kAlignment);
+      if (n * sizeof(U) > kHeader) throw std::bad_alloc();  // a control block is about 40 bytes
+      return static_cast<U*>(block);
+    }
+    void deallocate(U*, std::size_t) noexcept { HostPool::instance().release(block, c); }
+    template <class V>
+    bool operator==(const HeaderAllocator<V>& o) const noexcept {
+      return block == o.block;
+    }
   };
 
   HostPool() : limit_(cache_limit_from_environment()) {}

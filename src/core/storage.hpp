@@ -5,7 +5,8 @@
 // View costs an allocation record, a label copy and the tools' hooks (about 0.3 us), and glibc
 // may hand freed memory back to the system only to page-fault it in again on the next step. The
 // pool keeps freed blocks in size classes (four per power of two, at least 64 bytes, 64-byte
-// aligned) and hands them out again: an allocation is then a lock and a pop.
+// aligned) and hands them out again: an allocation is then a lock and a pop. The shared_ptr's
+// control block lives in a header at the start of each block, so nothing else is allocated.
 //
 // Only host memory is pooled. A device build keeps Kokkos' managed Views, whose release orders
 // itself after the kernels still using them.

@@ -38,10 +38,10 @@ DistTensor<T> DistTensor<T>::reinterpreted(TensorSpace space) const {
 }
 
 template <class T>
-void check_space(const DistTensor<T>& x, const TensorSpace& expected, const std::string& op,
+void check_space(const DistTensor<T>& x, const TensorSpace& expected, std::string_view op,
                  const char* what) {
-  DISTOP_CHECK(x.space() == expected, op, what, " lives in ", x.space().str(), ", expected ",
-               expected.str());
+  DISTOP_CHECK(x.space() == expected, std::string(op), what, " lives in ", x.space().str(),
+               ", expected ", expected.str());
 }
 
 template <class T>
@@ -59,11 +59,11 @@ double norm(const DistTensor<T>& a) {
   return std::sqrt(inner(a, a));
 }
 
-#define DISTOP_INSTANTIATE(T)                                                                  \
-  template class DistTensor<T>;                                                                \
-  template double inner(const DistTensor<T>&, const DistTensor<T>&);                           \
-  template double norm(const DistTensor<T>&);                                                  \
-  template void check_space(const DistTensor<T>&, const TensorSpace&, const std::string&,      \
+#define DISTOP_INSTANTIATE(T)                                                           \
+  template class DistTensor<T>;                                                         \
+  template double inner(const DistTensor<T>&, const DistTensor<T>&);                    \
+  template double norm(const DistTensor<T>&);                                           \
+  template void check_space(const DistTensor<T>&, const TensorSpace&, std::string_view, \
                             const char*);
 DISTOP_INSTANTIATE(float)
 DISTOP_INSTANTIATE(double)

@@ -23,9 +23,13 @@ void accumulate(const Var<T>& v, Write write) {
   if (v.has_grad()) {
     write(T(1), v.grad().local());
   } else {
-    auto g = DistTensor<T>::uninitialized(v.space());
-    write(T(0), g.local());
-    v.accumulate_grad(std::move(g));
+    DistTensor<T>& g = v.new_grad_for_overwrite();
+    try {
+      write(T(0), g.local());
+    } catch (...) {
+      v.zero_grad();  // no half-written gradient
+      throw;
+    }
   }
 }
 

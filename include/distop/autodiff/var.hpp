@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "distop/core/error.hpp"
 #include "distop/dist/dist_tensor.hpp"
 #include "distop/kernels/axpy.hpp"
 
@@ -30,9 +31,21 @@ class Var {
   // The gradient; a zero tensor is made on first access.
   DistTensor<T>& grad() const {
     if (!node_->has_grad) {
-      node_->grad = DistTensor<T>(node_->value.space());
+      if (reusable_grad())
+        node_->grad.local().fill(T(0));
+      else
+        node_->grad = DistTensor<T>(node_->value.space());
       node_->has_grad = true;
     }
+    return node_->grad;
+  }
+  // For a Var without a gradient yet: makes its gradient and returns it, for the caller to
+  // overwrite every entry of (they are unspecified until then). The storage of the gradient that
+  // zero_grad() forgot is reused when nothing else refers to it.
+  DistTensor<T>& new_grad_for_overwrite() const {
+    DISTOP_CHECK(!node_->has_grad, "Var::new_grad_for_overwrite", "the Var has a gradient already");
+    if (!reusable_grad()) node_->grad = DistTensor<T>::uninitialized(node_->value.space());
+    node_->has_grad = true;
     return node_->grad;
   }
   // grad += g. Takes g's storage when there is no gradient yet (g must not be used afterwards).
@@ -45,8 +58,14 @@ class Var {
       kernels::axpy(T(1), g.local(), node_->grad.local());
     }
   }
-  // Forgets the gradient (the next accumulation starts from zero).
+  // Forgets the gradient: the next accumulation starts from zero. Its storage is kept for that
+  // next gradient (a training step then allocates no parameter gradients), unless something else
+  // still refers to it; release_grad() frees it.
   void zero_grad() const noexcept {
+    if (node_) node_->has_grad = false;
+  }
+  // Forgets the gradient and frees its storage.
+  void release_grad() const noexcept {
     if (node_) {
       node_->grad = DistTensor<T>();
       node_->has_grad = false;
@@ -61,6 +80,12 @@ class Var {
     bool has_grad;
     bool requires_grad;
   };
+  // Whether the forgotten gradient's storage can hold the next one.
+  bool reusable_grad() const noexcept {
+    const DistTensor<T>& g = node_->grad;
+    return g.space() == node_->value.space() && !g.local().empty() && !g.local().shares_storage();
+  }
+
   std::shared_ptr<Node> node_;
 };
 

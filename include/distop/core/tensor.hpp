@@ -20,8 +20,8 @@ inline constexpr bool kHostAccessible =
     Kokkos::SpaceAccessibility<Kokkos::HostSpace, MemSpace>::accessible;
 
 // A local tensor. Copies share storage, as Kokkos Views do; clone() makes a deep copy. The storage
-// is one contiguous 1-D View of shape().numel() elements in row-major order, so data() can be handed
-// to BLAS and MPI directly. A default-constructed Tensor is empty, of shape [0].
+// is one contiguous 1-D View of shape().numel() elements in row-major order, so data() can be
+// handed to BLAS and MPI directly. A default-constructed Tensor is empty, of shape [0].
 //
 // Host storage comes from distop's pool of recycled blocks (DISTOP_HOST_CACHE_MB bounds what it
 // keeps; see docs/performance.md): view() is then an unmanaged View over the block, valid while a
@@ -55,6 +55,10 @@ class Tensor {
   // Copies src's entries into this tensor's storage; the element counts must match.
   void copy_from(const Tensor& src);
   void fill(T value);
+  // Whether another Tensor (a copy, or a reshaped or reinterpreted one) refers to this storage.
+  bool shares_storage() const noexcept {
+    return storage_ ? storage_.use_count() > 1 : view_.use_count() > 1;
+  }
   // A host copy of the entries, in row-major order.
   std::vector<T> to_vector() const;
 

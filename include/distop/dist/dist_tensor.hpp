@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "distop/core/tensor.hpp"
 #include "distop/dist/tensor_space.hpp"
@@ -51,7 +52,7 @@ template <class T>
 double norm(const DistTensor<T>& a);
 // Throws the same Error on every rank unless x lives in `expected` (metadata only, no messages).
 template <class T>
-void check_space(const DistTensor<T>& x, const TensorSpace& expected, const std::string& op,
+void check_space(const DistTensor<T>& x, const TensorSpace& expected, std::string_view op,
                  const char* what);
 
 extern template class DistTensor<float>;
