@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <vector>
 
 #include "distop/nn/activation.hpp"
 #include "gradcheck.hpp"
@@ -49,6 +50,43 @@ TEST(Linear, ForwardIsXWTransposePlusB) {
       EXPECT_NEAR(yv[i * 3 + o], s, 1e-14);
     }
   }
+}
+
+// Runs forward and backward with dL/dy = 1 and returns the weight gradient's values.
+std::vector<double> weight_grad_of_step(Linear<double>& lin, const Var<double>& x) {
+  Tape tape;
+  auto y = lin.forward(tape, x);
+  y.grad().local().fill(1.0);
+  tape.backward();
+  return lin.weight().grad().local().to_vector();
+}
+
+TEST(Linear, ZeroGradKeepsTheGradientStorageForTheNextStep) {
+  Linear<double> lin(4, 3, 5);
+  Var<double> x(test::random_tensor<double>(test::local_batch_space(2, 4), 6));
+  const auto first = weight_grad_of_step(lin, x);
+  const double* storage = lin.weight().grad().local().data();
+  lin.weight().zero_grad();
+  EXPECT_FALSE(lin.weight().has_grad());
+  // The next step writes over the kept storage: the same values, not their sum.
+  EXPECT_EQ(weight_grad_of_step(lin, x), first);
+  EXPECT_EQ(lin.weight().grad().local().data(), storage);
+  // A gradient someone still holds is never written over: the next one gets new storage.
+  const DistTensor<double> held = lin.weight().grad();
+  lin.weight().zero_grad();
+  EXPECT_EQ(weight_grad_of_step(lin, x), first);
+  EXPECT_NE(lin.weight().grad().local().data(), storage);
+  EXPECT_EQ(held.local().to_vector(), first);
+  // grad() after zero_grad() is zero, though the kept storage held values.
+  const double* kept = lin.weight().grad().local().data();
+  lin.weight().zero_grad();
+  for (double v : lin.weight().grad().local().to_vector()) EXPECT_EQ(v, 0.0);
+  EXPECT_EQ(lin.weight().grad().local().data(), kept);
+  // release_grad() frees it.
+  lin.weight().release_grad();
+  EXPECT_FALSE(lin.weight().has_grad());
+  EXPECT_TRUE(lin.weight().grad().local().data() != nullptr);
+  EXPECT_THROW(lin.weight().new_grad_for_overwrite(), distop::Error);
 }
 
 TEST(Linear, GradientsMatchFiniteDifferences) {
