@@ -359,9 +359,19 @@ void max_pool_tiled_rows(const Geometry3& g, std::int64_t planes, const T* x, T*
                 won[i] = take ? q * K2 + at : won[i];
               }
             }
-            for (std::int64_t i = 0; i < len; ++i) {
-              yr[ob + i] = best[i];
-              ar[ob + i] = rows[won[i] / K2] + (ob + i) * K2 + won[i] % K2;
+            if (row_count == 2) {
+              // The winner's row is one of two: arithmetic instead of a lookup, which vectorises.
+              const std::int64_t r0 = rows[0] + ob * K2, d = rows[1] - rows[0];
+              for (std::int64_t i = 0; i < len; ++i) {
+                const std::int64_t second = won[i] >= K2;
+                yr[ob + i] = best[i];
+                ar[ob + i] = r0 + i * K2 + second * (d - K2) + won[i];
+              }
+            } else {
+              for (std::int64_t i = 0; i < len; ++i) {
+                yr[ob + i] = best[i];
+                ar[ob + i] = rows[won[i] / K2] + (ob + i) * K2 + won[i] % K2;
+              }
             }
           }
         }
