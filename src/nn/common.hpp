@@ -33,4 +33,20 @@ void accumulate(const Var<T>& v, Write write) {
   }
 }
 
+// x.grad += y.grad for an operation whose output y holds x's entries as they are (y's space has
+// x's local boxes; only the global view differs). Called by y's adjoint, after which nothing reads
+// y's gradient: when x has no gradient yet, x takes y's gradient storage instead of a copy (y is
+// left without one) unless something else still refers to that storage.
+template <class T>
+void pass_grad_on(const Var<T>& y, const Var<T>& x) {
+  const bool same_space = y.space() == x.space();
+  auto as_x = [&](DistTensor<T> g) { return same_space ? g : g.reinterpreted(x.space()); };
+  if (x.has_grad())
+    x.accumulate_grad(as_x(y.grad()));  // added in place, y's gradient only read
+  else if (!y.grad().local().shares_storage())
+    x.accumulate_grad(as_x(y.take_grad()));
+  else
+    x.accumulate_grad(as_x(y.grad().clone()));
+}
+
 }  // namespace distop::nn::detail

@@ -1,5 +1,6 @@
 #include "distop/nn/functional.hpp"
 
+#include "common.hpp"
 #include "distop/kernels/elementwise.hpp"
 #include "distop/kernels/gemm.hpp"
 
@@ -44,7 +45,7 @@ Var<T> add_bias(Tape& tape, const Var<T>& x, const Var<T>& b) {
         if (db.local_numel() > 0) kernels::sum_rows(y.grad().local(), T(0), db.local());
         b.accumulate_grad(std::move(db));
       }
-      if (x.requires_grad()) x.accumulate_grad(y.grad().clone());
+      if (x.requires_grad()) detail::pass_grad_on(y, x);
     });
   }
   return y;
@@ -56,15 +57,15 @@ Var<T> reinterpret(Tape& tape, const Var<T>& x, const TensorSpace& space) {
   if (y.requires_grad()) {
     tape.record("reinterpret", [x, y]() mutable {
       if (!y.has_grad()) return;
-      x.accumulate_grad(y.grad().clone().reinterpreted(x.space()));
+      detail::pass_grad_on(y, x);
     });
   }
   return y;
 }
 
-#define DISTOP_INSTANTIATE(T)                                                              \
-  template Var<T> matmul_nt(Tape&, const Var<T>&, const Var<T>&, const TensorSpace&);      \
-  template Var<T> add_bias(Tape&, const Var<T>&, const Var<T>&);                          \
+#define DISTOP_INSTANTIATE(T)                                                         \
+  template Var<T> matmul_nt(Tape&, const Var<T>&, const Var<T>&, const TensorSpace&); \
+  template Var<T> add_bias(Tape&, const Var<T>&, const Var<T>&);                      \
   template Var<T> reinterpret(Tape&, const Var<T>&, const TensorSpace&);
 DISTOP_INSTANTIATE(float)
 DISTOP_INSTANTIATE(double)

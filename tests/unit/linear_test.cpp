@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "distop/nn/activation.hpp"
+#include "distop/nn/functional.hpp"
 #include "gradcheck.hpp"
 
 namespace {
@@ -87,6 +88,48 @@ TEST(Linear, ZeroGradKeepsTheGradientStorageForTheNextStep) {
   EXPECT_FALSE(lin.weight().has_grad());
   EXPECT_TRUE(lin.weight().grad().local().data() != nullptr);
   EXPECT_THROW(lin.weight().new_grad_for_overwrite(), distop::Error);
+}
+
+TEST(Functional, ReinterpretAndAddBiasHandTheGradientOnWithoutACopy) {
+  const auto space = test::local_batch_space(3, 4);
+  // An equal view on another Partition object: reinterpret's target.
+  const distop::TensorSpace other(space.global_shape(),
+                                  distop::Partition::self(distop::Shape{1, 1}));
+  ASSERT_FALSE(other == space);
+  for (const bool view : {true, false}) {
+    Var<double> x(test::random_tensor<double>(space, 1), true);
+    Var<double> b(test::random_tensor<double>(
+        distop::TensorSpace(distop::Shape{4}, distop::Partition::self(distop::Shape{1})), 2));
+    Tape tape;
+    Var<double> y =
+        view ? distop::nn::reinterpret(tape, x, other) : distop::nn::add_bias(tape, x, b);
+    const auto dy = test::random_tensor<double>(y.space(), 3);
+    y.grad().local().copy_from(dy.local());
+    const double* storage = y.grad().local().data();
+    tape.backward();
+    // x had no gradient: it takes y's storage, and y keeps none.
+    EXPECT_EQ(x.grad().local().data(), storage);
+    EXPECT_EQ(x.grad().local().to_vector(), dy.local().to_vector());
+    EXPECT_FALSE(y.has_grad());
+  }
+  // A gradient someone still holds is copied, and one already there is added to.
+  Var<double> x(test::random_tensor<double>(space, 4), true);
+  x.grad().local().fill(1.0);
+  Tape tape;
+  Var<double> y = distop::nn::reinterpret(tape, x, other);
+  DistTensor<double> held = y.grad();
+  held.local().fill(2.0);
+  tape.backward();
+  for (double v : x.grad().local().to_vector()) EXPECT_EQ(v, 3.0);
+  for (double v : held.local().to_vector()) EXPECT_EQ(v, 2.0);
+  Var<double> x2(test::random_tensor<double>(space, 5), true);
+  Tape tape2;
+  Var<double> y2 = distop::nn::reinterpret(tape2, x2, other);
+  DistTensor<double> held2 = y2.grad();
+  held2.local().fill(4.0);
+  tape2.backward();
+  EXPECT_NE(x2.grad().local().data(), held2.local().data());
+  for (double v : x2.grad().local().to_vector()) EXPECT_EQ(v, 4.0);
 }
 
 TEST(Linear, GradientsMatchFiniteDifferences) {

@@ -64,6 +64,14 @@ class Var {
   void zero_grad() const noexcept {
     if (node_) node_->has_grad = false;
   }
+  // Moves the gradient out, leaving the Var without one (a zero tensor if it had none). For a
+  // tape entry handing a gradient on once nothing else will read it.
+  DistTensor<T> take_grad() const {
+    DistTensor<T> g = node_->has_grad ? std::move(node_->grad) : DistTensor<T>(space());
+    node_->grad = DistTensor<T>();
+    node_->has_grad = false;
+    return g;
+  }
   // Forgets the gradient and frees its storage.
   void release_grad() const noexcept {
     if (node_) {
