@@ -315,6 +315,7 @@ template <class T, int K2>
 void max_pool_tiled_rows(const Geometry3& g, std::int64_t planes, const T* x, T* y,
                          std::int64_t* argmax) {
   constexpr std::int64_t kBlock = 16;
+  const std::int64_t x_size = planes * g.in_plane;
   const std::int64_t m = g.out[2];
   Kokkos::parallel_for(
       "distop::max_pool_forward", Kokkos::RangePolicy<ExecSpace>(0, planes * g.out[0]),
@@ -337,12 +338,17 @@ void max_pool_tiled_rows(const Geometry3& g, std::int64_t planes, const T* x, T*
           std::int64_t* const ar = argmax + r * m;
           for (std::int64_t ob = 0; ob < m; ob += kBlock) {
             const std::int64_t len = m - ob < kBlock ? m - ob : kBlock;
+            // Lanes computed: the whole block where its reads stay inside x (the lanes past len
+            // read the next row and are not stored), so that the loops below run a multiple of
+            // the vector width with no scalar remainder, whose selects would be branches.
+            const std::int64_t lanes =
+                rows[row_count - 1] + (ob + kBlock) * K2 <= x_size ? kBlock : len;
             T best[kBlock];
             std::int32_t won[kBlock];  // (row number) K2 + j2 of the winning tap
             // The first row initialises the block; each later one is merged into it.
             {
               const T* const src = x + rows[0] + ob * K2;
-              for (std::int64_t i = 0; i < len; ++i) {
+              for (std::int64_t i = 0; i < lanes; ++i) {
                 std::int32_t at = 0;
                 best[i] = row_max<T, K2>(src + i * K2, at);
                 won[i] = at;
@@ -350,7 +356,7 @@ void max_pool_tiled_rows(const Geometry3& g, std::int64_t planes, const T* x, T*
             }
             for (std::int32_t q = 1; q < row_count; ++q) {
               const T* const src = x + rows[q] + ob * K2;
-              for (std::int64_t i = 0; i < len; ++i) {
+              for (std::int64_t i = 0; i < lanes; ++i) {
                 std::int32_t at = 0;
                 const T v = row_max<T, K2>(src + i * K2, at);
                 const T cur = best[i];
