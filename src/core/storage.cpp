@@ -1,6 +1,7 @@
 #include "storage.hpp"
 
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <mutex>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace distop::detail {
@@ -59,6 +61,21 @@ SizeClass size_class(std::size_t bytes) {
   return {octave * kStepsPerOctave + static_cast<int>(k) - 1, p + k * step};
 }
 
+// The lock around the pool's few instructions of bookkeeping. Uncontended (a training step
+// allocates from one thread) it is an atomic exchange and a store, where std::mutex costs two
+// library calls; contended, the waiter yields its core.
+class SpinLock {
+ public:
+  void lock() noexcept {
+    while (locked_.exchange(true, std::memory_order_acquire))
+      while (locked_.load(std::memory_order_relaxed)) std::this_thread::yield();
+  }
+  void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> locked_{false};
+};
+
 class HostPool {
  public:
   static HostPool& instance() {
@@ -71,7 +88,7 @@ class HostPool {
     const SizeClass c = size_class(bytes);
     void* block = nullptr;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<SpinLock> lock(mutex_);
       auto& list = free_[static_cast<std::size_t>(c.index)];
       if (!list.empty()) {
         block = list.back();
@@ -97,7 +114,7 @@ class HostPool {
 
   void release(void* p, SizeClass c) noexcept {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<SpinLock> lock(mutex_);
       if (cached_ + c.bytes <= limit_) {
         try {
           free_[static_cast<std::size_t>(c.index)].push_back(p);
@@ -112,7 +129,7 @@ class HostPool {
   }
 
   void release_cached() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SpinLock> lock(mutex_);
     for (auto& list : free_) {
       for (void* p : list) std::free(p);
       list.clear();
@@ -151,7 +168,7 @@ class HostPool {
 
   HostPool() : limit_(cache_limit_from_environment()) {}
 
-  std::mutex mutex_;
+  SpinLock mutex_;
   std::array<std::vector<void*>, kClasses> free_;
   std::size_t cached_ = 0;
   std::size_t limit_;

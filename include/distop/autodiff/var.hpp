@@ -2,6 +2,7 @@
 // Var<T>: a distributed tensor on the tape, with its gradient.
 
 #include <memory>
+#include <optional>
 
 #include "distop/core/error.hpp"
 #include "distop/dist/dist_tensor.hpp"
@@ -19,7 +20,7 @@ class Var {
  public:
   Var() = default;
   explicit Var(DistTensor<T> value, bool requires_grad = false)
-      : node_(std::make_shared<Node>(Node{std::move(value), {}, false, requires_grad})) {}
+      : node_(std::make_shared<Node>(Node{std::move(value), std::nullopt, false, requires_grad})) {}
 
   bool defined() const noexcept { return node_ != nullptr; }
   // A Var is a handle: const refers to the handle, not to the variable it shares.
@@ -32,12 +33,12 @@ class Var {
   DistTensor<T>& grad() const {
     if (!node_->has_grad) {
       if (reusable_grad())
-        node_->grad.local().fill(T(0));
+        node_->grad->local().fill(T(0));
       else
-        node_->grad = DistTensor<T>(node_->value.space());
+        node_->grad.emplace(node_->value.space());
       node_->has_grad = true;
     }
-    return node_->grad;
+    return *node_->grad;
   }
   // For a Var without a gradient yet: makes its gradient and returns it, for the caller to
   // overwrite every entry of (they are unspecified until then). The storage of the gradient that
@@ -46,7 +47,7 @@ class Var {
     DISTOP_CHECK(!node_->has_grad, "Var::new_grad_for_overwrite", "the Var has a gradient already");
     if (!reusable_grad()) node_->grad = DistTensor<T>::uninitialized(node_->value.space());
     node_->has_grad = true;
-    return node_->grad;
+    return *node_->grad;
   }
   // grad += g. Takes g's storage when there is no gradient yet (g must not be used afterwards).
   void accumulate_grad(DistTensor<T> g) const {
@@ -55,7 +56,7 @@ class Var {
       node_->grad = std::move(g);
       node_->has_grad = true;
     } else {
-      kernels::axpy(T(1), g.local(), node_->grad.local());
+      kernels::axpy(T(1), g.local(), node_->grad->local());
     }
   }
   // Forgets the gradient: the next accumulation starts from zero. Its storage is kept for that
@@ -67,15 +68,15 @@ class Var {
   // Moves the gradient out, leaving the Var without one (a zero tensor if it had none). For a
   // tape entry handing a gradient on once nothing else will read it.
   DistTensor<T> take_grad() const {
-    DistTensor<T> g = node_->has_grad ? std::move(node_->grad) : DistTensor<T>(space());
-    node_->grad = DistTensor<T>();
+    DistTensor<T> g = node_->has_grad ? std::move(*node_->grad) : DistTensor<T>(space());
+    node_->grad.reset();
     node_->has_grad = false;
     return g;
   }
   // Forgets the gradient and frees its storage.
   void release_grad() const noexcept {
     if (node_) {
-      node_->grad = DistTensor<T>();
+      node_->grad.reset();
       node_->has_grad = false;
     }
   }
@@ -84,14 +85,15 @@ class Var {
  private:
   struct Node {
     DistTensor<T> value;
-    DistTensor<T> grad;
+    std::optional<DistTensor<T>> grad;  // kept (unused) after zero_grad() for reuse
     bool has_grad;
     bool requires_grad;
   };
   // Whether the forgotten gradient's storage can hold the next one.
   bool reusable_grad() const noexcept {
-    const DistTensor<T>& g = node_->grad;
-    return g.space() == node_->value.space() && !g.local().empty() && !g.local().shares_storage();
+    const std::optional<DistTensor<T>>& g = node_->grad;
+    return g && g->space() == node_->value.space() && !g->local().empty() &&
+           !g->local().shares_storage();
   }
 
   std::shared_ptr<Node> node_;
