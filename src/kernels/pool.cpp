@@ -131,6 +131,16 @@ KOKKOS_INLINE_FUNCTION double window_sum(const Geometry3& g, const View& x, std:
   return sum;
 }
 
+// Row r of the outputs (planes x out[0] x out[1] rows of out[2]): its indices along the two
+// leading spatial axes and the offset of its plane in x.
+struct OutputRow {
+  std::int64_t o0, o1, base;
+};
+KOKKOS_INLINE_FUNCTION OutputRow output_row(const Geometry3& g, std::int64_t r) {
+  const std::int64_t q = r / g.out[1];
+  return {q % g.out[0], r % g.out[1], (q / g.out[0]) * g.in_plane};
+}
+
 // Runs f(base, o0, o1, o2, t) for every output t of planes [N C] planes of out[0] out[1] out[2]
 // outputs, base = the plane's first input entry. On the host a work item is a row of out[2]
 // outputs, its indices decoded once (64-bit divisions per output cost more than a small window's
@@ -141,12 +151,9 @@ void for_each_output(const char* name, const Geometry3& g, std::int64_t planes, 
     Kokkos::parallel_for(
         name, Kokkos::RangePolicy<ExecSpace>(0, planes * g.out[0] * g.out[1]),
         KOKKOS_LAMBDA(std::int64_t r) {
-          const std::int64_t o1 = r % g.out[1];
-          const std::int64_t q = r / g.out[1];
-          const std::int64_t o0 = q % g.out[0];
-          const std::int64_t base = (q / g.out[0]) * g.in_plane;
+          const OutputRow row = output_row(g, r);
           for (std::int64_t o2 = 0, t = r * g.out[2]; o2 < g.out[2]; ++o2, ++t)
-            f(base, o0, o1, o2, t);
+            f(row.base, row.o0, row.o1, o2, t);
         });
   } else {
     Kokkos::parallel_for(
@@ -172,10 +179,7 @@ void for_each_row_tap(const char* name, const Geometry3& g, std::int64_t planes,
   Kokkos::parallel_for(
       name, Kokkos::RangePolicy<ExecSpace>(0, planes * g.out[0] * g.out[1]),
       KOKKOS_LAMBDA(std::int64_t r) {
-        const std::int64_t o1 = r % g.out[1];
-        const std::int64_t q = r / g.out[1];
-        const std::int64_t o0 = q % g.out[0];
-        const std::int64_t base = (q / g.out[0]) * g.in_plane;
+        const auto [o0, o1, base] = output_row(g, r);
         start(r);
         std::int64_t i0 = 0, i1 = 0;
         for (std::int64_t j0 = 0; j0 < g.kernel[0]; ++j0) {

@@ -103,6 +103,19 @@ class MethodScope {
   kernels::ConvMethod saved_;
 };
 
+// Runs f(method, case) for every ConvMethod, set for the call, and every case.
+template <class F>
+void for_each_method_and_case(const F& f) {
+  for (const auto method : kMethods) {
+    SCOPED_TRACE(method_name(method));
+    const MethodScope scope(method);
+    for (const auto& cs : cases()) {
+      SCOPED_TRACE(cs.name);
+      f(method, cs);
+    }
+  }
+}
+
 Shape lead(std::int64_t a, std::int64_t b, const Shape& s) {
   I e{a, b};
   e.insert(e.end(), s.begin(), s.end());
@@ -253,64 +266,59 @@ TEST(WindowGeometry, RejectsInvalidGeometries) {
 // (the output holds NaN first: it must not be read) and beta 0.5.
 TEST(ConvKernels, MatchDirectLoops) {
   unsigned seed = 1;
-  for (const auto method : kMethods) {
-    SCOPED_TRACE(method_name(method));
-    const MethodScope scope(method);
-    for (const auto& cs : cases()) {
-      SCOPED_TRACE(cs.name);
-      const auto [xs, ws, ys] = shapes_of(cs);
-      const auto x = random_tensor(xs, seed++), w = random_tensor(ws, seed++),
-                 b = random_tensor(Shape{cs.o}, seed++), dy = random_tensor(ys, seed++);
-      const auto ref = reference(cs, x.to_vector(), w.to_vector(), b.to_vector(), dy.to_vector());
+  for_each_method_and_case([&](kernels::ConvMethod, const Case& cs) {
+    const auto [xs, ws, ys] = shapes_of(cs);
+    const auto x = random_tensor(xs, seed++), w = random_tensor(ws, seed++),
+               b = random_tensor(Shape{cs.o}, seed++), dy = random_tensor(ys, seed++);
+    const auto ref = reference(cs, x.to_vector(), w.to_vector(), b.to_vector(), dy.to_vector());
 
-      Tensor<double> y(ys);
-      y.fill(std::numeric_limits<double>::quiet_NaN());
-      kernels::conv_forward(x, w, b, y, cs.g);
-      expect_close(y.to_vector(), ref.y, "y");
+    Tensor<double> y(ys);
+    y.fill(std::numeric_limits<double>::quiet_NaN());
+    kernels::conv_forward(x, w, b, y, cs.g);
+    expect_close(y.to_vector(), ref.y, "y");
 
-      Tensor<double> y0(ys);
-      kernels::conv_forward(x, w, Tensor<double>(), y0, cs.g);
-      auto ref_nobias = ref.y;
-      for (std::size_t i = 0; i < ref_nobias.size(); ++i)
-        ref_nobias[i] -= b.to_vector()[(i / static_cast<std::size_t>(cs.g.out.numel())) %
-                                       static_cast<std::size_t>(cs.o)];
-      expect_close(y0.to_vector(), ref_nobias, "y without bias");
+    Tensor<double> y0(ys);
+    kernels::conv_forward(x, w, Tensor<double>(), y0, cs.g);
+    auto ref_nobias = ref.y;
+    for (std::size_t i = 0; i < ref_nobias.size(); ++i)
+      ref_nobias[i] -= b.to_vector()[(i / static_cast<std::size_t>(cs.g.out.numel())) %
+                                     static_cast<std::size_t>(cs.o)];
+    expect_close(y0.to_vector(), ref_nobias, "y without bias");
 
-      for (double beta : {0.0, 0.5}) {
-        SCOPED_TRACE(beta);
-        auto prior = [&](const Shape& s, unsigned sd) {
-          if (beta == 0.0) {
-            Tensor<double> t(s);
-            t.fill(std::numeric_limits<double>::quiet_NaN());
-            return t;
-          }
-          return random_tensor(s, sd);
-        };
-        auto with_prior = [&](const Tensor<double>& p, const std::vector<double>& r) {
-          auto v = r;
-          if (beta != 0.0) {
-            const auto pv = p.to_vector();
-            for (std::size_t i = 0; i < v.size(); ++i) v[i] += beta * pv[i];
-          }
-          return v;
-        };
-        auto dx = prior(xs, seed++);
-        const auto dx_want = with_prior(dx, ref.dx);
-        kernels::conv_backward_input(dy, w, beta, dx, cs.g);
-        expect_close(dx.to_vector(), dx_want, "dx");
+    for (double beta : {0.0, 0.5}) {
+      SCOPED_TRACE(beta);
+      auto prior = [&](const Shape& s, unsigned sd) {
+        if (beta == 0.0) {
+          Tensor<double> t(s);
+          t.fill(std::numeric_limits<double>::quiet_NaN());
+          return t;
+        }
+        return random_tensor(s, sd);
+      };
+      auto with_prior = [&](const Tensor<double>& p, const std::vector<double>& r) {
+        auto v = r;
+        if (beta != 0.0) {
+          const auto pv = p.to_vector();
+          for (std::size_t i = 0; i < v.size(); ++i) v[i] += beta * pv[i];
+        }
+        return v;
+      };
+      auto dx = prior(xs, seed++);
+      const auto dx_want = with_prior(dx, ref.dx);
+      kernels::conv_backward_input(dy, w, beta, dx, cs.g);
+      expect_close(dx.to_vector(), dx_want, "dx");
 
-        auto dw = prior(ws, seed++);
-        const auto dw_want = with_prior(dw, ref.dw);
-        kernels::conv_backward_weight(dy, x, beta, dw, cs.g);
-        expect_close(dw.to_vector(), dw_want, "dw");
+      auto dw = prior(ws, seed++);
+      const auto dw_want = with_prior(dw, ref.dw);
+      kernels::conv_backward_weight(dy, x, beta, dw, cs.g);
+      expect_close(dw.to_vector(), dw_want, "dw");
 
-        auto db = prior(Shape{cs.o}, seed++);
-        const auto db_want = with_prior(db, ref.db);
-        kernels::conv_backward_bias(dy, beta, db);
-        expect_close(db.to_vector(), db_want, "db");
-      }
+      auto db = prior(Shape{cs.o}, seed++);
+      const auto db_want = with_prior(db, ref.db);
+      kernels::conv_backward_bias(dy, beta, db);
+      expect_close(db.to_vector(), db_want, "db");
     }
-  }
+  });
 }
 
 TEST(ConvKernels, FloatMatchesDouble) {
@@ -330,57 +338,47 @@ TEST(ConvKernels, FloatMatchesDouble) {
 // <conv_x(x), dy> = <x, conv^T_x(dy)> and <conv_w(w), dy> = <w, conv^T_w(dy)>.
 TEST(ConvKernels, BackwardPassesAreAdjoints) {
   unsigned seed = 100;
-  for (const auto method : kMethods) {
-    SCOPED_TRACE(method_name(method));
-    const MethodScope scope(method);
-    for (const auto& cs : cases()) {
-      SCOPED_TRACE(cs.name);
-      const auto [xs, ws, ys] = shapes_of(cs);
-      const auto x = random_tensor(xs, seed++), w = random_tensor(ws, seed++),
-                 dy = random_tensor(ys, seed++);
-      Tensor<double> y(ys), dx(xs), dw(ws);
-      kernels::conv_forward(x, w, Tensor<double>(), y, cs.g);
-      kernels::conv_backward_input(dy, w, 0.0, dx, cs.g);
-      kernels::conv_backward_weight(dy, x, 0.0, dw, cs.g);
-      const double lhs = dot(y, dy);
-      EXPECT_NEAR(lhs, dot(x, dx), 1e-12 * std::max(1.0, std::abs(lhs)));
-      EXPECT_NEAR(lhs, dot(w, dw), 1e-12 * std::max(1.0, std::abs(lhs)));
-    }
-  }
+  for_each_method_and_case([&](kernels::ConvMethod, const Case& cs) {
+    const auto [xs, ws, ys] = shapes_of(cs);
+    const auto x = random_tensor(xs, seed++), w = random_tensor(ws, seed++),
+               dy = random_tensor(ys, seed++);
+    Tensor<double> y(ys), dx(xs), dw(ws);
+    kernels::conv_forward(x, w, Tensor<double>(), y, cs.g);
+    kernels::conv_backward_input(dy, w, 0.0, dx, cs.g);
+    kernels::conv_backward_weight(dy, x, 0.0, dw, cs.g);
+    const double lhs = dot(y, dy);
+    EXPECT_NEAR(lhs, dot(x, dx), 1e-12 * std::max(1.0, std::abs(lhs)));
+    EXPECT_NEAR(lhs, dot(w, dw), 1e-12 * std::max(1.0, std::abs(lhs)));
+  });
 }
 
 // The weight gradient from the forward pass's kept im2col matrices equals the one that rebuilds
 // them, to the bit; kept matrices of another batch size are ignored.
 TEST(ConvKernels, KeptColumnsGiveTheSameWeightGradient) {
   unsigned seed = 300;
-  for (const auto method : kMethods) {
-    SCOPED_TRACE(method_name(method));
-    const MethodScope scope(method);
-    for (const auto& cs : cases()) {
-      SCOPED_TRACE(cs.name);
-      const auto [xs, ws, ys] = shapes_of(cs);
-      const auto x = random_tensor(xs, seed++), w = random_tensor(ws, seed++),
-                 dy = random_tensor(ys, seed++);
-      Tensor<double> y(ys), y_kept(ys), dw(ws), dw_kept(ws);
-      kernels::ConvColumns<double> kept;
-      kernels::conv_forward(x, w, Tensor<double>(), y, cs.g);
-      kernels::conv_forward(x, w, Tensor<double>(), y_kept, cs.g, &kept);
-      EXPECT_EQ(y.to_vector(), y_kept.to_vector());
-      kernels::conv_backward_weight(dy, x, 0.0, dw, cs.g);
-      kernels::conv_backward_weight(dy, x, 0.0, dw_kept, cs.g, &kept);
-      EXPECT_EQ(dw.to_vector(), dw_kept.to_vector());
-      // A 1x1 stride-1 window needs no im2col and keeps nothing; every other case here keeps.
-      bool pointwise = true;
-      for (int a = 0; a < cs.g.dims(); ++a)
-        pointwise = pointwise && cs.g.kernel[static_cast<std::size_t>(a)] == 1 &&
-                    cs.g.stride[static_cast<std::size_t>(a)] == 1 &&
-                    cs.g.offset[static_cast<std::size_t>(a)] == 0 && cs.g.in[a] == cs.g.out[a];
-      EXPECT_EQ(kept.empty(), pointwise);
-      if (cs.name == "2d_lenet_conv2") {  // a shape the automatic choice runs as bands
-        EXPECT_EQ(kept.bands, method != kernels::ConvMethod::im2col);
-      }
+  for_each_method_and_case([&](kernels::ConvMethod method, const Case& cs) {
+    const auto [xs, ws, ys] = shapes_of(cs);
+    const auto x = random_tensor(xs, seed++), w = random_tensor(ws, seed++),
+               dy = random_tensor(ys, seed++);
+    Tensor<double> y(ys), y_kept(ys), dw(ws), dw_kept(ws);
+    kernels::ConvColumns<double> kept;
+    kernels::conv_forward(x, w, Tensor<double>(), y, cs.g);
+    kernels::conv_forward(x, w, Tensor<double>(), y_kept, cs.g, &kept);
+    EXPECT_EQ(y.to_vector(), y_kept.to_vector());
+    kernels::conv_backward_weight(dy, x, 0.0, dw, cs.g);
+    kernels::conv_backward_weight(dy, x, 0.0, dw_kept, cs.g, &kept);
+    EXPECT_EQ(dw.to_vector(), dw_kept.to_vector());
+    // A 1x1 stride-1 window needs no im2col and keeps nothing; every other case here keeps.
+    bool pointwise = true;
+    for (int a = 0; a < cs.g.dims(); ++a)
+      pointwise = pointwise && cs.g.kernel[static_cast<std::size_t>(a)] == 1 &&
+                  cs.g.stride[static_cast<std::size_t>(a)] == 1 &&
+                  cs.g.offset[static_cast<std::size_t>(a)] == 0 && cs.g.in[a] == cs.g.out[a];
+    EXPECT_EQ(kept.empty(), pointwise);
+    if (cs.name == "2d_lenet_conv2") {  // a shape the automatic choice runs as bands
+      EXPECT_EQ(kept.bands, method != kernels::ConvMethod::im2col);
     }
-  }
+  });
   // Band columns handed to the im2col form (or the reverse) are rebuilt, not misread.
   {
     const auto all = cases();
