@@ -4,7 +4,7 @@
 //
 // Run:  mpiexec.mpich -n 1 build/benchmarks/bench_conv [--csv] [--reps N] [--budget S]
 //                                                      [--large-batch 16] [--only LAYER]
-//                                                      [--method automatic|im2col|bands]
+//                                                      [--method automatic|im2col|bands|direct]
 //
 // Layers (float, no groups): LeNet-5's conv1 (batch 64, 1 -> 6 channels, 5x5, padding 2, 28x28)
 // and conv2 (batch 64, 6 -> 16, 5x5, no padding, 14x14), and a ResNet-sized layer (batch
@@ -314,8 +314,9 @@ int run(const Settings& s) {
     return 1;
   }
   kernels::set_conv_method(s.method == "im2col"  ? kernels::ConvMethod::im2col
-                           : s.method == "bands" ? kernels::ConvMethod::bands
-                                                 : kernels::ConvMethod::automatic);
+                           : s.method == "bands"  ? kernels::ConvMethod::bands
+                           : s.method == "direct" ? kernels::ConvMethod::direct
+                                                  : kernels::ConvMethod::automatic);
   const std::vector<Layer> layers{{"conv1", 64, 1, 6, 28, 28, 5, 2},
                                   {"conv2", 64, 6, 16, 14, 14, 5, 0},
                                   {"resnet", s.large_batch, 64, 64, 56, 56, 3, 1}};
@@ -368,8 +369,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 256));
   app.add_option("--only", s.only, "time one layer: conv1, conv2 or resnet");
   app.add_flag("--csv", s.csv, "print layer,pass,batch,c,o,h,w,k,distop_us,blas_us,ratio rows");
-  app.add_option("--method", s.method, "the host kernels' GEMM layout (kernels::ConvMethod)")
-      ->check(CLI::IsMember({"automatic", "im2col", "bands"}))
+  app.add_option("--method", s.method, "how the host kernels compute (kernels::ConvMethod)")
+      ->check(CLI::IsMember({"automatic", "im2col", "bands", "direct"}))
       ->capture_default_str();
   try {
     app.parse(argc, argv);

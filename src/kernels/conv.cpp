@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "distop/core/error.hpp"
+#include "conv_direct.hpp"
 #include "gemm_raw.hpp"
 #include "space.hpp"
 #include "window_ranges.hpp"
@@ -438,6 +439,36 @@ bool use_bands(const Geo& g) {
   }
 }
 
+// The direct kernels (conv_direct.hpp): 1-D and 2-D windows of stride 1 (or a single output
+// along an axis), on a CPU they have vectors for. automatic takes them for few channels and a
+// single-threaded host (they run on the calling thread; a threaded BLAS runs the GEMM forms on
+// every core).
+enum class Pass { forward, input, weight };
+
+detail::DirectGeo direct_geo(const Geo& g) {
+  return {g.in[1], g.in[2], g.out[1], g.out[2], g.k[1], g.k[2], g.dil[1], g.dil[2], g.off[1], g.off[2]};
+}
+
+bool use_direct(const Geo& g, std::int64_t c, std::int64_t o, Pass pass) {
+  if constexpr (!kHostKernels) {
+    return false;
+  } else {
+    if (g_conv_method == ConvMethod::im2col || g_conv_method == ConvMethod::bands) return false;
+    const bool fits = !g.pointwise && g.in[0] == 1 && g.out[0] == 1 && g.k[0] == 1 &&
+                      (g.s[1] == 1 || g.out[1] == 1) && (g.s[2] == 1 || g.out[2] == 1) &&
+                      direct_conv_vector_bytes() != 0;
+    if (!fits) return false;
+    if (g_conv_method == ConvMethod::direct) return true;
+    static const bool one_thread = Kokkos::DefaultHostExecutionSpace().concurrency() == 1;
+    if (!one_thread || std::min(c, o) > kDirectMaxChannels) return false;
+    // The input gradient runs over the whole padded input frame, (out + k - 1)^2 positions
+    // against out^2 useful ones: for small planes (LeNet's conv2: 196 against 100) the GEMM
+    // forms do less work.
+    return pass != Pass::input ||
+           detail::direct_conv_input_positions(direct_geo(g)) <= 3 * g.out_n / 2;
+  }
+}
+
 struct BandDims {
   std::int64_t kb;     // rows of R: C k0 k2
   std::int64_t h;      // band rows i1p: out1 + (k1 - 1) d1
@@ -776,6 +807,10 @@ void conv_forward(const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>& bias,
     if (bp) add_bias(yp, bp, n, o, p);
     return;
   }
+  if (use_direct(geo, c, o, Pass::forward)) {
+    detail::direct_conv_forward(xp, wp, bp, yp, n, c, o, direct_geo(geo));
+    return;
+  }
   const std::int64_t nb = chunk_samples(n, rows_k, p, sizeof(T));
   if (use_bands(geo)) {
     band_forward(xp, wp, bp, n, c, o, geo, nb, yp, keep);
@@ -827,6 +862,10 @@ void conv_backward_input(const Tensor<T>& dy, const Tensor<T>& w, T beta, Tensor
       gemm_raw(Op::T, Op::N, c, p, o, T(1), wp, c, dyp + s * o * p, p, beta, dxp + s * c * p, p);
     return;
   }
+  if (use_direct(geo, c, o, Pass::input)) {
+    detail::direct_conv_backward_input(dyp, wp, beta, dxp, n, c, o, direct_geo(geo));
+    return;
+  }
   const std::int64_t nb = chunk_samples(n, rows_k, p, sizeof(T));
   if (use_bands(geo)) {
     band_backward_input(dyp, wp, n, c, o, geo, nb, beta, dxp);
@@ -865,6 +904,10 @@ void conv_backward_weight(const Tensor<T>& dy, const Tensor<T>& x, T beta, Tenso
   const T* dyp = dy.data();
   const T* xp = x.data();
   T* dwp = dw.data();
+  if (use_direct(geo, c, o, Pass::weight)) {
+    detail::direct_conv_backward_weight(dyp, xp, beta, dwp, n, c, o, direct_geo(geo));
+    return;
+  }
   if (use_bands(geo)) {
     band_backward_weight(dyp, xp, n, c, o, geo, chunk_samples(n, rows_k, p, sizeof(T)), beta, dwp,
                          kept);

@@ -70,32 +70,40 @@ std::vector<Case> cases() {
       {"2d_lenet_conv2", geometry({14, 14}, {5, 5}, {1, 1}, {1, 1}, {0, 0}), 2, 6, 4},
       {"2d_band_ragged_chunks", geometry({12, 12}, {3, 3}, {1, 1}, {1, 1}, {1, 1}), 13, 6, 3},
       {"2d_height_dilation", geometry({9, 7}, {3, 2}, {1, 2}, {2, 1}, {2, 0}), 2, 3, 2},
+      // Direct kernel tiles: 11 outputs (full and partial channel blocks), a 7-wide kernel
+      // (partial blocks of kernel columns), a dilated width.
+      {"2d_many_outputs_wide_kernel", geometry({9, 12}, {2, 7}, {1, 1}, {1, 1}, {1, 3}), 2, 3, 11},
+      {"2d_width_dilation", geometry({7, 11}, {2, 3}, {1, 1}, {1, 2}, {1, 2}), 2, 2, 5},
   };
 }
 
-// Every host method: the kernels must agree whichever lays out the GEMMs. A method that does not
-// apply to a geometry (bands need stride 1 along the height) falls back to im2col.
-const std::vector<kernels::ConvMethod> kMethods{
-    kernels::ConvMethod::automatic, kernels::ConvMethod::im2col, kernels::ConvMethod::bands};
+// Every host method: the kernels must agree however they compute. A method that does not apply
+// to a geometry falls back (direct needs 1-D or 2-D windows of stride 1 and a CPU with AVX2;
+// bands stride 1 along the height); direct runs twice, with the CPU's widest vectors and capped
+// at AVX2's (the same as the first on a CPU without AVX-512).
+struct MethodRun {
+  kernels::ConvMethod method;
+  int vector_cap;  // set_direct_conv_vector_cap
+  const char* name;
+};
+const std::vector<MethodRun> kMethods{{kernels::ConvMethod::automatic, 0, "automatic"},
+                                      {kernels::ConvMethod::im2col, 0, "im2col"},
+                                      {kernels::ConvMethod::bands, 0, "bands"},
+                                      {kernels::ConvMethod::direct, 0, "direct"},
+                                      {kernels::ConvMethod::direct, 32, "direct (AVX2)"}};
 
-const char* method_name(kernels::ConvMethod m) {
-  switch (m) {
-    case kernels::ConvMethod::im2col:
-      return "im2col";
-    case kernels::ConvMethod::bands:
-      return "bands";
-    default:
-      return "automatic";
-  }
-}
-
-// Sets the process-wide method for a scope.
+// Sets the process-wide method (and direct's vector cap) for a scope.
 class MethodScope {
  public:
-  explicit MethodScope(kernels::ConvMethod m) : saved_(kernels::conv_method()) {
+  explicit MethodScope(kernels::ConvMethod m, int vector_cap = 0)
+      : saved_(kernels::conv_method()) {
     kernels::set_conv_method(m);
+    kernels::set_direct_conv_vector_cap(vector_cap);
   }
-  ~MethodScope() { kernels::set_conv_method(saved_); }
+  ~MethodScope() {
+    kernels::set_conv_method(saved_);
+    kernels::set_direct_conv_vector_cap(0);
+  }
   MethodScope(const MethodScope&) = delete;
   MethodScope& operator=(const MethodScope&) = delete;
 
@@ -103,15 +111,27 @@ class MethodScope {
   kernels::ConvMethod saved_;
 };
 
+// Whether a case's geometry is one the direct kernels take (on a CPU that has them).
+bool direct_applies(const WindowGeometry& g) {
+  if (kernels::direct_conv_vector_bytes() == 0 || g.dims() > 2) return false;
+  bool pointwise = true;
+  for (int a = 0; a < g.dims(); ++a) {
+    const auto u = static_cast<std::size_t>(a);
+    if (g.stride[u] != 1 && g.out[a] != 1) return false;
+    pointwise = pointwise && g.kernel[u] == 1 && g.offset[u] == 0 && g.in[a] == g.out[a];
+  }
+  return !pointwise;
+}
+
 // Runs f(method, case) for every ConvMethod, set for the call, and every case.
 template <class F>
 void for_each_method_and_case(const F& f) {
-  for (const auto method : kMethods) {
-    SCOPED_TRACE(method_name(method));
-    const MethodScope scope(method);
+  for (const auto& run : kMethods) {
+    SCOPED_TRACE(run.name);
+    const MethodScope scope(run.method, run.vector_cap);
     for (const auto& cs : cases()) {
       SCOPED_TRACE(cs.name);
-      f(method, cs);
+      f(run.method, cs);
     }
   }
 }
@@ -374,8 +394,11 @@ TEST(ConvKernels, KeptColumnsGiveTheSameWeightGradient) {
       pointwise = pointwise && cs.g.kernel[static_cast<std::size_t>(a)] == 1 &&
                   cs.g.stride[static_cast<std::size_t>(a)] == 1 &&
                   cs.g.offset[static_cast<std::size_t>(a)] == 0 && cs.g.in[a] == cs.g.out[a];
-    EXPECT_EQ(kept.empty(), pointwise);
-    if (cs.name == "2d_lenet_conv2") {  // a shape the automatic choice runs as bands
+    // The direct kernels keep nothing either (the weight gradient reads the input frames).
+    const bool direct = direct_applies(cs.g) && (method == kernels::ConvMethod::direct ||
+                                                  method == kernels::ConvMethod::automatic);
+    EXPECT_EQ(kept.empty(), pointwise || direct);
+    if (cs.name == "2d_lenet_conv2" && !direct) {  // a shape the bands take
       EXPECT_EQ(kept.bands, method != kernels::ConvMethod::im2col);
     }
   });
@@ -399,7 +422,9 @@ TEST(ConvKernels, KeptColumnsGiveTheSameWeightGradient) {
     const auto a = dw.to_vector(), b = dw_ref.to_vector();
     for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]);
   }
-  // Columns of a one-sample batch do not fit a two-sample one: rebuilt, same result.
+  // Columns of a one-sample batch do not fit a two-sample one: rebuilt, same result. (Bands, for
+  // the automatic choice would take the direct kernels, which keep nothing.)
+  const MethodScope bands(kernels::ConvMethod::bands);
   const auto g = geometry({6, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1});
   const auto x1 = random_tensor(Shape{1, 2, 6, 6}, 1), x2 = random_tensor(Shape{2, 2, 6, 6}, 2),
              w = random_tensor(Shape{3, 2, 3, 3}, 3), dy = random_tensor(Shape{2, 3, 6, 6}, 4);

@@ -1,0 +1,452 @@
+#include "conv_direct.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "distop/core/error.hpp"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
+    !defined(__NVCOMPILER)
+#define DISTOP_DIRECT_CONV_X86 1
+#include <immintrin.h>
+#endif
+
+namespace distop::kernels {
+namespace detail {
+
+namespace {
+
+// Entries past the end of a flat run that a tile may read or write: the longest tile is 4
+// vectors of 16 floats (kConvNV * lanes for AVX-512 float; everything else is shorter).
+constexpr std::int64_t kTail = 64;
+
+// The flat-plane layout of one geometry (see conv_direct.hpp).
+struct Frame {
+  std::int64_t wp;      // pitch: out2 + (k2 - 1) d2
+  std::int64_t hp;      // rows: out1 + (k1 - 1) d1
+  std::int64_t span;    // the largest tap shift, (k1 - 1) d1 wp + (k2 - 1) d2
+  std::int64_t taps;    // k1 k2
+  std::int64_t t_out;   // flat output positions: out1 wp
+  std::int64_t x_len;   // one padded input plane: t_out + span + kTail (>= hp wp + kTail)
+  std::int64_t dy_len;  // one padded dy plane: span zeros, then hp wp + kTail
+  std::vector<std::int64_t> shift;  // tap j = j1 k2 + j2 -> j1 d1 wp + j2 d2
+};
+
+Frame frame_of(const DirectGeo& g) {
+  Frame f;
+  f.wp = g.out2 + (g.k2 - 1) * g.d2;
+  f.hp = g.out1 + (g.k1 - 1) * g.d1;
+  f.span = (g.k1 - 1) * g.d1 * f.wp + (g.k2 - 1) * g.d2;
+  f.taps = g.k1 * g.k2;
+  f.t_out = g.out1 * f.wp;
+  f.x_len = f.t_out + f.span + kTail;
+  f.dy_len = f.span + f.hp * f.wp + kTail;
+  f.shift.resize(static_cast<std::size_t>(f.taps));
+  for (std::int64_t j1 = 0; j1 < g.k1; ++j1)
+    for (std::int64_t j2 = 0; j2 < g.k2; ++j2)
+      f.shift[static_cast<std::size_t>(j1 * g.k2 + j2)] = j1 * g.d1 * f.wp + j2 * g.d2;
+  return f;
+}
+
+// Scratch kept per thread between calls (grown, never shrunk).
+template <class T>
+T* scratch(int slot, std::int64_t n) {
+  thread_local std::vector<T> buffers[4];
+  auto& b = buffers[slot];
+  if (static_cast<std::int64_t>(b.size()) < n) b.resize(static_cast<std::size_t>(n));
+  return b.data();
+}
+
+template <class T>
+void zero(T* p, std::int64_t n) {
+  if (n > 0) std::memset(p, 0, static_cast<std::size_t>(n) * sizeof(T));
+}
+
+// The padded frames of one sample's c_n channels: xp[ch x_len + r wp + q] = x[ch, r - off1,
+// q - off2] inside x, zero elsewhere (and in each plane's tail).
+template <class T>
+void pad_input(const T* x, std::int64_t c_n, const DirectGeo& g, const Frame& f, T* xp) {
+  const std::int64_t lo = std::clamp<std::int64_t>(g.off2, 0, f.wp);
+  const std::int64_t hi = std::clamp<std::int64_t>(g.off2 + g.in2, 0, f.wp);
+  for (std::int64_t ch = 0; ch < c_n; ++ch) {
+    T* p = xp + ch * f.x_len;
+    const T* xc = x + ch * g.in1 * g.in2;
+    for (std::int64_t r = 0; r < f.hp; ++r) {
+      T* row = p + r * f.wp;
+      const std::int64_t i1 = r - g.off1;
+      if (i1 < 0 || i1 >= g.in1 || hi <= lo) {
+        zero(row, f.wp);
+        continue;
+      }
+      zero(row, lo);
+      std::memcpy(row + lo, xc + i1 * g.in2 + (lo - g.off2),
+                  static_cast<std::size_t>(hi - lo) * sizeof(T));
+      zero(row + hi, f.wp - hi);
+    }
+    zero(p + f.hp * f.wp, f.x_len - f.hp * f.wp);
+  }
+}
+
+// The padded flat dy planes of one sample's o_n channels: dyp[oc dy_len + span + r wp + q] =
+// dy[oc, r, q] for q < out2, zero elsewhere.
+template <class T>
+void pad_grad(const T* dy, std::int64_t o_n, const DirectGeo& g, const Frame& f, T* dyp) {
+  for (std::int64_t oc = 0; oc < o_n; ++oc) {
+    T* p = dyp + oc * f.dy_len;
+    const T* d = dy + oc * g.out1 * g.out2;
+    zero(p, f.span);
+    p += f.span;
+    for (std::int64_t r = 0; r < g.out1; ++r) {
+      std::memcpy(p + r * f.wp, d + r * g.out2, static_cast<std::size_t>(g.out2) * sizeof(T));
+      zero(p + r * f.wp + g.out2, f.wp - g.out2);
+    }
+    zero(p + f.t_out, f.dy_len - f.span - f.t_out);
+  }
+}
+
+std::atomic<int> g_vector_cap{0};
+
+#ifdef DISTOP_DIRECT_CONV_X86
+
+int cpu_vector_bytes() {
+  static const int bytes = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return 64;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 32;
+    return 0;
+  }();
+  return bytes;
+}
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2,fma")
+#endif
+namespace avx512 {
+// The sum of a vector's lanes, once per tile (GCC 12's _mm512_reduce_add_* trips
+// -Wmaybe-uninitialized inside its own header).
+template <class T, int L, class V>
+T lane_sum(V v) {
+  alignas(64) T a[L];
+  std::memcpy(a, &v, sizeof a);
+  T s = T(0);
+  for (int i = 0; i < L; ++i) s += a[i];
+  return s;
+}
+template <class T>
+struct Simd;
+template <>
+struct Simd<float> {
+  using V = __m512;
+  static constexpr int L = 16;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V bcast(float s) { return _mm512_set1_ps(s); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static __mmask16 mask(std::int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+  static V load_n(const float* p, std::int64_t n) { return _mm512_maskz_loadu_ps(mask(n), p); }
+  static void store_n(float* p, V v, std::int64_t n) { _mm512_mask_storeu_ps(p, mask(n), v); }
+  static float hsum(V v) { return lane_sum<float, L>(v); }
+};
+template <>
+struct Simd<double> {
+  using V = __m512d;
+  static constexpr int L = 8;
+  static V zero() { return _mm512_setzero_pd(); }
+  static V load(const double* p) { return _mm512_loadu_pd(p); }
+  static void store(double* p, V v) { _mm512_storeu_pd(p, v); }
+  static V bcast(double s) { return _mm512_set1_pd(s); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_pd(a, b); }
+  static __mmask8 mask(std::int64_t n) { return static_cast<__mmask8>((1u << n) - 1u); }
+  static V load_n(const double* p, std::int64_t n) { return _mm512_maskz_loadu_pd(mask(n), p); }
+  static void store_n(double* p, V v, std::int64_t n) { _mm512_mask_storeu_pd(p, mask(n), v); }
+  static double hsum(V v) { return lane_sum<double, L>(v); }
+};
+// 32 vector registers: up to 8 x 3 or 6 x 4 accumulators for the convolution tiles, 4 x 6 for
+// the correlation's.
+constexpr int kConvOB = 8;
+constexpr int kConvNV(int ob) { return ob <= 6 ? 4 : 3; }
+constexpr int kCorrOB = 4;
+constexpr int kCorrJB = 6;
+#include "conv_direct_simd.inc"
+}  // namespace avx512
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#endif
+namespace avx2 {
+template <class T>
+struct Simd;
+template <>
+struct Simd<float> {
+  using V = __m256;
+  static constexpr int L = 8;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V bcast(float s) { return _mm256_set1_ps(s); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static __m256i mask(std::int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static V load_n(const float* p, std::int64_t n) { return _mm256_maskload_ps(p, mask(n)); }
+  static void store_n(float* p, V v, std::int64_t n) { _mm256_maskstore_ps(p, mask(n), v); }
+  static float hsum(V v) {
+    const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_shuffle_ps(t, t, 1)));
+  }
+};
+template <>
+struct Simd<double> {
+  using V = __m256d;
+  static constexpr int L = 4;
+  static V zero() { return _mm256_setzero_pd(); }
+  static V load(const double* p) { return _mm256_loadu_pd(p); }
+  static void store(double* p, V v) { _mm256_storeu_pd(p, v); }
+  static V bcast(double s) { return _mm256_set1_pd(s); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_pd(a, b); }
+  static __m256i mask(std::int64_t n) {
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3));
+  }
+  static V load_n(const double* p, std::int64_t n) { return _mm256_maskload_pd(p, mask(n)); }
+  static void store_n(double* p, V v, std::int64_t n) { _mm256_maskstore_pd(p, mask(n), v); }
+  static double hsum(V v) {
+    const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+  }
+};
+// 16 vector registers: up to 4 x 3 accumulators for the convolution tiles, 2 x 5 for the
+// correlation's.
+constexpr int kConvOB = 4;
+constexpr int kConvNV(int) { return 3; }
+constexpr int kCorrOB = 2;
+constexpr int kCorrJB = 5;
+#include "conv_direct_simd.inc"
+}  // namespace avx2
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+// The instruction set's form of each loop (a direct call; the choice is one load and branch).
+#define DISTOP_DIRECT_DISPATCH(call)          \
+  do {                                        \
+    if (direct_conv_vector_bytes() == 64)     \
+      avx512::call;                           \
+    else                                      \
+      avx2::call;                             \
+  } while (false)
+
+template <class T>
+void flat_conv(const T* in, std::int64_t in_len, std::int64_t ic_n, const std::int64_t* shift,
+               std::int64_t taps, const T* wk, std::int64_t oc_n, std::int64_t count, T* out,
+               std::int64_t out_len) {
+  DISTOP_DIRECT_DISPATCH(flat_conv(in, in_len, ic_n, shift, taps, wk, oc_n, count, out, out_len));
+}
+template <class T>
+void flat_correlate(const T* dy, std::int64_t dy_len, std::int64_t o_n, const T* x,
+                    std::int64_t x_len, std::int64_t c_n, std::int64_t nb, std::int64_t count,
+                    const DirectGeo& g, std::int64_t wp, T* vsums) {
+  DISTOP_DIRECT_DISPATCH(flat_correlate(dy, dy_len, o_n, x, x_len, c_n, nb, count, g.k1, g.k2, g.d1,
+                                        g.d2, wp, vsums));
+}
+template <class T>
+void lane_sums(const T* vsums, std::int64_t n, T* sums) {
+  DISTOP_DIRECT_DISPATCH(lane_sums(vsums, n, sums));
+}
+template <class T>
+void add_scalar_run(T* dst, const T* src, T b, std::int64_t n) {
+  DISTOP_DIRECT_DISPATCH(add_scalar_run(dst, src, b, n));
+}
+template <class T>
+void scale_add_run(T* d, const T* src, T beta, std::int64_t n) {
+  DISTOP_DIRECT_DISPATCH(scale_add_run(d, src, beta, n));
+}
+#undef DISTOP_DIRECT_DISPATCH
+
+#else  // not x86-64: the kernels are never chosen (direct_conv_vector_bytes() is 0)
+
+int cpu_vector_bytes() { return 0; }
+
+template <class T>
+void flat_conv(const T*, std::int64_t, std::int64_t, const std::int64_t*, std::int64_t, const T*,
+               std::int64_t, std::int64_t, T*, std::int64_t) {}
+template <class T>
+void flat_correlate(const T*, std::int64_t, std::int64_t, const T*, std::int64_t, std::int64_t,
+                    std::int64_t, std::int64_t, const DirectGeo&, std::int64_t, T*) {}
+template <class T>
+void lane_sums(const T*, std::int64_t, T*) {}
+template <class T>
+void add_scalar_run(T*, const T*, T, std::int64_t) {}
+template <class T>
+void scale_add_run(T*, const T*, T, std::int64_t) {}
+
+#endif
+
+void require_available(const char* op) {
+  DISTOP_CHECK(direct_conv_vector_bytes() != 0, op,
+               "the direct convolution kernels need an x86-64 CPU with AVX2 and FMA");
+}
+
+}  // namespace
+}  // namespace detail
+
+int direct_conv_vector_bytes() {
+  const int cpu = detail::cpu_vector_bytes();
+  const int cap = detail::g_vector_cap.load(std::memory_order_relaxed);
+  return cap > 0 && cpu > cap ? (cap >= 32 ? 32 : 0) : cpu;
+}
+
+void set_direct_conv_vector_cap(int bytes) {
+  detail::g_vector_cap.store(bytes, std::memory_order_relaxed);
+}
+
+namespace detail {
+
+std::int64_t direct_conv_input_positions(const DirectGeo& g) {
+  const std::int64_t wp = g.out2 + (g.k2 - 1) * g.d2, hp = g.out1 + (g.k1 - 1) * g.d1;
+  const std::int64_t r_lo = std::clamp<std::int64_t>(g.off1, 0, hp);
+  const std::int64_t r_hi = std::clamp<std::int64_t>(g.off1 + g.in1, r_lo, hp);
+  return (r_hi - r_lo) * wp;
+}
+
+
+template <class T>
+void direct_conv_forward(const T* x, const T* w, const T* bias, T* y, std::int64_t n,
+                         std::int64_t c, std::int64_t o, const DirectGeo& g) {
+  require_available("conv_forward");
+  const Frame f = frame_of(g);
+  // wk [c][tap][o]: a tap's weights for consecutive output channels side by side.
+  T* const wk = scratch<T>(0, c * f.taps * o);
+  for (std::int64_t oc = 0; oc < o; ++oc)
+    for (std::int64_t ic = 0; ic < c; ++ic)
+      for (std::int64_t j = 0; j < f.taps; ++j) wk[(ic * f.taps + j) * o + oc] = w[(oc * c + ic) * f.taps + j];
+  const std::int64_t out_len = f.t_out + kTail;
+  T* const xp = scratch<T>(1, c * f.x_len);
+  T* const out = scratch<T>(2, o * out_len);
+  const std::int64_t in_n = g.in1 * g.in2, out_n = g.out1 * g.out2;
+  for (std::int64_t s = 0; s < n; ++s) {
+    pad_input(x + s * c * in_n, c, g, f, xp);
+    flat_conv(xp, f.x_len, c, f.shift.data(), f.taps, wk, o, f.t_out, out, out_len);
+    T* ys = y + s * o * out_n;
+    for (std::int64_t oc = 0; oc < o; ++oc) {
+      const T b = bias ? bias[oc] : T(0);
+      for (std::int64_t r = 0; r < g.out1; ++r)
+        add_scalar_run(ys + oc * out_n + r * g.out2, out + oc * out_len + r * f.wp, b, g.out2);
+    }
+  }
+}
+
+template <class T>
+void direct_conv_backward_input(const T* dy, const T* w, T beta, T* dx, std::int64_t n,
+                                std::int64_t c, std::int64_t o, const DirectGeo& g) {
+  require_available("conv_backward_input");
+  const Frame f = frame_of(g);
+  // The frame's gradient is the convolution of the padded dy with the flipped kernel:
+  // xp_bar[c][u] = sum_{o, j} w[o, c, taps - 1 - j] dyp[o][u + shift_j]; wk [o][tap][c].
+  T* const wk = scratch<T>(0, c * f.taps * o);
+  for (std::int64_t oc = 0; oc < o; ++oc)
+    for (std::int64_t ic = 0; ic < c; ++ic)
+      for (std::int64_t j = 0; j < f.taps; ++j)
+        wk[(oc * f.taps + j) * c + ic] = w[(oc * c + ic) * f.taps + (f.taps - 1 - j)];
+  // Only the frame rows that hold input rows: [r_lo, r_hi).
+  const std::int64_t r_lo = std::clamp<std::int64_t>(g.off1, 0, f.hp);
+  const std::int64_t r_hi = std::clamp<std::int64_t>(g.off1 + g.in1, r_lo, f.hp);
+  const std::int64_t count = direct_conv_input_positions(g);
+  const std::int64_t out_len = count + kTail;
+  T* const dyp = scratch<T>(1, o * f.dy_len);
+  T* const out = scratch<T>(2, c * out_len);
+  const std::int64_t q_lo = std::clamp<std::int64_t>(g.off2, 0, f.wp);
+  const std::int64_t q_hi = std::clamp<std::int64_t>(g.off2 + g.in2, q_lo, f.wp);
+  const std::int64_t in_n = g.in1 * g.in2, out_n = g.out1 * g.out2;
+  for (std::int64_t s = 0; s < n; ++s) {
+    T* dxs = dx + s * c * in_n;
+    if (count > 0) {
+      pad_grad(dy + s * o * out_n, o, g, f, dyp);
+      flat_conv(dyp + r_lo * f.wp, f.dy_len, o, f.shift.data(), f.taps, wk, c, count, out,
+                out_len);
+    }
+    // Input column i2 sits at frame column i2 + off2: frame rows [r_lo, r_hi) and columns
+    // [q_lo, q_hi) hold input entries, so input columns [i_lo, i_hi) of the rows in there get
+    // the frame's gradient and the others none.
+    const std::int64_t i_lo = q_lo - g.off2, i_hi = q_hi - g.off2;
+    for (std::int64_t ch = 0; ch < c; ++ch) {
+      for (std::int64_t i1 = 0; i1 < g.in1; ++i1) {
+        T* d = dxs + (ch * g.in1 + i1) * g.in2;
+        const std::int64_t r = i1 + g.off1;
+        const bool inside = r >= r_lo && r < r_hi && i_hi > i_lo;
+        const std::int64_t a = inside ? i_lo : g.in2, b = inside ? i_hi : g.in2;
+        for (std::int64_t i2 = 0; i2 < a; ++i2) d[i2] = beta == T(0) ? T(0) : beta * d[i2];
+        if (inside) scale_add_run(d + a, out + ch * out_len + (r - r_lo) * f.wp + q_lo, beta, b - a);
+        for (std::int64_t i2 = b; i2 < g.in2; ++i2) d[i2] = beta == T(0) ? T(0) : beta * d[i2];
+      }
+    }
+  }
+}
+
+template <class T>
+void direct_conv_backward_weight(const T* dy, const T* x, T beta, T* dw, std::int64_t n,
+                                 std::int64_t c, std::int64_t o, const DirectGeo& g) {
+  require_available("conv_backward_weight");
+  const Frame f = frame_of(g);
+  const std::int64_t taps_all = o * c * f.taps;
+  constexpr std::int64_t kLanes = 64 / sizeof(T);  // the widest vector's lanes
+  T* const vsums = scratch<T>(0, taps_all * kLanes);
+  std::fill(vsums, vsums + taps_all * kLanes, T(0));
+  // Chunks of samples whose planes one tile reads (a block of output channels' dy and one
+  // frame; the kernel rows then reuse them from the L1 cache) take about 24 KiB: LeNet's conv2
+  // takes 3 samples at a time, conv1 one.
+  const std::int64_t tile_bytes =
+      (std::min<std::int64_t>(o, 4) * f.dy_len + f.x_len) * static_cast<std::int64_t>(sizeof(T));
+  const std::int64_t nb = std::clamp<std::int64_t>((std::int64_t{24} << 10) / tile_bytes, 1, n);
+  T* const xp = scratch<T>(1, nb * c * f.x_len);
+  T* const dyp = scratch<T>(2, nb * o * f.dy_len);
+  const std::int64_t in_n = g.in1 * g.in2, out_n = g.out1 * g.out2;
+  for (std::int64_t s0 = 0; s0 < n; s0 += nb) {
+    const std::int64_t m = std::min(nb, n - s0);
+    for (std::int64_t s = 0; s < m; ++s) {
+      pad_input(x + (s0 + s) * c * in_n, c, g, f, xp + s * c * f.x_len);
+      pad_grad(dy + (s0 + s) * o * out_n, o, g, f, dyp + s * o * f.dy_len);
+    }
+    // The flat dy runs start after each plane's span of leading zeros.
+    flat_correlate(dyp + f.span, f.dy_len, o, xp, f.x_len, c, m, f.t_out, g, f.wp, vsums);
+  }
+  T* const sums = scratch<T>(3, taps_all);
+  lane_sums(vsums, taps_all, sums);
+  for (std::int64_t i = 0; i < taps_all; ++i) dw[i] = beta == T(0) ? sums[i] : beta * dw[i] + sums[i];
+}
+
+#define DISTOP_INSTANTIATE_DIRECT_CONV(T)                                                      \
+  template void direct_conv_forward<T>(const T*, const T*, const T*, T*, std::int64_t,         \
+                                       std::int64_t, std::int64_t, const DirectGeo&);          \
+  template void direct_conv_backward_input<T>(const T*, const T*, T, T*, std::int64_t,         \
+                                              std::int64_t, std::int64_t, const DirectGeo&);   \
+  template void direct_conv_backward_weight<T>(const T*, const T*, T, T*, std::int64_t,        \
+                                               std::int64_t, std::int64_t, const DirectGeo&);
+DISTOP_INSTANTIATE_DIRECT_CONV(float)
+DISTOP_INSTANTIATE_DIRECT_CONV(double)
+#undef DISTOP_INSTANTIATE_DIRECT_CONV
+
+}  // namespace detail
+}  // namespace distop::kernels

@@ -1,0 +1,50 @@
+#pragma once
+// Internal: direct (GEMM-free) host convolution kernels for 1-D and 2-D windows of stride 1,
+// vectorised with AVX-512 or AVX2 + FMA, chosen at run time.
+//
+// The idea ("flat planes"): pad each input channel into a frame of pitch wp = out2 + (k2 - 1) d2
+// holding every entry any output reads (zeros for the padding). Output (r, q) then reads frame
+// entry (r + j1 d1) wp + q + j2 d2 for tap (j1, j2), so with t = r wp + q every tap is one shift
+// of one flat array: y[o][t] = sum_{c, j} w[o, c, j] xp[c][t + shift_j]. The columns q >= out2
+// of each flat output row are computed and thrown away (wp - out2 = (k2 - 1) d2 of them), and in
+// exchange the whole output plane is one long run of vectors, whatever its width. The input
+// gradient is the same kernel on the zero-padded dy with flipped, transposed weights; the weight
+// gradient correlates the flat dy with the shifted frames. Each output vector is held in a
+// register across all C k1 k2 taps (a block of output channels times a few vectors at a time),
+// so the kernels run near the FMA units' speed for any channel count, where a GEMM of LeNet's
+// shapes (6 or 16 output channels, 25 or 150 inner products) runs at a third of it.
+
+#include <cstdint>
+
+#include "distop/kernels/conv.hpp"
+
+namespace distop::kernels::detail {
+
+// A 1-D or 2-D window with stride 1 (a 1-D window has in1 = out1 = k1 = 1), in the terms of
+// WindowGeometry: output (r, q) reads input (r - off1 + j1 d1, q - off2 + j2 d2), zero outside.
+struct DirectGeo {
+  std::int64_t in1, in2;    // input extents (height, width)
+  std::int64_t out1, out2;  // output extents
+  std::int64_t k1, k2;      // kernel extents
+  std::int64_t d1, d2;      // dilations
+  std::int64_t off1, off2;  // offsets
+};
+
+// The flat positions the input gradient computes per channel: the frame rows that hold input
+// rows, times the pitch (the useful work is out1 out2 positions).
+std::int64_t direct_conv_input_positions(const DirectGeo& g);
+
+// x [n, c, in1, in2], w [o, c, k1, k2], bias [o] or null, y [n, o, out1, out2] (overwritten).
+template <class T>
+void direct_conv_forward(const T* x, const T* w, const T* bias, T* y, std::int64_t n,
+                         std::int64_t c, std::int64_t o, const DirectGeo& g);
+// dx = beta dx + conv^T_x(dy, w) (dx not read when beta is 0).
+template <class T>
+void direct_conv_backward_input(const T* dy, const T* w, T beta, T* dx, std::int64_t n,
+                                std::int64_t c, std::int64_t o, const DirectGeo& g);
+// dw = beta dw + conv^T_w(dy, x) (dw not read when beta is 0).
+template <class T>
+void direct_conv_backward_weight(const T* dy, const T* x, T beta, T* dw, std::int64_t n,
+                                 std::int64_t c, std::int64_t o, const DirectGeo& g);
+
+}  // namespace distop::kernels::detail
