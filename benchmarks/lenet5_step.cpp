@@ -2,6 +2,7 @@
 // spatially partitioned as the example runs it, and where the time goes.
 //
 //   mpiexec.mpich -n 2 build/benchmarks/bench_lenet5 [--batch 64] [--steps 200] [--csv]
+//                                                    [--conv-method automatic|im2col|bands|direct]
 //
 // Each rank times its steps with steady_clock after a barrier; a step's time is the slowest
 // rank's. After --warmup untimed steps the median of --steps steps is reported, with the
@@ -49,12 +50,16 @@ int main(int argc, char** argv) {
   int warmup = 20;
   bool csv = false;
   bool detail = false;
+  std::string method = "automatic";
   CLI::App app{"LeNet-5 training step time and breakdown (distop benchmark)"};
   app.add_option("--batch", batch, "Examples per step")->capture_default_str();
   app.add_option("--steps", steps, "Timed steps")->capture_default_str();
   app.add_option("--warmup", warmup, "Untimed steps first")->capture_default_str();
   app.add_flag("--csv", csv, "Comma-separated output");
   app.add_flag("--detail", detail, "Also list every timed operation (rank 0's ms per step)");
+  app.add_option("--conv-method", method, "How the host convolution kernels compute (kernels::ConvMethod)")
+      ->check(CLI::IsMember({"automatic", "im2col", "bands", "direct"}))
+      ->capture_default_str();
   int rank = 0, ranks = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
@@ -63,6 +68,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return rank == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
   }
+  kernels::set_conv_method(method == "im2col"   ? kernels::ConvMethod::im2col
+                           : method == "bands"  ? kernels::ConvMethod::bands
+                           : method == "direct" ? kernels::ConvMethod::direct
+                                                : kernels::ConvMethod::automatic);
 
   examples::LeNet5 model(1);
   const auto space = model.input_space(batch);

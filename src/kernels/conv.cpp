@@ -456,16 +456,17 @@ bool use_direct(const Geo& g, std::int64_t c, std::int64_t o, Pass pass) {
     if (g_conv_method == ConvMethod::im2col || g_conv_method == ConvMethod::bands) return false;
     const bool fits = !g.pointwise && g.in[0] == 1 && g.out[0] == 1 && g.k[0] == 1 &&
                       (g.s[1] == 1 || g.out[1] == 1) && (g.s[2] == 1 || g.out[2] == 1) &&
-                      direct_conv_vector_bytes() != 0;
+                      host_simd_bytes() != 0;
     if (!fits) return false;
     if (g_conv_method == ConvMethod::direct) return true;
     static const bool one_thread = Kokkos::DefaultHostExecutionSpace().concurrency() == 1;
     if (!one_thread || std::min(c, o) > kDirectMaxChannels) return false;
     // The input gradient runs over the whole padded input frame, (out + k - 1)^2 positions
     // against out^2 useful ones: for small planes (LeNet's conv2: 196 against 100) the GEMM
-    // forms do less work.
+    // forms do less work. Its tiles block the input channels, so with fewer than 4 of them (a
+    // first layer's) they load about one vector per FMA, and the GEMM forms win again.
     return pass != Pass::input ||
-           detail::direct_conv_input_positions(direct_geo(g)) <= 3 * g.out_n / 2;
+           (c >= 4 && detail::direct_conv_input_positions(direct_geo(g)) <= 3 * g.out_n / 2);
   }
 }
 

@@ -1,7 +1,6 @@
 #include "conv_direct.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -107,19 +106,7 @@ void pad_grad(const T* dy, std::int64_t o_n, const DirectGeo& g, const Frame& f,
   }
 }
 
-std::atomic<int> g_vector_cap{0};
-
 #ifdef DISTOP_DIRECT_CONV_X86
-
-int cpu_vector_bytes() {
-  static const int bytes = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f")) return 64;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 32;
-    return 0;
-  }();
-  return bytes;
-}
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
@@ -252,7 +239,7 @@ constexpr int kCorrJB = 5;
 // The instruction set's form of each loop (a direct call; the choice is one load and branch).
 #define DISTOP_DIRECT_DISPATCH(call)          \
   do {                                        \
-    if (direct_conv_vector_bytes() == 64)     \
+    if (host_simd_bytes() == 64)     \
       avx512::call;                           \
     else                                      \
       avx2::call;                             \
@@ -285,9 +272,7 @@ void scale_add_run(T* d, const T* src, T beta, std::int64_t n) {
 }
 #undef DISTOP_DIRECT_DISPATCH
 
-#else  // not x86-64: the kernels are never chosen (direct_conv_vector_bytes() is 0)
-
-int cpu_vector_bytes() { return 0; }
+#else  // not x86-64: the kernels are never chosen (host_simd_bytes() is 0)
 
 template <class T>
 void flat_conv(const T*, std::int64_t, std::int64_t, const std::int64_t*, std::int64_t, const T*,
@@ -305,24 +290,11 @@ void scale_add_run(T*, const T*, T, std::int64_t) {}
 #endif
 
 void require_available(const char* op) {
-  DISTOP_CHECK(direct_conv_vector_bytes() != 0, op,
+  DISTOP_CHECK(host_simd_bytes() != 0, op,
                "the direct convolution kernels need an x86-64 CPU with AVX2 and FMA");
 }
 
 }  // namespace
-}  // namespace detail
-
-int direct_conv_vector_bytes() {
-  const int cpu = detail::cpu_vector_bytes();
-  const int cap = detail::g_vector_cap.load(std::memory_order_relaxed);
-  return cap > 0 && cpu > cap ? (cap >= 32 ? 32 : 0) : cpu;
-}
-
-void set_direct_conv_vector_cap(int bytes) {
-  detail::g_vector_cap.store(bytes, std::memory_order_relaxed);
-}
-
-namespace detail {
 
 std::int64_t direct_conv_input_positions(const DirectGeo& g) {
   const std::int64_t wp = g.out2 + (g.k2 - 1) * g.d2, hp = g.out1 + (g.k1 - 1) * g.d1;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "distop/core/error.hpp"
+#include "pool_simd.hpp"
 #include "space.hpp"
 #include "window_ranges.hpp"
 
@@ -321,6 +322,8 @@ void max_pool_tiled_rows(const Geometry3& g, std::int64_t planes, const T* x, T*
   constexpr std::int64_t kBlock = 16;
   const std::int64_t x_size = planes * g.in_plane;
   const std::int64_t m = g.out[2];
+  // Rows of 2-wide windows take the AVX-512 form where the CPU has it (pool_simd.hpp).
+  const bool simd = K2 == 2 && detail::simd_max_pool_2();
   Kokkos::parallel_for(
       "distop::max_pool_forward", Kokkos::RangePolicy<ExecSpace>(0, planes * g.out[0]),
       KOKKOS_LAMBDA(std::int64_t w) {
@@ -340,6 +343,12 @@ void max_pool_tiled_rows(const Geometry3& g, std::int64_t planes, const T* x, T*
           }
           T* const yr = y + r * m;
           std::int64_t* const ar = argmax + r * m;
+          if constexpr (K2 == 2) {
+            if (simd && row_count <= detail::kSimdPoolMaxRows) {
+              detail::max_pool_row_2(x, rows, row_count, m, yr, ar);
+              continue;
+            }
+          }
           for (std::int64_t ob = 0; ob < m; ob += kBlock) {
             const std::int64_t len = m - ob < kBlock ? m - ob : kBlock;
             // Lanes computed: the whole block where its reads stay inside x (the lanes past len

@@ -83,7 +83,7 @@ std::vector<Case> cases() {
 // at AVX2's (the same as the first on a CPU without AVX-512).
 struct MethodRun {
   kernels::ConvMethod method;
-  int vector_cap;  // set_direct_conv_vector_cap
+  int vector_cap;  // set_host_simd_cap
   const char* name;
 };
 const std::vector<MethodRun> kMethods{{kernels::ConvMethod::automatic, 0, "automatic"},
@@ -98,11 +98,11 @@ class MethodScope {
   explicit MethodScope(kernels::ConvMethod m, int vector_cap = 0)
       : saved_(kernels::conv_method()) {
     kernels::set_conv_method(m);
-    kernels::set_direct_conv_vector_cap(vector_cap);
+    kernels::set_host_simd_cap(vector_cap);
   }
   ~MethodScope() {
     kernels::set_conv_method(saved_);
-    kernels::set_direct_conv_vector_cap(0);
+    kernels::set_host_simd_cap(0);
   }
   MethodScope(const MethodScope&) = delete;
   MethodScope& operator=(const MethodScope&) = delete;
@@ -113,7 +113,7 @@ class MethodScope {
 
 // Whether a case's geometry is one the direct kernels take (on a CPU that has them).
 bool direct_applies(const WindowGeometry& g) {
-  if (kernels::direct_conv_vector_bytes() == 0 || g.dims() > 2) return false;
+  if (kernels::host_simd_bytes() == 0 || g.dims() > 2) return false;
   bool pointwise = true;
   for (int a = 0; a < g.dims(); ++a) {
     const auto u = static_cast<std::size_t>(a);

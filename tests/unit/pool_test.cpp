@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "distop/kernels/pool.hpp"
+#include "distop/kernels/simd.hpp"
 #include "gradcheck.hpp"
 
 namespace {
@@ -250,6 +251,58 @@ TEST(MaxPool, TilingWindowsKeepTiesNaNAndInfinities) {
         EXPECT_EQ(y3v[t], best);
         EXPECT_EQ(h3(t), at) << "window " << t;
       }
+}
+
+// The hand-vectorised form of 2-wide tiling windows (AVX-512, where the CPU has it) and the
+// portable one give the same maxima and the same winners, ties and NaN included: rows shorter
+// than, as long as and longer than a vector, windows of 2 and 4 input rows, float and double.
+template <class T>
+void expect_simd_pooling_matches_portable() {
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  struct Shape3 {
+    Shape x;
+    std::vector<ConvWindow> windows;
+  };
+  const std::vector<Shape3> shapes{
+      {Shape{2, 3, 4, 2}, {ConvWindow{2, 2, 0, 1}, ConvWindow{2, 2, 0, 1}}},    // 1 output a row
+      {Shape{3, 2, 10, 11}, {ConvWindow{2, 2, 0, 1}, ConvWindow{2, 2, 0, 1}}},  // 5, a column over
+      {Shape{1, 2, 6, 32}, {ConvWindow{2, 2, 0, 1}, ConvWindow{2, 2, 0, 1}}},   // 16
+      {Shape{1, 2, 4, 70}, {ConvWindow{2, 2, 0, 1}, ConvWindow{2, 2, 0, 1}}},   // 35
+      {Shape{2, 2, 9, 28}, {ConvWindow{3, 3, 0, 1}, ConvWindow{2, 2, 0, 1}}},   // 3 rows
+      {Shape{1, 2, 4, 6, 18},
+       {ConvWindow{2, 2, 0, 1}, ConvWindow{2, 2, 0, 1}, ConvWindow{2, 2, 0, 1}}},  // 4 rows
+  };
+  for (const auto& sh : shapes) {
+    SCOPED_TRACE(sh.x.str());
+    std::vector<T> v(static_cast<std::size_t>(sh.x.numel()));
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] = i % 13 == 5 ? nan : static_cast<T>((i * 37) % 7);  // many ties, some NaN
+    const auto x = Tensor<T>::from_vector(sh.x, v);
+    const auto g = WindowGeometry::ordinary(
+        Shape(std::vector<std::int64_t>(sh.x.begin() + 2, sh.x.end())), sh.windows);
+    std::vector<std::int64_t> ys{sh.x[0], sh.x[1]};
+    for (int a = 0; a < g.dims(); ++a) ys.push_back(g.out[a]);
+    Tensor<T> y_simd{Shape(ys)}, y_portable{Shape(ys)};
+    distop::kernels::ArgmaxView a_simd, a_portable;
+    distop::kernels::max_pool_forward(x, y_simd, a_simd, g);
+    distop::kernels::set_host_simd_cap(16);
+    distop::kernels::max_pool_forward(x, y_portable, a_portable, g);
+    distop::kernels::set_host_simd_cap(0);
+    auto hs = Kokkos::create_mirror_view(a_simd);
+    auto hp = Kokkos::create_mirror_view(a_portable);
+    Kokkos::deep_copy(hs, a_simd);
+    Kokkos::deep_copy(hp, a_portable);
+    const auto vs = y_simd.to_vector(), vp = y_portable.to_vector();
+    for (std::size_t i = 0; i < vs.size(); ++i) {
+      EXPECT_TRUE(vs[i] == vp[i] || (std::isnan(vs[i]) && std::isnan(vp[i]))) << i;
+      EXPECT_EQ(hs(i), hp(i)) << i;
+    }
+  }
+}
+
+TEST(MaxPool, VectorisedAndPortableFormsAgree) {
+  expect_simd_pooling_matches_portable<float>();
+  expect_simd_pooling_matches_portable<double>();
 }
 
 TEST(MaxPool, OverlappingWindowsSumOnTheSharedMaximum) {

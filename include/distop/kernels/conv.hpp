@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "distop/core/tensor.hpp"
+#include "distop/kernels/simd.hpp"
 #include "distop/kernels/window.hpp"
 
 namespace distop::kernels {
@@ -38,7 +39,7 @@ struct ConvColumns {
 // [C k..., out...]. bands: where the stride along the second-to-last spatial axis (the height of a
 // 2-D convolution) is 1, a matrix holding each input row once and one GEMM per kernel row over
 // shifted column blocks of it: k_h times less copying. direct: for 1-D and 2-D windows of stride
-// 1 on a CPU with AVX2 and FMA (AVX-512 where it has it), no GEMM at all: vector loops over each
+// 1 on a CPU with AVX2 and FMA (AVX-512 where it has it; kernels/simd.hpp), no GEMM at all: vector loops over each
 // output plane flattened to one run, which keep their sums in registers across every tap (see
 // src/kernels/conv_direct.hpp); they beat the GEMMs where the channels are few (LeNet's layers).
 // automatic (the default) takes direct where it applies, the host runs one thread, and the
@@ -48,13 +49,6 @@ struct ConvColumns {
 // and benchmarks; not thread-safe against concurrent convolutions.
 enum class ConvMethod { automatic, im2col, bands, direct };
 inline constexpr std::int64_t kDirectMaxChannels = 32;
-// The vector width the direct kernels use on this CPU, in bytes: 64 (AVX-512), 32 (AVX2 with
-// FMA), or 0 where they cannot run (not x86-64, or an older CPU; direct then falls back), after
-// the cap below.
-int direct_conv_vector_bytes();
-// Caps that width: 32 runs the AVX2 kernels even on an AVX-512 CPU, 0 removes the cap. For tests
-// of both forms; process-wide, not thread-safe against concurrent convolutions.
-void set_direct_conv_vector_cap(int bytes);
 void set_conv_method(ConvMethod method);
 ConvMethod conv_method();
 inline constexpr std::int64_t kMaxKeptColumnsBytes = std::int64_t{64} << 20;
