@@ -963,20 +963,21 @@ void conv_backward_bias(const Tensor<T>& dy, T beta, Tensor<T>& db) {
   Kokkos::parallel_for(
       "distop::conv_backward_bias", Kokkos::RangePolicy<ExecSpace>(0, o),
       KOKKOS_LAMBDA(std::int64_t oc) {
-        // Four independent accumulators: one is a chain of dependent adds, four times slower.
-        double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        // kLanes independent accumulators, entry q of a row into lane q % kLanes: the compiler
+        // turns the lanes into vectors (one accumulator would be a chain of dependent adds, an
+        // add's latency per entry), and the order of the sums is fixed, whatever the CPU.
+        constexpr int kLanes = 16;
+        double lane[kLanes] = {};
         for (std::int64_t s = 0; s < n; ++s) {
           const T* row = dyp + (s * o + oc) * p;
           std::int64_t q = 0;
-          for (; q + 4 <= p; q += 4) {
-            a0 += static_cast<double>(row[q]);
-            a1 += static_cast<double>(row[q + 1]);
-            a2 += static_cast<double>(row[q + 2]);
-            a3 += static_cast<double>(row[q + 3]);
-          }
-          for (; q < p; ++q) a0 += static_cast<double>(row[q]);
+          for (; q + kLanes <= p; q += kLanes)
+            for (int k = 0; k < kLanes; ++k) lane[k] += static_cast<double>(row[q + k]);
+          for (int k = 0; q < p; ++q, ++k) lane[k] += static_cast<double>(row[q]);
         }
-        const double acc = (a0 + a1) + (a2 + a3);
+        for (int w = kLanes / 2; w >= 1; w /= 2)
+          for (int k = 0; k < w; ++k) lane[k] += lane[k + w];
+        const double acc = lane[0];
         dbp[oc] = beta == T(0) ? static_cast<T>(acc) : beta * dbp[oc] + static_cast<T>(acc);
       });
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "distop/core/error.hpp"
@@ -21,6 +22,7 @@ namespace {
 // Entries past the end of a flat run that a tile may read or write: the longest tile is 4
 // vectors of 16 floats (kConvNV * lanes for AVX-512 float; everything else is shorter).
 constexpr std::int64_t kTail = 64;
+constexpr std::size_t kLine = 64;  // bytes in a cache line
 
 // The flat-plane layout of one geometry (see conv_direct.hpp).
 struct Frame {
@@ -29,11 +31,13 @@ struct Frame {
   std::int64_t span;    // the largest tap shift, (k1 - 1) d1 wp + (k2 - 1) d2
   std::int64_t taps;    // k1 k2
   std::int64_t t_out;   // flat output positions: out1 wp
+  std::int64_t lead;    // leading zeros of a dy plane: span rounded up to whole cache lines
   std::int64_t x_len;   // one padded input plane: t_out + span + kTail (>= hp wp + kTail)
-  std::int64_t dy_len;  // one padded dy plane: span zeros, then hp wp + kTail
+  std::int64_t dy_len;  // one padded dy plane: lead zeros, then hp wp + kTail
   std::vector<std::int64_t> shift;  // tap j = j1 k2 + j2 -> j1 d1 wp + j2 d2
 };
 
+template <class T>
 Frame frame_of(const DirectGeo& g) {
   Frame f;
   f.wp = g.out2 + (g.k2 - 1) * g.d2;
@@ -41,8 +45,13 @@ Frame frame_of(const DirectGeo& g) {
   f.span = (g.k1 - 1) * g.d1 * f.wp + (g.k2 - 1) * g.d2;
   f.taps = g.k1 * g.k2;
   f.t_out = g.out1 * f.wp;
-  f.x_len = f.t_out + f.span + kTail;
-  f.dy_len = f.span + f.hp * f.wp + kTail;
+  // Planes start on cache lines (the scratch does), and so do the dy planes' flat runs, which
+  // the weight gradient's tiles load at multiples of a vector from there.
+  const std::int64_t line = kLine / static_cast<std::int64_t>(sizeof(T));
+  auto whole_lines = [line](std::int64_t n) { return (n + line - 1) / line * line; };
+  f.lead = whole_lines(f.span);
+  f.x_len = whole_lines(f.t_out + f.span + kTail);
+  f.dy_len = whole_lines(f.lead + f.hp * f.wp + kTail);
   f.shift.resize(static_cast<std::size_t>(f.taps));
   for (std::int64_t j1 = 0; j1 < g.k1; ++j1)
     for (std::int64_t j2 = 0; j2 < g.k2; ++j2)
@@ -50,63 +59,29 @@ Frame frame_of(const DirectGeo& g) {
   return f;
 }
 
-// Scratch kept per thread between calls (grown, never shrunk).
+// Scratch kept per thread between calls (grown, never shrunk), starting on a cache line.
 template <class T>
 T* scratch(int slot, std::int64_t n) {
   thread_local std::vector<T> buffers[4];
   auto& b = buffers[slot];
-  if (static_cast<std::int64_t>(b.size()) < n) b.resize(static_cast<std::size_t>(n));
-  return b.data();
-}
-
-template <class T>
-void zero(T* p, std::int64_t n) {
-  if (n > 0) std::memset(p, 0, static_cast<std::size_t>(n) * sizeof(T));
-}
-
-// The padded frames of one sample's c_n channels: xp[ch x_len + r wp + q] = x[ch, r - off1,
-// q - off2] inside x, zero elsewhere (and in each plane's tail).
-template <class T>
-void pad_input(const T* x, std::int64_t c_n, const DirectGeo& g, const Frame& f, T* xp) {
-  const std::int64_t lo = std::clamp<std::int64_t>(g.off2, 0, f.wp);
-  const std::int64_t hi = std::clamp<std::int64_t>(g.off2 + g.in2, 0, f.wp);
-  for (std::int64_t ch = 0; ch < c_n; ++ch) {
-    T* p = xp + ch * f.x_len;
-    const T* xc = x + ch * g.in1 * g.in2;
-    for (std::int64_t r = 0; r < f.hp; ++r) {
-      T* row = p + r * f.wp;
-      const std::int64_t i1 = r - g.off1;
-      if (i1 < 0 || i1 >= g.in1 || hi <= lo) {
-        zero(row, f.wp);
-        continue;
-      }
-      zero(row, lo);
-      std::memcpy(row + lo, xc + i1 * g.in2 + (lo - g.off2),
-                  static_cast<std::size_t>(hi - lo) * sizeof(T));
-      zero(row + hi, f.wp - hi);
-    }
-    zero(p + f.hp * f.wp, f.x_len - f.hp * f.wp);
-  }
-}
-
-// The padded flat dy planes of one sample's o_n channels: dyp[oc dy_len + span + r wp + q] =
-// dy[oc, r, q] for q < out2, zero elsewhere.
-template <class T>
-void pad_grad(const T* dy, std::int64_t o_n, const DirectGeo& g, const Frame& f, T* dyp) {
-  for (std::int64_t oc = 0; oc < o_n; ++oc) {
-    T* p = dyp + oc * f.dy_len;
-    const T* d = dy + oc * g.out1 * g.out2;
-    zero(p, f.span);
-    p += f.span;
-    for (std::int64_t r = 0; r < g.out1; ++r) {
-      std::memcpy(p + r * f.wp, d + r * g.out2, static_cast<std::size_t>(g.out2) * sizeof(T));
-      zero(p + r * f.wp + g.out2, f.wp - g.out2);
-    }
-    zero(p + f.t_out, f.dy_len - f.span - f.t_out);
-  }
+  const auto need = static_cast<std::size_t>(n) + kLine / sizeof(T);
+  if (b.size() < need) b.resize(need);
+  void* p = b.data();
+  std::size_t space = b.size() * sizeof(T);
+  return static_cast<T*>(std::align(kLine, static_cast<std::size_t>(n) * sizeof(T), p, space));
 }
 
 #ifdef DISTOP_DIRECT_CONV_X86
+
+// Lanes [a, b) of L, clamped: the mask of a partial load, as bits or as a lane bound.
+constexpr std::int64_t clamp_lane(std::int64_t v, int lanes) {
+  return v < 0 ? 0 : (v > lanes ? lanes : v);
+}
+constexpr unsigned range_bits(std::int64_t a, std::int64_t b, int lanes) {
+  const std::int64_t lo = clamp_lane(a, lanes), hi = clamp_lane(b, lanes);
+  return hi <= lo ? 0u : ((hi >= 32 ? ~0u : (1u << hi) - 1u) & ~((1u << lo) - 1u));
+}
+
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
@@ -137,8 +112,12 @@ struct Simd<float> {
   static V bcast(float s) { return _mm512_set1_ps(s); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static void pin(V& v) { asm("" : "+v"(v)); }  // v stays in a register (no folded reloads)
   static __mmask16 mask(std::int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
   static V load_n(const float* p, std::int64_t n) { return _mm512_maskz_loadu_ps(mask(n), p); }
+  static V load_range(const float* p, std::int64_t a, std::int64_t b) {
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>(range_bits(a, b, L)), p);
+  }
   static void store_n(float* p, V v, std::int64_t n) { _mm512_mask_storeu_ps(p, mask(n), v); }
   static float hsum(V v) { return lane_sum<float, L>(v); }
 };
@@ -152,8 +131,12 @@ struct Simd<double> {
   static V bcast(double s) { return _mm512_set1_pd(s); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
   static V add(V a, V b) { return _mm512_add_pd(a, b); }
+  static void pin(V& v) { asm("" : "+v"(v)); }
   static __mmask8 mask(std::int64_t n) { return static_cast<__mmask8>((1u << n) - 1u); }
   static V load_n(const double* p, std::int64_t n) { return _mm512_maskz_loadu_pd(mask(n), p); }
+  static V load_range(const double* p, std::int64_t a, std::int64_t b) {
+    return _mm512_maskz_loadu_pd(static_cast<__mmask8>(range_bits(a, b, L)), p);
+  }
   static void store_n(double* p, V v, std::int64_t n) { _mm512_mask_storeu_pd(p, mask(n), v); }
   static double hsum(V v) { return lane_sum<double, L>(v); }
 };
@@ -190,11 +173,18 @@ struct Simd<float> {
   static V bcast(float s) { return _mm256_set1_ps(s); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static void pin(V& v) { asm("" : "+x"(v)); }
   static __m256i mask(std::int64_t n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
                               _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   }
   static V load_n(const float* p, std::int64_t n) { return _mm256_maskload_ps(p, mask(n)); }
+  static V load_range(const float* p, std::int64_t a, std::int64_t b) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i from = _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(clamp_lane(a, L)) - 1));
+    const __m256i to = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(clamp_lane(b, L))), lane);
+    return _mm256_maskload_ps(p, _mm256_and_si256(from, to));
+  }
   static void store_n(float* p, V v, std::int64_t n) { _mm256_maskstore_ps(p, mask(n), v); }
   static float hsum(V v) {
     const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -212,10 +202,17 @@ struct Simd<double> {
   static V bcast(double s) { return _mm256_set1_pd(s); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
   static V add(V a, V b) { return _mm256_add_pd(a, b); }
+  static void pin(V& v) { asm("" : "+x"(v)); }
   static __m256i mask(std::int64_t n) {
     return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3));
   }
   static V load_n(const double* p, std::int64_t n) { return _mm256_maskload_pd(p, mask(n)); }
+  static V load_range(const double* p, std::int64_t a, std::int64_t b) {
+    const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
+    const __m256i from = _mm256_cmpgt_epi64(lane, _mm256_set1_epi64x(clamp_lane(a, L) - 1));
+    const __m256i to = _mm256_cmpgt_epi64(_mm256_set1_epi64x(clamp_lane(b, L)), lane);
+    return _mm256_maskload_pd(p, _mm256_and_si256(from, to));
+  }
   static void store_n(double* p, V v, std::int64_t n) { _mm256_maskstore_pd(p, mask(n), v); }
   static double hsum(V v) {
     const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
@@ -270,6 +267,14 @@ template <class T>
 void scale_add_run(T* d, const T* src, T beta, std::int64_t n) {
   DISTOP_DIRECT_DISPATCH(scale_add_run(d, src, beta, n));
 }
+template <class T>
+void pad_input(const T* x, std::int64_t c_n, const DirectGeo& g, const Frame& f, T* xp) {
+  DISTOP_DIRECT_DISPATCH(pad_input(x, c_n, g, f, xp));
+}
+template <class T>
+void pad_grad(const T* dy, std::int64_t o_n, const DirectGeo& g, const Frame& f, T* dyp) {
+  DISTOP_DIRECT_DISPATCH(pad_grad(dy, o_n, g, f, dyp));
+}
 #undef DISTOP_DIRECT_DISPATCH
 
 #else  // not x86-64: the kernels are never chosen (host_simd_bytes() is 0)
@@ -286,6 +291,10 @@ template <class T>
 void add_scalar_run(T*, const T*, T, std::int64_t) {}
 template <class T>
 void scale_add_run(T*, const T*, T, std::int64_t) {}
+template <class T>
+void pad_input(const T*, std::int64_t, const DirectGeo&, const Frame&, T*) {}
+template <class T>
+void pad_grad(const T*, std::int64_t, const DirectGeo&, const Frame&, T*) {}
 
 #endif
 
@@ -308,7 +317,7 @@ template <class T>
 void direct_conv_forward(const T* x, const T* w, const T* bias, T* y, std::int64_t n,
                          std::int64_t c, std::int64_t o, const DirectGeo& g) {
   require_available("conv_forward");
-  const Frame f = frame_of(g);
+  const Frame f = frame_of<T>(g);
   // wk [c][tap][o]: a tap's weights for consecutive output channels side by side.
   T* const wk = scratch<T>(0, c * f.taps * o);
   for (std::int64_t oc = 0; oc < o; ++oc)
@@ -334,7 +343,7 @@ template <class T>
 void direct_conv_backward_input(const T* dy, const T* w, T beta, T* dx, std::int64_t n,
                                 std::int64_t c, std::int64_t o, const DirectGeo& g) {
   require_available("conv_backward_input");
-  const Frame f = frame_of(g);
+  const Frame f = frame_of<T>(g);
   // The frame's gradient is the convolution of the padded dy with the flipped kernel:
   // xp_bar[c][u] = sum_{o, j} w[o, c, taps - 1 - j] dyp[o][u + shift_j]; wk [o][tap][c].
   T* const wk = scratch<T>(0, c * f.taps * o);
@@ -356,7 +365,8 @@ void direct_conv_backward_input(const T* dy, const T* w, T beta, T* dx, std::int
     T* dxs = dx + s * c * in_n;
     if (count > 0) {
       pad_grad(dy + s * o * out_n, o, g, f, dyp);
-      flat_conv(dyp + r_lo * f.wp, f.dy_len, o, f.shift.data(), f.taps, wk, c, count, out,
+      // The frame's position u reads dyp[u + shift_j] of planes whose flat run starts at span.
+      flat_conv(dyp + (f.lead - f.span) + r_lo * f.wp, f.dy_len, o, f.shift.data(), f.taps, wk, c, count, out,
                 out_len);
     }
     // Input column i2 sits at frame column i2 + off2: frame rows [r_lo, r_hi) and columns
@@ -381,7 +391,7 @@ template <class T>
 void direct_conv_backward_weight(const T* dy, const T* x, T beta, T* dw, std::int64_t n,
                                  std::int64_t c, std::int64_t o, const DirectGeo& g) {
   require_available("conv_backward_weight");
-  const Frame f = frame_of(g);
+  const Frame f = frame_of<T>(g);
   const std::int64_t taps_all = o * c * f.taps;
   constexpr std::int64_t kLanes = 64 / sizeof(T);  // the widest vector's lanes
   T* const vsums = scratch<T>(0, taps_all * kLanes);
@@ -401,8 +411,8 @@ void direct_conv_backward_weight(const T* dy, const T* x, T beta, T* dw, std::in
       pad_input(x + (s0 + s) * c * in_n, c, g, f, xp + s * c * f.x_len);
       pad_grad(dy + (s0 + s) * o * out_n, o, g, f, dyp + s * o * f.dy_len);
     }
-    // The flat dy runs start after each plane's span of leading zeros.
-    flat_correlate(dyp + f.span, f.dy_len, o, xp, f.x_len, c, m, f.t_out, g, f.wp, vsums);
+    // The flat dy runs start after each plane's leading zeros.
+    flat_correlate(dyp + f.lead, f.dy_len, o, xp, f.x_len, c, m, f.t_out, g, f.wp, vsums);
   }
   T* const sums = scratch<T>(3, taps_all);
   lane_sums(vsums, taps_all, sums);
