@@ -313,7 +313,7 @@ int run(const Settings& s) {
     std::fprintf(stderr, "bench_conv compares against host cblas; tensors here live on a GPU\n");
     return 1;
   }
-  kernels::set_conv_method(s.method == "im2col"  ? kernels::ConvMethod::im2col
+  kernels::set_conv_method(s.method == "im2col"   ? kernels::ConvMethod::im2col
                            : s.method == "bands"  ? kernels::ConvMethod::bands
                            : s.method == "direct" ? kernels::ConvMethod::direct
                                                   : kernels::ConvMethod::automatic);

@@ -12,10 +12,9 @@
 // step, local compute, as the difference. Breakdown columns are the mean per step on the slowest
 // rank of each column. Inputs are random; the data set is not read.
 #include <CLI/CLI.hpp>
-#include <distop/distop.hpp>
-
 #include <algorithm>
 #include <cstdio>
+#include <distop/distop.hpp>
 #include <string>
 #include <vector>
 
@@ -57,7 +56,8 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "Untimed steps first")->capture_default_str();
   app.add_flag("--csv", csv, "Comma-separated output");
   app.add_flag("--detail", detail, "Also list every timed operation (rank 0's ms per step)");
-  app.add_option("--conv-method", method, "How the host convolution kernels compute (kernels::ConvMethod)")
+  app.add_option("--conv-method", method,
+                 "How the host convolution kernels compute (kernels::ConvMethod)")
       ->check(CLI::IsMember({"automatic", "im2col", "bands", "direct"}))
       ->capture_default_str();
   int rank = 0, ranks = 0;
@@ -118,19 +118,22 @@ int main(int argc, char** argv) {
   const double repart = max_over_ranks(parts[2] * per);
   const double med = bench::median(times) * 1e3;
   std::sort(times.begin(), times.end());
-  const double p90 = times[static_cast<std::size_t>(0.9 * static_cast<double>(times.size() - 1))] * 1e3;
+  const double p90 =
+      times[static_cast<std::size_t>(0.9 * static_cast<double>(times.size() - 1))] * 1e3;
   if (rank != 0) return 0;
   if (csv) {
-    std::printf("ranks,batch,median_ms,p90_ms,samples_per_s,compute_ms,halo_ms,bcast_reduce_ms,"
-                "repartition_ms\n%d,%lld,%.4f,%.4f,%.0f,%.4f,%.4f,%.4f,%.4f\n",
-                ranks, static_cast<long long>(batch), med, p90,
-                static_cast<double>(batch) / med * 1e3, compute, halo, bcast, repart);
+    std::printf(
+        "ranks,batch,median_ms,p90_ms,samples_per_s,compute_ms,halo_ms,bcast_reduce_ms,"
+        "repartition_ms\n%d,%lld,%.4f,%.4f,%.0f,%.4f,%.4f,%.4f,%.4f\n",
+        ranks, static_cast<long long>(batch), med, p90, static_cast<double>(batch) / med * 1e3,
+        compute, halo, bcast, repart);
     return 0;
   }
-  std::printf("# LeNet-5 training step, batch %lld, %d rank%s, %d timed steps (median; breakdown: "
-              "mean per step, slowest rank)\n# %s\n",
-              static_cast<long long>(batch), ranks, ranks == 1 ? "" : "s", steps,
-              bench::mpi_library_version().c_str());
+  std::printf(
+      "# LeNet-5 training step, batch %lld, %d rank%s, %d timed steps (median; breakdown: "
+      "mean per step, slowest rank)\n# %s\n",
+      static_cast<long long>(batch), ranks, ranks == 1 ? "" : "s", steps,
+      bench::mpi_library_version().c_str());
   bench::Table t({{"ranks", 5},
                   {"batch", 5},
                   {"step ms", 8},
@@ -145,7 +148,8 @@ int main(int argc, char** argv) {
          static_cast<double>(batch) / med * 1e3, compute, halo, bcast, repart});
   if (detail) {
     std::printf("\n# rank 0, ms per step by operation (\".adjoint\": its backward entry)\n");
-    for (const auto& [name, e] : snapshot) std::printf("%-28s %8.4f\n", name.c_str(), e.seconds * per);
+    for (const auto& [name, e] : snapshot)
+      std::printf("%-28s %8.4f\n", name.c_str(), e.seconds * per);
   }
   return 0;
 }

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "distop/core/error.hpp"
 #include "conv_direct.hpp"
+#include "distop/core/error.hpp"
 #include "gemm_raw.hpp"
 #include "space.hpp"
 #include "window_ranges.hpp"
@@ -446,7 +446,8 @@ bool use_bands(const Geo& g) {
 enum class Pass { forward, input, weight };
 
 detail::DirectGeo direct_geo(const Geo& g) {
-  return {g.in[1], g.in[2], g.out[1], g.out[2], g.k[1], g.k[2], g.dil[1], g.dil[2], g.off[1], g.off[2]};
+  return {g.in[1], g.in[2],  g.out[1], g.out[2], g.k[1],
+          g.k[2],  g.dil[1], g.dil[2], g.off[1], g.off[2]};
 }
 
 bool use_direct(const Geo& g, std::int64_t c, std::int64_t o, Pass pass) {

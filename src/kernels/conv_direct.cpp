@@ -47,8 +47,8 @@ Frame frame_of(const DirectGeo& g) {
   f.t_out = g.out1 * f.wp;
   // Planes start on cache lines (the scratch does), and so do the dy planes' flat runs, which
   // the weight gradient's tiles load at multiples of a vector from there.
-  const std::int64_t line = kLine / static_cast<std::int64_t>(sizeof(T));
-  auto whole_lines = [line](std::int64_t n) { return (n + line - 1) / line * line; };
+  constexpr auto line = static_cast<std::int64_t>(kLine / sizeof(T));
+  auto whole_lines = [](std::int64_t n) { return (n + line - 1) / line * line; };
   f.lead = whole_lines(f.span);
   f.x_len = whole_lines(f.t_out + f.span + kTail);
   f.dy_len = whole_lines(f.lead + f.hp * f.wp + kTail);
@@ -81,7 +81,6 @@ constexpr unsigned range_bits(std::int64_t a, std::int64_t b, int lanes) {
   const std::int64_t lo = clamp_lane(a, lanes), hi = clamp_lane(b, lanes);
   return hi <= lo ? 0u : ((hi >= 32 ? ~0u : (1u << hi) - 1u) & ~((1u << lo) - 1u));
 }
-
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
@@ -181,8 +180,10 @@ struct Simd<float> {
   static V load_n(const float* p, std::int64_t n) { return _mm256_maskload_ps(p, mask(n)); }
   static V load_range(const float* p, std::int64_t a, std::int64_t b) {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i from = _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(clamp_lane(a, L)) - 1));
-    const __m256i to = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(clamp_lane(b, L))), lane);
+    const __m256i from =
+        _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(clamp_lane(a, L)) - 1));
+    const __m256i to =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(clamp_lane(b, L))), lane);
     return _mm256_maskload_ps(p, _mm256_and_si256(from, to));
   }
   static void store_n(float* p, V v, std::int64_t n) { _mm256_maskstore_ps(p, mask(n), v); }
@@ -234,12 +235,12 @@ constexpr int kCorrJB = 5;
 #endif
 
 // The instruction set's form of each loop (a direct call; the choice is one load and branch).
-#define DISTOP_DIRECT_DISPATCH(call)          \
-  do {                                        \
+#define DISTOP_DIRECT_DISPATCH(call) \
+  do {                               \
     if (host_simd_bytes() == 64)     \
-      avx512::call;                           \
-    else                                      \
-      avx2::call;                             \
+      avx512::call;                  \
+    else                             \
+      avx2::call;                    \
   } while (false)
 
 template <class T>
@@ -252,8 +253,8 @@ template <class T>
 void flat_correlate(const T* dy, std::int64_t dy_len, std::int64_t o_n, const T* x,
                     std::int64_t x_len, std::int64_t c_n, std::int64_t nb, std::int64_t count,
                     const DirectGeo& g, std::int64_t wp, T* vsums) {
-  DISTOP_DIRECT_DISPATCH(flat_correlate(dy, dy_len, o_n, x, x_len, c_n, nb, count, g.k1, g.k2, g.d1,
-                                        g.d2, wp, vsums));
+  DISTOP_DIRECT_DISPATCH(
+      flat_correlate(dy, dy_len, o_n, x, x_len, c_n, nb, count, g.k1, g.k2, g.d1, g.d2, wp, vsums));
 }
 template <class T>
 void lane_sums(const T* vsums, std::int64_t n, T* sums) {
@@ -312,7 +313,6 @@ std::int64_t direct_conv_input_positions(const DirectGeo& g) {
   return (r_hi - r_lo) * wp;
 }
 
-
 template <class T>
 void direct_conv_forward(const T* x, const T* w, const T* bias, T* y, std::int64_t n,
                          std::int64_t c, std::int64_t o, const DirectGeo& g) {
@@ -322,7 +322,8 @@ void direct_conv_forward(const T* x, const T* w, const T* bias, T* y, std::int64
   T* const wk = scratch<T>(0, c * f.taps * o);
   for (std::int64_t oc = 0; oc < o; ++oc)
     for (std::int64_t ic = 0; ic < c; ++ic)
-      for (std::int64_t j = 0; j < f.taps; ++j) wk[(ic * f.taps + j) * o + oc] = w[(oc * c + ic) * f.taps + j];
+      for (std::int64_t j = 0; j < f.taps; ++j)
+        wk[(ic * f.taps + j) * o + oc] = w[(oc * c + ic) * f.taps + j];
   const std::int64_t out_len = f.t_out + kTail;
   T* const xp = scratch<T>(1, c * f.x_len);
   T* const out = scratch<T>(2, o * out_len);
@@ -366,8 +367,8 @@ void direct_conv_backward_input(const T* dy, const T* w, T beta, T* dx, std::int
     if (count > 0) {
       pad_grad(dy + s * o * out_n, o, g, f, dyp);
       // The frame's position u reads dyp[u + shift_j] of planes whose flat run starts at span.
-      flat_conv(dyp + (f.lead - f.span) + r_lo * f.wp, f.dy_len, o, f.shift.data(), f.taps, wk, c, count, out,
-                out_len);
+      flat_conv(dyp + (f.lead - f.span) + r_lo * f.wp, f.dy_len, o, f.shift.data(), f.taps, wk, c,
+                count, out, out_len);
     }
     // Input column i2 sits at frame column i2 + off2: frame rows [r_lo, r_hi) and columns
     // [q_lo, q_hi) hold input entries, so input columns [i_lo, i_hi) of the rows in there get
@@ -380,7 +381,8 @@ void direct_conv_backward_input(const T* dy, const T* w, T beta, T* dx, std::int
         const bool inside = r >= r_lo && r < r_hi && i_hi > i_lo;
         const std::int64_t a = inside ? i_lo : g.in2, b = inside ? i_hi : g.in2;
         for (std::int64_t i2 = 0; i2 < a; ++i2) d[i2] = beta == T(0) ? T(0) : beta * d[i2];
-        if (inside) scale_add_run(d + a, out + ch * out_len + (r - r_lo) * f.wp + q_lo, beta, b - a);
+        if (inside)
+          scale_add_run(d + a, out + ch * out_len + (r - r_lo) * f.wp + q_lo, beta, b - a);
         for (std::int64_t i2 = b; i2 < g.in2; ++i2) d[i2] = beta == T(0) ? T(0) : beta * d[i2];
       }
     }
@@ -416,15 +418,16 @@ void direct_conv_backward_weight(const T* dy, const T* x, T beta, T* dw, std::in
   }
   T* const sums = scratch<T>(3, taps_all);
   lane_sums(vsums, taps_all, sums);
-  for (std::int64_t i = 0; i < taps_all; ++i) dw[i] = beta == T(0) ? sums[i] : beta * dw[i] + sums[i];
+  for (std::int64_t i = 0; i < taps_all; ++i)
+    dw[i] = beta == T(0) ? sums[i] : beta * dw[i] + sums[i];
 }
 
-#define DISTOP_INSTANTIATE_DIRECT_CONV(T)                                                      \
-  template void direct_conv_forward<T>(const T*, const T*, const T*, T*, std::int64_t,         \
-                                       std::int64_t, std::int64_t, const DirectGeo&);          \
-  template void direct_conv_backward_input<T>(const T*, const T*, T, T*, std::int64_t,         \
-                                              std::int64_t, std::int64_t, const DirectGeo&);   \
-  template void direct_conv_backward_weight<T>(const T*, const T*, T, T*, std::int64_t,        \
+#define DISTOP_INSTANTIATE_DIRECT_CONV(T)                                                    \
+  template void direct_conv_forward<T>(const T*, const T*, const T*, T*, std::int64_t,       \
+                                       std::int64_t, std::int64_t, const DirectGeo&);        \
+  template void direct_conv_backward_input<T>(const T*, const T*, T, T*, std::int64_t,       \
+                                              std::int64_t, std::int64_t, const DirectGeo&); \
+  template void direct_conv_backward_weight<T>(const T*, const T*, T, T*, std::int64_t,      \
                                                std::int64_t, std::int64_t, const DirectGeo&);
 DISTOP_INSTANTIATE_DIRECT_CONV(float)
 DISTOP_INSTANTIATE_DIRECT_CONV(double)

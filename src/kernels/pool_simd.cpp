@@ -70,17 +70,21 @@ struct Lanes<float> {
   static I select(M k, I a, I b) { return _mm512_mask_blend_epi32(k, a, b); }
   // argmax[i] = rows[t_i / 2] + 2 (ob + i) + t_i % 2 for the first len lanes.
   static void store_index(std::int64_t* out, M k, I t, __m512i rows, std::int64_t ob) {
-    const __m512i two_i = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
-    const __m512i start = _mm512_set1_epi64(2 * ob);
-    for (int h = 0; h < 2; ++h) {
-      const __m512i th = _mm512_maskz_cvtepi32_epi64(0xFF, _mm512_maskz_extracti64x4_epi64(0xFF, t, h));
-      const __m512i row = _mm512_maskz_permutexvar_epi64(0xFF, _mm512_maskz_srli_epi64(0xFF, th, 1), rows);
-      const __m512i col = _mm512_and_si512(th, _mm512_set1_epi64(1));
-      const __m512i at = _mm512_add_epi64(
-          _mm512_add_epi64(row, col),
-          _mm512_add_epi64(start, _mm512_add_epi64(two_i, _mm512_set1_epi64(16 * h))));
-      _mm512_mask_storeu_epi64(out + 8 * h, static_cast<__mmask8>(k >> (8 * h)), at);
-    }
+    store_half<0>(out, k, t, rows, ob);
+    store_half<1>(out, k, t, rows, ob);
+  }
+  // Lanes 8 H .. 8 H + 7 (the extract takes its half as a constant).
+  template <int H>
+  static void store_half(std::int64_t* out, M k, I t, __m512i rows, std::int64_t ob) {
+    const __m512i th =
+        _mm512_maskz_cvtepi32_epi64(0xFF, _mm512_maskz_extracti64x4_epi64(0xFF, t, H));
+    const __m512i row =
+        _mm512_maskz_permutexvar_epi64(0xFF, _mm512_maskz_srli_epi64(0xFF, th, 1), rows);
+    const __m512i col = _mm512_and_si512(th, _mm512_set1_epi64(1));
+    const __m512i at = _mm512_add_epi64(
+        _mm512_add_epi64(row, col), _mm512_add_epi64(_mm512_set1_epi64(2 * ob + 16 * H),
+                                                     _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14)));
+    _mm512_mask_storeu_epi64(out + 8 * H, static_cast<__mmask8>(k >> (8 * H)), at);
   }
 };
 
@@ -111,7 +115,8 @@ struct Lanes<double> {
   }
   static I select(M k, I a, I b) { return _mm512_mask_blend_epi64(k, a, b); }
   static void store_index(std::int64_t* out, M k, I t, __m512i rows, std::int64_t ob) {
-    const __m512i row = _mm512_maskz_permutexvar_epi64(0xFF, _mm512_maskz_srli_epi64(0xFF, t, 1), rows);
+    const __m512i row =
+        _mm512_maskz_permutexvar_epi64(0xFF, _mm512_maskz_srli_epi64(0xFF, t, 1), rows);
     const __m512i col = _mm512_and_si512(t, _mm512_set1_epi64(1));
     const __m512i at = _mm512_add_epi64(
         _mm512_add_epi64(row, col),
@@ -178,7 +183,7 @@ void max_pool_row_2(const T*, const std::int64_t*, int, std::int64_t, T*, std::i
 
 template void max_pool_row_2<float>(const float*, const std::int64_t*, int, std::int64_t, float*,
                                     std::int64_t*);
-template void max_pool_row_2<double>(const double*, const std::int64_t*, int, std::int64_t,
-                                     double*, std::int64_t*);
+template void max_pool_row_2<double>(const double*, const std::int64_t*, int, std::int64_t, double*,
+                                     std::int64_t*);
 
 }  // namespace distop::kernels::detail

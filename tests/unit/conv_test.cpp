@@ -95,8 +95,7 @@ const std::vector<MethodRun> kMethods{{kernels::ConvMethod::automatic, 0, "autom
 // Sets the process-wide method (and direct's vector cap) for a scope.
 class MethodScope {
  public:
-  explicit MethodScope(kernels::ConvMethod m, int vector_cap = 0)
-      : saved_(kernels::conv_method()) {
+  explicit MethodScope(kernels::ConvMethod m, int vector_cap = 0) : saved_(kernels::conv_method()) {
     kernels::set_conv_method(m);
     kernels::set_host_simd_cap(vector_cap);
   }
@@ -396,7 +395,7 @@ TEST(ConvKernels, KeptColumnsGiveTheSameWeightGradient) {
                   cs.g.offset[static_cast<std::size_t>(a)] == 0 && cs.g.in[a] == cs.g.out[a];
     // The direct kernels keep nothing either (the weight gradient reads the input frames).
     const bool direct = direct_applies(cs.g) && (method == kernels::ConvMethod::direct ||
-                                                  method == kernels::ConvMethod::automatic);
+                                                 method == kernels::ConvMethod::automatic);
     EXPECT_EQ(kept.empty(), pointwise || direct);
     if (cs.name == "2d_lenet_conv2" && !direct) {  // a shape the bands take
       EXPECT_EQ(kept.bands, method != kernels::ConvMethod::im2col);
