@@ -450,6 +450,7 @@ detail::DirectGeo direct_geo(const Geo& g) {
           g.k[2],  g.dil[1], g.dil[2], g.off[1], g.off[2]};
 }
 
+template <class T>
 bool use_direct(const Geo& g, std::int64_t c, std::int64_t o, Pass pass) {
   if constexpr (!kHostKernels) {
     return false;
@@ -459,6 +460,11 @@ bool use_direct(const Geo& g, std::int64_t c, std::int64_t o, Pass pass) {
                       (g.s[1] == 1 || g.out[1] == 1) && (g.s[2] == 1 || g.out[2] == 1) &&
                       host_simd_bytes() != 0;
     if (!fits) return false;
+    // Their scratch (kept per thread) holds one sample's padded planes of every channel, input
+    // and output: within kMaxScratchBytes, as the GEMM forms' (a 1024 x 1024 image with 3 -> 16
+    // channels, 76 MiB, takes the bands).
+    if (detail::direct_conv_scratch_bytes(direct_geo(g), c, o, sizeof(T)) > kMaxScratchBytes)
+      return false;
     if (g_conv_method == ConvMethod::direct) return true;
     static const bool one_thread = Kokkos::DefaultHostExecutionSpace().concurrency() == 1;
     if (!one_thread || std::min(c, o) > kDirectMaxChannels) return false;
@@ -813,7 +819,7 @@ void conv_forward(const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>& bias,
     if (bp) add_bias(yp, bp, n, o, p);
     return;
   }
-  if (use_direct(geo, c, o, Pass::forward)) {
+  if (use_direct<T>(geo, c, o, Pass::forward)) {
     detail::direct_conv_forward(xp, wp, bp, yp, n, c, o, direct_geo(geo));
     return;
   }
@@ -868,7 +874,7 @@ void conv_backward_input(const Tensor<T>& dy, const Tensor<T>& w, T beta, Tensor
       gemm_raw(Op::T, Op::N, c, p, o, T(1), wp, c, dyp + s * o * p, p, beta, dxp + s * c * p, p);
     return;
   }
-  if (use_direct(geo, c, o, Pass::input)) {
+  if (use_direct<T>(geo, c, o, Pass::input)) {
     detail::direct_conv_backward_input(dyp, wp, beta, dxp, n, c, o, direct_geo(geo));
     return;
   }
@@ -910,7 +916,7 @@ void conv_backward_weight(const Tensor<T>& dy, const Tensor<T>& x, T beta, Tenso
   const T* dyp = dy.data();
   const T* xp = x.data();
   T* dwp = dw.data();
-  if (use_direct(geo, c, o, Pass::weight)) {
+  if (use_direct<T>(geo, c, o, Pass::weight)) {
     detail::direct_conv_backward_weight(dyp, xp, beta, dwp, n, c, o, direct_geo(geo));
     return;
   }

@@ -306,6 +306,15 @@ void require_available(const char* op) {
 
 }  // namespace
 
+std::int64_t direct_conv_scratch_bytes(const DirectGeo& g, std::int64_t c, std::int64_t o,
+                                       std::size_t elem_size) {
+  // Planes of at most hp wp + span + 2 kTail entries and a cache line, per channel (the weight
+  // gradient's chunks hold several samples, but only where one sample's planes are small).
+  const std::int64_t wp = g.out2 + (g.k2 - 1) * g.d2, hp = g.out1 + (g.k1 - 1) * g.d1;
+  const std::int64_t plane = hp * wp + (g.k1 - 1) * g.d1 * wp + (g.k2 - 1) * g.d2 + 2 * kTail + 16;
+  return (c + o) * plane * static_cast<std::int64_t>(elem_size);
+}
+
 std::int64_t direct_conv_input_positions(const DirectGeo& g) {
   const std::int64_t wp = g.out2 + (g.k2 - 1) * g.d2, hp = g.out1 + (g.k1 - 1) * g.d1;
   const std::int64_t r_lo = std::clamp<std::int64_t>(g.off1, 0, hp);

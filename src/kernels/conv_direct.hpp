@@ -14,6 +14,7 @@
 // so the kernels run near the FMA units' speed for any channel count, where a GEMM of LeNet's
 // shapes (6 or 16 output channels, 25 or 150 inner products) runs at a third of it.
 
+#include <cstddef>
 #include <cstdint>
 
 #include "distop/kernels/conv.hpp"
@@ -33,6 +34,11 @@ struct DirectGeo {
 // The flat positions the input gradient computes per channel: the frame rows that hold input
 // rows, times the pitch (the useful work is out1 out2 positions).
 std::int64_t direct_conv_input_positions(const DirectGeo& g);
+
+// The most scratch, in bytes, the three kernels below take for one geometry and channel counts
+// with elements of elem_size bytes (one sample's padded planes of every channel).
+std::int64_t direct_conv_scratch_bytes(const DirectGeo& g, std::int64_t c, std::int64_t o,
+                                       std::size_t elem_size);
 
 // x [n, c, in1, in2], w [o, c, k1, k2], bias [o] or null, y [n, o, out1, out2] (overwritten).
 template <class T>
