@@ -115,7 +115,7 @@ const typename DistributedConv<T>::Plans& DistributedConv<T>::plans(const Tensor
   const Shape out = detail::window_out(spatial, windows_);
   Plans p;
   TensorSpace padded = x_space;
-  if (detail::splits_spatial(p_w_.shape())) {
+  if (detail::needs_halo(g, x_space.partition().shape(), windows_)) {
     p.halo = std::make_shared<const HaloExchange<T>>(x_space, detail::halo_windows(windows_));
     p.pad = std::make_shared<const HaloPad<T>>(p.halo);
     padded = p.halo->range();

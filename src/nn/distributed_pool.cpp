@@ -41,7 +41,7 @@ const typename DistributedPool<T>::Plans& DistributedPool<T>::plans(const Tensor
   Plans p;
   p.out_space = output_space(x_space);
   TensorSpace padded = x_space;
-  if (detail::splits_spatial(part.shape())) {
+  if (detail::needs_halo(g, part.shape(), windows_)) {
     p.halo = std::make_shared<const HaloExchange<T>>(x_space, detail::halo_windows(windows_));
     p.pad = std::make_shared<const HaloPad<T>>(p.halo);
     padded = p.halo->range();

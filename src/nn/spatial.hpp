@@ -27,6 +27,21 @@ inline bool splits_spatial(const Shape& grid) {
   return false;
 }
 
+// Whether a [N, C, s..] tensor of shape `global` split balanced over `grid` needs a halo exchange
+// (and its padding) before a window layer with these spatial windows: some rank reads input that
+// a neighbour owns. Not when the grid splits no spatial axis, nor when every part's windows stay
+// inside its own block (LeNet's 2 x 2 pooling over even blocks): then the exchange would move
+// nothing and the padding would be a copy. The same answer on every rank (halo_spec is a pure
+// function of the arguments, with the same errors everywhere).
+inline bool needs_halo(const Shape& global, const Shape& grid,
+                       const std::vector<ConvWindow>& spatial) {
+  if (!splits_spatial(grid)) return false;
+  for (const auto& axis : halo_spec(global, grid, halo_windows(spatial)))
+    for (const GhostWidths& w : axis)
+      if (w.left > 0 || w.right > 0) return true;
+  return false;
+}
+
 // The geometry of the local kernel on the rank at spatial grid coordinates `coords` (one per
 // spatial axis), whose local input is its block of a [.., .., n..] tensor split balanced into
 // `parts` along each spatial axis, extended by the ghost zones HaloExchange fills (halo_spec:

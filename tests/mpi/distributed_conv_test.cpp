@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "distop/autodiff/apply.hpp"
+#include "distop/core/timers.hpp"
 #include "distop/nn/conv.hpp"
 #include "distop/nn/distributed_pool.hpp"
 #include "distop/nn/init.hpp"
@@ -141,12 +142,12 @@ void adjoint_cases() {
     auto rx = distop::testing::adjoint_test(wrt_x);
     EXPECT_TRUE(rx.passed) << "input: " << rx.str();
     Var<T> x_fixed(x0.clone(), false);
-    distop::testing::TapeLinearisation<T> wrt_w(
-        layer.weight(), out, [&](Tape& t) { return layer.forward(t, x_fixed); });
+    distop::testing::TapeLinearisation<T> wrt_w(layer.weight(), out,
+                                                [&](Tape& t) { return layer.forward(t, x_fixed); });
     auto rw = distop::testing::adjoint_test(wrt_w);
     EXPECT_TRUE(rw.passed) << "weight: " << rw.str();
-    distop::testing::TapeLinearisation<T> wrt_b(
-        layer.bias(), out, [&](Tape& t) { return layer.forward(t, x_fixed); });
+    distop::testing::TapeLinearisation<T> wrt_b(layer.bias(), out,
+                                                [&](Tape& t) { return layer.forward(t, x_fixed); });
     auto rb = distop::testing::adjoint_test(wrt_b);
     EXPECT_TRUE(rb.passed) << "bias: " << rb.str();
   }
@@ -230,11 +231,43 @@ TEST(DistributedPool, EqualsTheOneRankLayerInValuesAndGradients) {
   }
 }
 
+// Windows that stay inside every rank's block (2 x 2 pooling, each block twice its outputs) need no
+// halo: the layer runs no HaloExchange and no HaloPad (no copy of its input); windows that cross
+// the blocks do, as soon as the height is split.
+TEST(DistributedPool, ExchangesHalosOnlyWhereWindowsCrossBlocks) {
+  const int n = world_size();
+  const Shape xs = with_batch_channels(2, 2, Shape{24, 4});  // 12 outputs: even blocks at 1-4 ranks
+  auto halo_calls = [&](const nn::PoolOptions& options, std::vector<std::int64_t> kernel) {
+    nn::DistributedPool<double> layer(nn::PoolKind::max, 2, kernel, options);
+    DistTensor<double> x0(TensorSpace(xs, Partition::world(Shape{1, 1, n, 1})));
+    nn::uniform_init(x0, 3, 1.0);
+    Var<double> x(x0, true);
+    timers::reset();
+    timers::enable(true);
+    Tape tape;
+    auto y = layer.forward(tape, x);
+    nn::uniform_init(y.grad(), 4, 1.0);
+    tape.backward();
+    timers::enable(false);
+    long long calls = 0;
+    for (const auto& [name, e] : timers::snapshot())
+      if (name.rfind("Halo", 0) == 0) calls += e.calls;
+    timers::reset();
+    return calls;
+  };
+  EXPECT_EQ(halo_calls({}, {2}), 0);
+  const long long crossing = halo_calls({{2}, {1}, {1}}, {3});
+  if (n > 1)
+    EXPECT_GT(crossing, 0);
+  else
+    EXPECT_EQ(crossing, 0);
+}
+
 TEST(DistributedPoolAdjoint, AveragePoolingIsLinear) {
   const int n = world_size();
   nn::DistributedPool<double> layer(nn::PoolKind::avg, 2, {3}, {{2}, {1}, {1}});
-  DistTensor<double> x0(TensorSpace(with_batch_channels(2, 2, Shape{9, 8}),
-                                    Partition::world(Shape{1, 1, n, 1})));
+  DistTensor<double> x0(
+      TensorSpace(with_batch_channels(2, 2, Shape{9, 8}), Partition::world(Shape{1, 1, n, 1})));
   Var<double> x(x0, true);
   distop::testing::TapeLinearisation<double> op(x, layer.output_space(x.space()),
                                                 [&](Tape& t) { return layer.forward(t, x); });
@@ -249,19 +282,19 @@ TEST(DistributedConv, BadInputsAreErrorsOnEveryRank) {
   EXPECT_THROW(nn::DistributedConv<float>(2, 2, 2, {3}, o, Partition::world(Shape{1, n}), 1),
                Error);
   if (n > 1) {
-    EXPECT_THROW(nn::DistributedConv<float>(2, 1, 2, {3}, o, Partition::world(Shape{1, n, 1, 1}), 1),
-                 Error);
+    EXPECT_THROW(
+        nn::DistributedConv<float>(2, 1, 2, {3}, o, Partition::world(Shape{1, n, 1, 1}), 1), Error);
   }
   nn::DistributedConv<float> layer(2, 2, 3, {3}, o, Partition::world(Shape{1, 1, n, 1}), 1);
   Tape tape;
   // Wrong channel count.
-  Var<float> wrong(DistTensor<float>(
-      TensorSpace(Shape{2, 3, 4 * n, 5}, Partition::world(Shape{1, 1, n, 1}))));
+  Var<float> wrong(
+      DistTensor<float>(TensorSpace(Shape{2, 3, 4 * n, 5}, Partition::world(Shape{1, 1, n, 1}))));
   EXPECT_THROW(layer.forward(tape, wrong), Error);
   // Right shape on another partition.
   if (n > 1) {
-    Var<float> elsewhere(DistTensor<float>(
-        TensorSpace(Shape{2, 2, 5, 4 * n}, Partition::world(Shape{1, 1, 1, n}))));
+    Var<float> elsewhere(
+        DistTensor<float>(TensorSpace(Shape{2, 2, 5, 4 * n}, Partition::world(Shape{1, 1, 1, n}))));
     EXPECT_THROW(layer.forward(tape, elsewhere), Error);
   }
   // A halo wider than the neighbour's block: a 9-wide kernel over blocks of 2 (with two parts the
@@ -278,7 +311,8 @@ TEST(HaloPadAdjoint, EmbeddingAndRestriction) {
   const int n = world_size();
   for (const Shape& grid : {Shape{1, 1, n, 1}, Shape{1, 1, 1, n}}) {
     SCOPED_TRACE(grid.str());
-    TensorSpace interior(with_batch_channels(2, 2, Shape{3 * n + 1, 3 * n}), Partition::world(grid));
+    TensorSpace interior(with_batch_channels(2, 2, Shape{3 * n + 1, 3 * n}),
+                         Partition::world(grid));
     auto halo = std::make_shared<const HaloExchange<double>>(
         interior, std::vector<ConvWindow>{{}, {}, {3, 1, 1, 1}, {3, 1, 1, 1}});
     HaloPad<double> pad(halo);
@@ -304,12 +338,13 @@ TEST(DistributedPool, BadInputsAreErrorsOnEveryRank) {
   nn::DistributedPool<float> pool(nn::PoolKind::max, 2, {2});
   Tape tape;
   // Wrong rank: a 2-D pooling of a [N, C, L] tensor.
-  Var<float> flat(DistTensor<float>(TensorSpace(Shape{2, 2, 4 * n}, Partition::world(Shape{1, 1, n}))));
+  Var<float> flat(
+      DistTensor<float>(TensorSpace(Shape{2, 2, 4 * n}, Partition::world(Shape{1, 1, n}))));
   EXPECT_THROW(pool.forward(tape, flat), Error);
   // A grid that does not split tensor axis a by grid axis a.
-  Var<float> mapped(DistTensor<float>(TensorSpace(
-      Partition::world(Shape{n}),
-      Decomposition::balanced(Shape{2, 2, 4 * n, 4}, Shape{n}, {-1, -1, 0, -1}))));
+  Var<float> mapped(DistTensor<float>(
+      TensorSpace(Partition::world(Shape{n}),
+                  Decomposition::balanced(Shape{2, 2, 4 * n, 4}, Shape{n}, {-1, -1, 0, -1}))));
   EXPECT_THROW(pool.forward(tape, mapped), Error);
   // Invalid windows: padding beyond half the kernel.
   EXPECT_THROW(nn::DistributedPool<float>(nn::PoolKind::max, 2, {2}, {{}, {2}, {1}}), Error);
