@@ -472,12 +472,9 @@ bool use_direct(const Geo& g, std::int64_t c, std::int64_t o, Pass pass) {
     // past kDirectMaxChannels channels on both sides the GEMM forms win (measured: 32 -> 64
     // channels on 14 x 14, 0.8 of the bands' speed).
     if (pass == Pass::weight && std::max(c, o) > kDirectMaxChannels) return false;
-    // The input gradient runs over the whole padded input frame, (out + k - 1)^2 positions
-    // against out^2 useful ones: for small planes (LeNet's conv2: 196 against 100) the GEMM
-    // forms do less work. Its tiles block the input channels, so with fewer than 4 of them (a
-    // first layer's) they load about one vector per FMA, and the GEMM forms win again.
-    return pass != Pass::input ||
-           (c >= 4 && detail::direct_conv_input_positions(direct_geo(g)) <= 3 * g.out_n / 2);
+    // The input gradient's tiles block the input channels, so with fewer than 4 of them (a
+    // first layer's) they load about one vector per FMA, and the GEMM forms win.
+    return pass != Pass::input || c >= 4;
   }
 }
 

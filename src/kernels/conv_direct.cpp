@@ -112,12 +112,13 @@ struct Simd<float> {
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static void pin(V& v) { asm("" : "+v"(v)); }  // v stays in a register (no folded reloads)
-  static __mmask16 mask(std::int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
-  static V load_n(const float* p, std::int64_t n) { return _mm512_maskz_loadu_ps(mask(n), p); }
-  static V load_range(const float* p, std::int64_t a, std::int64_t b) {
-    return _mm512_maskz_loadu_ps(static_cast<__mmask16>(range_bits(a, b, L)), p);
+  // Masked loads and stores: lanes [a, b) of a vector (clamped), a mask computed once per layout.
+  using Mask = __mmask16;
+  static Mask range_mask(std::int64_t a, std::int64_t b) {
+    return static_cast<Mask>(range_bits(a, b, L));
   }
-  static void store_n(float* p, V v, std::int64_t n) { _mm512_mask_storeu_ps(p, mask(n), v); }
+  static V load_m(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
+  static void store_m(float* p, Mask m, V v) { _mm512_mask_storeu_ps(p, m, v); }
   static float hsum(V v) { return lane_sum<float, L>(v); }
 };
 template <>
@@ -131,12 +132,12 @@ struct Simd<double> {
   static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
   static V add(V a, V b) { return _mm512_add_pd(a, b); }
   static void pin(V& v) { asm("" : "+v"(v)); }
-  static __mmask8 mask(std::int64_t n) { return static_cast<__mmask8>((1u << n) - 1u); }
-  static V load_n(const double* p, std::int64_t n) { return _mm512_maskz_loadu_pd(mask(n), p); }
-  static V load_range(const double* p, std::int64_t a, std::int64_t b) {
-    return _mm512_maskz_loadu_pd(static_cast<__mmask8>(range_bits(a, b, L)), p);
+  using Mask = __mmask8;
+  static Mask range_mask(std::int64_t a, std::int64_t b) {
+    return static_cast<Mask>(range_bits(a, b, L));
   }
-  static void store_n(double* p, V v, std::int64_t n) { _mm512_mask_storeu_pd(p, mask(n), v); }
+  static V load_m(const double* p, Mask m) { return _mm512_maskz_loadu_pd(m, p); }
+  static void store_m(double* p, Mask m, V v) { _mm512_mask_storeu_pd(p, m, v); }
   static double hsum(V v) { return lane_sum<double, L>(v); }
 };
 // 32 vector registers: up to 8 x 3 or 6 x 4 accumulators for the convolution tiles, 4 x 6 for
@@ -173,20 +174,17 @@ struct Simd<float> {
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static void pin(V& v) { asm("" : "+x"(v)); }
-  static __m256i mask(std::int64_t n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
-                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  }
-  static V load_n(const float* p, std::int64_t n) { return _mm256_maskload_ps(p, mask(n)); }
-  static V load_range(const float* p, std::int64_t a, std::int64_t b) {
+  using Mask = __m256i;
+  static Mask range_mask(std::int64_t a, std::int64_t b) {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i from =
         _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(clamp_lane(a, L)) - 1));
     const __m256i to =
         _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(clamp_lane(b, L))), lane);
-    return _mm256_maskload_ps(p, _mm256_and_si256(from, to));
+    return _mm256_and_si256(from, to);
   }
-  static void store_n(float* p, V v, std::int64_t n) { _mm256_maskstore_ps(p, mask(n), v); }
+  static V load_m(const float* p, Mask m) { return _mm256_maskload_ps(p, m); }
+  static void store_m(float* p, Mask m, V v) { _mm256_maskstore_ps(p, m, v); }
   static float hsum(V v) {
     const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -204,17 +202,15 @@ struct Simd<double> {
   static V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
   static V add(V a, V b) { return _mm256_add_pd(a, b); }
   static void pin(V& v) { asm("" : "+x"(v)); }
-  static __m256i mask(std::int64_t n) {
-    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3));
-  }
-  static V load_n(const double* p, std::int64_t n) { return _mm256_maskload_pd(p, mask(n)); }
-  static V load_range(const double* p, std::int64_t a, std::int64_t b) {
+  using Mask = __m256i;
+  static Mask range_mask(std::int64_t a, std::int64_t b) {
     const __m256i lane = _mm256_setr_epi64x(0, 1, 2, 3);
     const __m256i from = _mm256_cmpgt_epi64(lane, _mm256_set1_epi64x(clamp_lane(a, L) - 1));
     const __m256i to = _mm256_cmpgt_epi64(_mm256_set1_epi64x(clamp_lane(b, L)), lane);
-    return _mm256_maskload_pd(p, _mm256_and_si256(from, to));
+    return _mm256_and_si256(from, to);
   }
-  static void store_n(double* p, V v, std::int64_t n) { _mm256_maskstore_pd(p, mask(n), v); }
+  static V load_m(const double* p, Mask m) { return _mm256_maskload_pd(p, m); }
+  static void store_m(double* p, Mask m, V v) { _mm256_maskstore_pd(p, m, v); }
   static double hsum(V v) {
     const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
@@ -257,6 +253,17 @@ void flat_correlate(const T* dy, std::int64_t dy_len, std::int64_t o_n, const T*
       flat_correlate(dy, dy_len, o_n, x, x_len, c_n, nb, count, g.k1, g.k2, g.d1, g.d2, wp, vsums));
 }
 template <class T>
+void flat_scatter(const T* dy, std::int64_t dy_len, std::int64_t o_n, const std::int64_t* shift,
+                  std::int64_t taps, const T* wk, std::int64_t c_n, std::int64_t count, T* frame,
+                  std::int64_t frame_len) {
+  DISTOP_DIRECT_DISPATCH(
+      flat_scatter(dy, dy_len, o_n, shift, taps, wk, c_n, count, frame, frame_len));
+}
+template <class T>
+void zero_run(T* p, std::int64_t n) {
+  DISTOP_DIRECT_DISPATCH(zero_run(p, n));
+}
+template <class T>
 void lane_sums(const T* vsums, std::int64_t n, T* sums) {
   DISTOP_DIRECT_DISPATCH(lane_sums(vsums, n, sums));
 }
@@ -287,6 +294,11 @@ template <class T>
 void flat_correlate(const T*, std::int64_t, std::int64_t, const T*, std::int64_t, std::int64_t,
                     std::int64_t, std::int64_t, const DirectGeo&, std::int64_t, T*) {}
 template <class T>
+void flat_scatter(const T*, std::int64_t, std::int64_t, const std::int64_t*, std::int64_t, const T*,
+                  std::int64_t, std::int64_t, T*, std::int64_t) {}
+template <class T>
+void zero_run(T*, std::int64_t) {}
+template <class T>
 void lane_sums(const T*, std::int64_t, T*) {}
 template <class T>
 void add_scalar_run(T*, const T*, T, std::int64_t) {}
@@ -313,13 +325,6 @@ std::int64_t direct_conv_scratch_bytes(const DirectGeo& g, std::int64_t c, std::
   const std::int64_t wp = g.out2 + (g.k2 - 1) * g.d2, hp = g.out1 + (g.k1 - 1) * g.d1;
   const std::int64_t plane = hp * wp + (g.k1 - 1) * g.d1 * wp + (g.k2 - 1) * g.d2 + 2 * kTail + 16;
   return (c + o) * plane * static_cast<std::int64_t>(elem_size);
-}
-
-std::int64_t direct_conv_input_positions(const DirectGeo& g) {
-  const std::int64_t wp = g.out2 + (g.k2 - 1) * g.d2, hp = g.out1 + (g.k1 - 1) * g.d1;
-  const std::int64_t r_lo = std::clamp<std::int64_t>(g.off1, 0, hp);
-  const std::int64_t r_hi = std::clamp<std::int64_t>(g.off1 + g.in1, r_lo, hp);
-  return (r_hi - r_lo) * wp;
 }
 
 template <class T>
@@ -354,31 +359,29 @@ void direct_conv_backward_input(const T* dy, const T* w, T beta, T* dx, std::int
                                 std::int64_t c, std::int64_t o, const DirectGeo& g) {
   require_available("conv_backward_input");
   const Frame f = frame_of<T>(g);
-  // The frame's gradient is the convolution of the padded dy with the flipped kernel:
-  // xp_bar[c][u] = sum_{o, j} w[o, c, taps - 1 - j] dyp[o][u + shift_j]; wk [o][tap][c].
+  // The frame's gradient: every output's dy, through the weights, scattered to the frame
+  // positions its taps read, frame[c][t + shift_j] += sum_o w[o, c, j] dy[o][t]; wk [tap][o][c].
   T* const wk = scratch<T>(0, c * f.taps * o);
   for (std::int64_t oc = 0; oc < o; ++oc)
     for (std::int64_t ic = 0; ic < c; ++ic)
       for (std::int64_t j = 0; j < f.taps; ++j)
-        wk[(oc * f.taps + j) * c + ic] = w[(oc * c + ic) * f.taps + (f.taps - 1 - j)];
-  // Only the frame rows that hold input rows: [r_lo, r_hi).
+        wk[(j * o + oc) * c + ic] = w[(oc * c + ic) * f.taps + j];
+  // The frame rows and columns that hold input entries: [r_lo, r_hi) x [q_lo, q_hi).
   const std::int64_t r_lo = std::clamp<std::int64_t>(g.off1, 0, f.hp);
   const std::int64_t r_hi = std::clamp<std::int64_t>(g.off1 + g.in1, r_lo, f.hp);
-  const std::int64_t count = direct_conv_input_positions(g);
-  const std::int64_t out_len = count + kTail;
-  T* const dyp = scratch<T>(1, o * f.dy_len);
-  T* const out = scratch<T>(2, c * out_len);
   const std::int64_t q_lo = std::clamp<std::int64_t>(g.off2, 0, f.wp);
   const std::int64_t q_hi = std::clamp<std::int64_t>(g.off2 + g.in2, q_lo, f.wp);
+  // Frames as long as the input's (the scatter of the last tile reaches t_out + span + a tile).
+  const std::int64_t frame_len = f.x_len;
+  T* const dyp = scratch<T>(1, o * f.dy_len);
+  T* const frame = scratch<T>(2, c * frame_len);
   const std::int64_t in_n = g.in1 * g.in2, out_n = g.out1 * g.out2;
   for (std::int64_t s = 0; s < n; ++s) {
     T* dxs = dx + s * c * in_n;
-    if (count > 0) {
-      pad_grad(dy + s * o * out_n, o, g, f, dyp);
-      // The frame's position u reads dyp[u + shift_j] of planes whose flat run starts at span.
-      flat_conv(dyp + (f.lead - f.span) + r_lo * f.wp, f.dy_len, o, f.shift.data(), f.taps, wk, c,
-                count, out, out_len);
-    }
+    pad_grad(dy + s * o * out_n, o, g, f, dyp);
+    zero_run(frame, c * frame_len);
+    flat_scatter(dyp + f.lead, f.dy_len, o, f.shift.data(), f.taps, wk, c, f.t_out, frame,
+                 frame_len);
     // Input column i2 sits at frame column i2 + off2: frame rows [r_lo, r_hi) and columns
     // [q_lo, q_hi) hold input entries, so input columns [i_lo, i_hi) of the rows in there get
     // the frame's gradient and the others none.
@@ -390,8 +393,7 @@ void direct_conv_backward_input(const T* dy, const T* w, T beta, T* dx, std::int
         const bool inside = r >= r_lo && r < r_hi && i_hi > i_lo;
         const std::int64_t a = inside ? i_lo : g.in2, b = inside ? i_hi : g.in2;
         for (std::int64_t i2 = 0; i2 < a; ++i2) d[i2] = beta == T(0) ? T(0) : beta * d[i2];
-        if (inside)
-          scale_add_run(d + a, out + ch * out_len + (r - r_lo) * f.wp + q_lo, beta, b - a);
+        if (inside) scale_add_run(d + a, frame + ch * frame_len + r * f.wp + q_lo, beta, b - a);
         for (std::int64_t i2 = b; i2 < g.in2; ++i2) d[i2] = beta == T(0) ? T(0) : beta * d[i2];
       }
     }

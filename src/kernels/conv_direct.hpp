@@ -8,8 +8,9 @@
 // of one flat array: y[o][t] = sum_{c, j} w[o, c, j] xp[c][t + shift_j]. The columns q >= out2
 // of each flat output row are computed and thrown away (wp - out2 = (k2 - 1) d2 of them), and in
 // exchange the whole output plane is one long run of vectors, whatever its width. The input
-// gradient is the same kernel on the zero-padded dy with flipped, transposed weights; the weight
-// gradient correlates the flat dy with the shifted frames. Each output vector is held in a
+// gradient scatters the flat dy (zero in those columns) through the transposed weights to the
+// frame positions each tap read; the weight gradient correlates the flat dy with the shifted
+// frames. Each output vector is held in a
 // register across all C k1 k2 taps (a block of output channels times a few vectors at a time),
 // so the kernels run near the FMA units' speed for any channel count, where a GEMM of LeNet's
 // shapes (6 or 16 output channels, 25 or 150 inner products) runs at a third of it.
@@ -30,10 +31,6 @@ struct DirectGeo {
   std::int64_t d1, d2;      // dilations
   std::int64_t off1, off2;  // offsets
 };
-
-// The flat positions the input gradient computes per channel: the frame rows that hold input
-// rows, times the pitch (the useful work is out1 out2 positions).
-std::int64_t direct_conv_input_positions(const DirectGeo& g);
 
 // The most scratch, in bytes, the three kernels below take for one geometry and channel counts
 // with elements of elem_size bytes (one sample's padded planes of every channel).
