@@ -990,6 +990,27 @@ void conv_backward_bias(const Tensor<T>& dy, T beta, Tensor<T>& db) {
       });
 }
 
+template <class T>
+void conv_backward(const Tensor<T>& dy, const Tensor<T>& x, const Tensor<T>& w,
+                   const WindowGeometry& g, const ConvGradients<T>& grads,
+                   const ConvColumns<T>* kept) {
+  if (grads.dx && grads.dw) {
+    constexpr const char* kOp = "conv_backward";
+    const auto [n, c, o] = check_conv(kOp, g, *grads.dx, "dx", w, dy, "dy", false);
+    check_conv(kOp, g, x, "x", *grads.dw, dy, "dy", true);
+    const Geo geo = padded(g);
+    if (n > 0 && use_direct<T>(geo, c, o, Pass::input) && use_direct<T>(geo, c, o, Pass::weight)) {
+      detail::direct_conv_backward(dy.data(), x.data(), w.data(), grads.beta_x, grads.dx->data(),
+                                   grads.beta_w, grads.dw->data(), n, c, o, direct_geo(geo));
+      if (grads.db) conv_backward_bias(dy, grads.beta_b, *grads.db);
+      return;
+    }
+  }
+  if (grads.dw) conv_backward_weight(dy, x, grads.beta_w, *grads.dw, g, kept);
+  if (grads.db) conv_backward_bias(dy, grads.beta_b, *grads.db);
+  if (grads.dx) conv_backward_input(dy, w, grads.beta_x, *grads.dx, g);
+}
+
 void set_conv_method(ConvMethod method) { g_conv_method = method; }
 ConvMethod conv_method() { return g_conv_method; }
 
@@ -1000,7 +1021,10 @@ ConvMethod conv_method() { return g_conv_method; }
                                     const WindowGeometry&);                                    \
   template void conv_backward_weight(const Tensor<T>&, const Tensor<T>&, T, Tensor<T>&,        \
                                      const WindowGeometry&, const ConvColumns<T>*);            \
-  template void conv_backward_bias(const Tensor<T>&, T, Tensor<T>&);
+  template void conv_backward_bias(const Tensor<T>&, T, Tensor<T>&);                           \
+  template void conv_backward(const Tensor<T>&, const Tensor<T>&, const Tensor<T>&,            \
+                              const WindowGeometry&, const ConvGradients<T>&,                  \
+                              const ConvColumns<T>*);
 DISTOP_INSTANTIATE_CONV(float)
 DISTOP_INSTANTIATE_CONV(double)
 #undef DISTOP_INSTANTIATE_CONV

@@ -62,7 +62,7 @@ Frame frame_of(const DirectGeo& g) {
 // Scratch kept per thread between calls (grown, never shrunk), starting on a cache line.
 template <class T>
 T* scratch(int slot, std::int64_t n) {
-  thread_local std::vector<T> buffers[4];
+  thread_local std::vector<T> buffers[6];
   auto& b = buffers[slot];
   const auto need = static_cast<std::size_t>(n) + kLine / sizeof(T);
   if (b.size() < need) b.resize(need);
@@ -354,57 +354,78 @@ void direct_conv_forward(const T* x, const T* w, const T* bias, T* y, std::int64
   }
 }
 
+// The input gradient of one sample, from its padded dy planes (pad_grad): the frame's gradient,
+// every output's dy through the weights scattered to the frame positions its taps read,
+// frame[c][t + shift_j] += sum_o w[o, c, j] dy[o][t], then dx = beta dx + the frame's entries
+// that hold input. wk: the weights as [tap][o][c] (scatter_weights).
 template <class T>
-void direct_conv_backward_input(const T* dy, const T* w, T beta, T* dx, std::int64_t n,
-                                std::int64_t c, std::int64_t o, const DirectGeo& g) {
-  require_available("conv_backward_input");
-  const Frame f = frame_of<T>(g);
-  // The frame's gradient: every output's dy, through the weights, scattered to the frame
-  // positions its taps read, frame[c][t + shift_j] += sum_o w[o, c, j] dy[o][t]; wk [tap][o][c].
-  T* const wk = scratch<T>(0, c * f.taps * o);
-  for (std::int64_t oc = 0; oc < o; ++oc)
-    for (std::int64_t ic = 0; ic < c; ++ic)
-      for (std::int64_t j = 0; j < f.taps; ++j)
-        wk[(j * o + oc) * c + ic] = w[(oc * c + ic) * f.taps + j];
-  // The frame rows and columns that hold input entries: [r_lo, r_hi) x [q_lo, q_hi).
-  const std::int64_t r_lo = std::clamp<std::int64_t>(g.off1, 0, f.hp);
-  const std::int64_t r_hi = std::clamp<std::int64_t>(g.off1 + g.in1, r_lo, f.hp);
-  const std::int64_t q_lo = std::clamp<std::int64_t>(g.off2, 0, f.wp);
-  const std::int64_t q_hi = std::clamp<std::int64_t>(g.off2 + g.in2, q_lo, f.wp);
-  // Frames as long as the input's (the scatter of the last tile reaches t_out + span + a tile).
-  const std::int64_t frame_len = f.x_len;
-  T* const dyp = scratch<T>(1, o * f.dy_len);
-  T* const frame = scratch<T>(2, c * frame_len);
-  const std::int64_t in_n = g.in1 * g.in2, out_n = g.out1 * g.out2;
-  for (std::int64_t s = 0; s < n; ++s) {
-    T* dxs = dx + s * c * in_n;
-    pad_grad(dy + s * o * out_n, o, g, f, dyp);
-    zero_run(frame, c * frame_len);
-    flat_scatter(dyp + f.lead, f.dy_len, o, f.shift.data(), f.taps, wk, c, f.t_out, frame,
-                 frame_len);
-    // Input column i2 sits at frame column i2 + off2: frame rows [r_lo, r_hi) and columns
-    // [q_lo, q_hi) hold input entries, so input columns [i_lo, i_hi) of the rows in there get
-    // the frame's gradient and the others none.
+class InputScatter {
+ public:
+  // No weights (w null): a scatter that is never used, and costs nothing.
+  InputScatter(const T* w, std::int64_t c, std::int64_t o, const DirectGeo& g, const Frame& f)
+      : c_(c), o_(o), g_(g), f_(f) {
+    if (w == nullptr) return;
+    wk_ = scratch<T>(4, c * f.taps * o);
+    for (std::int64_t oc = 0; oc < o; ++oc)
+      for (std::int64_t ic = 0; ic < c; ++ic)
+        for (std::int64_t j = 0; j < f.taps; ++j)
+          wk_[(j * o + oc) * c + ic] = w[(oc * c + ic) * f.taps + j];
+    // Frames as long as the input's (the last tile's scatter reaches t_out + span + a tile).
+    frame_ = scratch<T>(5, c * f.x_len);
+  }
+
+  void sample(const T* dyp, T beta, T* dx) const {
+    const Frame& f = f_;
+    const DirectGeo& g = g_;
+    zero_run(frame_, c_ * f.x_len);
+    flat_scatter(dyp + f.lead, f.dy_len, o_, f.shift.data(), f.taps, wk_, c_, f.t_out, frame_,
+                 f.x_len);
+    // Input entry (i1, i2) sits at frame position (i1 + off1, i2 + off2): frame rows [r_lo, r_hi)
+    // and columns [q_lo, q_hi) hold input entries, so input columns [q_lo - off2, q_hi - off2)
+    // of the rows in there get the frame's gradient and the others none.
+    const std::int64_t r_lo = std::clamp<std::int64_t>(g.off1, 0, f.hp);
+    const std::int64_t r_hi = std::clamp<std::int64_t>(g.off1 + g.in1, r_lo, f.hp);
+    const std::int64_t q_lo = std::clamp<std::int64_t>(g.off2, 0, f.wp);
+    const std::int64_t q_hi = std::clamp<std::int64_t>(g.off2 + g.in2, q_lo, f.wp);
     const std::int64_t i_lo = q_lo - g.off2, i_hi = q_hi - g.off2;
-    for (std::int64_t ch = 0; ch < c; ++ch) {
+    for (std::int64_t ch = 0; ch < c_; ++ch) {
       for (std::int64_t i1 = 0; i1 < g.in1; ++i1) {
-        T* d = dxs + (ch * g.in1 + i1) * g.in2;
+        T* d = dx + (ch * g.in1 + i1) * g.in2;
         const std::int64_t r = i1 + g.off1;
         const bool inside = r >= r_lo && r < r_hi && i_hi > i_lo;
         const std::int64_t a = inside ? i_lo : g.in2, b = inside ? i_hi : g.in2;
         for (std::int64_t i2 = 0; i2 < a; ++i2) d[i2] = beta == T(0) ? T(0) : beta * d[i2];
-        if (inside) scale_add_run(d + a, frame + ch * frame_len + r * f.wp + q_lo, beta, b - a);
+        if (inside) scale_add_run(d + a, frame_ + ch * f.x_len + r * f.wp + q_lo, beta, b - a);
         for (std::int64_t i2 = b; i2 < g.in2; ++i2) d[i2] = beta == T(0) ? T(0) : beta * d[i2];
       }
     }
   }
-}
 
+ private:
+  std::int64_t c_, o_;
+  const DirectGeo& g_;
+  const Frame& f_;
+  T* wk_ = nullptr;
+  T* frame_ = nullptr;
+};
+
+// Both gradients (either may be null), over chunks of samples: each chunk's x frames and dy
+// planes padded once, every sample's input gradient scattered from them, then the chunk's weight
+// gradient correlated.
 template <class T>
-void direct_conv_backward_weight(const T* dy, const T* x, T beta, T* dw, std::int64_t n,
-                                 std::int64_t c, std::int64_t o, const DirectGeo& g) {
-  require_available("conv_backward_weight");
+void direct_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T beta_w, T* dw,
+                     std::int64_t n, std::int64_t c, std::int64_t o, const DirectGeo& g) {
   const Frame f = frame_of<T>(g);
+  const std::int64_t in_n = g.in1 * g.in2, out_n = g.out1 * g.out2;
+  const InputScatter<T> scatter(dx ? w : nullptr, c, o, g, f);
+  if (!dw) {
+    T* const dyp = scratch<T>(2, o * f.dy_len);
+    for (std::int64_t s = 0; s < n; ++s) {
+      pad_grad(dy + s * o * out_n, o, g, f, dyp);
+      scatter.sample(dyp, beta_x, dx + s * c * in_n);
+    }
+    return;
+  }
   const std::int64_t taps_all = o * c * f.taps;
   constexpr std::int64_t kLanes = 64 / sizeof(T);  // the widest vector's lanes
   T* const vsums = scratch<T>(0, taps_all * kLanes);
@@ -417,12 +438,12 @@ void direct_conv_backward_weight(const T* dy, const T* x, T beta, T* dw, std::in
   const std::int64_t nb = std::clamp<std::int64_t>((std::int64_t{36} << 10) / tile_bytes, 1, n);
   T* const xp = scratch<T>(1, nb * c * f.x_len);
   T* const dyp = scratch<T>(2, nb * o * f.dy_len);
-  const std::int64_t in_n = g.in1 * g.in2, out_n = g.out1 * g.out2;
   for (std::int64_t s0 = 0; s0 < n; s0 += nb) {
     const std::int64_t m = std::min(nb, n - s0);
     for (std::int64_t s = 0; s < m; ++s) {
       pad_input(x + (s0 + s) * c * in_n, c, g, f, xp + s * c * f.x_len);
       pad_grad(dy + (s0 + s) * o * out_n, o, g, f, dyp + s * o * f.dy_len);
+      if (dx) scatter.sample(dyp + s * o * f.dy_len, beta_x, dx + (s0 + s) * c * in_n);
     }
     // The flat dy runs start after each plane's leading zeros.
     flat_correlate(dyp + f.lead, f.dy_len, o, xp, f.x_len, c, m, f.t_out, g, f.wp, vsums);
@@ -430,16 +451,39 @@ void direct_conv_backward_weight(const T* dy, const T* x, T beta, T* dw, std::in
   T* const sums = scratch<T>(3, taps_all);
   lane_sums(vsums, taps_all, sums);
   for (std::int64_t i = 0; i < taps_all; ++i)
-    dw[i] = beta == T(0) ? sums[i] : beta * dw[i] + sums[i];
+    dw[i] = beta_w == T(0) ? sums[i] : beta_w * dw[i] + sums[i];
 }
 
-#define DISTOP_INSTANTIATE_DIRECT_CONV(T)                                                    \
-  template void direct_conv_forward<T>(const T*, const T*, const T*, T*, std::int64_t,       \
-                                       std::int64_t, std::int64_t, const DirectGeo&);        \
-  template void direct_conv_backward_input<T>(const T*, const T*, T, T*, std::int64_t,       \
-                                              std::int64_t, std::int64_t, const DirectGeo&); \
-  template void direct_conv_backward_weight<T>(const T*, const T*, T, T*, std::int64_t,      \
-                                               std::int64_t, std::int64_t, const DirectGeo&);
+template <class T>
+void direct_conv_backward_input(const T* dy, const T* w, T beta, T* dx, std::int64_t n,
+                                std::int64_t c, std::int64_t o, const DirectGeo& g) {
+  require_available("conv_backward_input");
+  direct_backward<T>(dy, nullptr, w, beta, dx, T(0), nullptr, n, c, o, g);
+}
+
+template <class T>
+void direct_conv_backward_weight(const T* dy, const T* x, T beta, T* dw, std::int64_t n,
+                                 std::int64_t c, std::int64_t o, const DirectGeo& g) {
+  require_available("conv_backward_weight");
+  direct_backward<T>(dy, x, nullptr, T(0), nullptr, beta, dw, n, c, o, g);
+}
+
+template <class T>
+void direct_conv_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T beta_w, T* dw,
+                          std::int64_t n, std::int64_t c, std::int64_t o, const DirectGeo& g) {
+  require_available("conv_backward");
+  direct_backward<T>(dy, x, w, beta_x, dx, beta_w, dw, n, c, o, g);
+}
+
+#define DISTOP_INSTANTIATE_DIRECT_CONV(T)                                                         \
+  template void direct_conv_forward<T>(const T*, const T*, const T*, T*, std::int64_t,            \
+                                       std::int64_t, std::int64_t, const DirectGeo&);             \
+  template void direct_conv_backward_input<T>(const T*, const T*, T, T*, std::int64_t,            \
+                                              std::int64_t, std::int64_t, const DirectGeo&);      \
+  template void direct_conv_backward_weight<T>(const T*, const T*, T, T*, std::int64_t,           \
+                                               std::int64_t, std::int64_t, const DirectGeo&);     \
+  template void direct_conv_backward<T>(const T*, const T*, const T*, T, T*, T, T*, std::int64_t, \
+                                        std::int64_t, std::int64_t, const DirectGeo&);
 DISTOP_INSTANTIATE_DIRECT_CONV(float)
 DISTOP_INSTANTIATE_DIRECT_CONV(double)
 #undef DISTOP_INSTANTIATE_DIRECT_CONV

@@ -64,32 +64,35 @@ Var<T> conv(Tape& tape, const Var<T>& x, const Var<T>& w, const Var<T>& b,
 
   tape.record("conv", [xin = x, y, wv = w, bv = b, g, active, columns]() mutable {
     if (!y.has_grad()) return;
-    const Tensor<T>& dy = y.grad().local();
+    const bool need_w = wv.requires_grad(), need_x = xin.requires_grad();
+    const bool need_b = bv.defined() && bv.requires_grad();
     // Every rank adds a gradient (possibly empty, or zero) so that whether a Var has one is the
     // same on all ranks, which the adjoints of collective operations upstream rely on.
-    if (wv.requires_grad()) {
-      if (active)
-        detail::accumulate(wv, [&](T beta, Tensor<T>& gw) {
-          kernels::conv_backward_weight(dy, xin.value().local(), beta, gw, g, columns.get());
+    if (!active) {
+      if (need_w) wv.grad();
+      if (need_b) bv.grad();
+      if (need_x) xin.grad();
+      return;
+    }
+    // The gradients wanted, computed in one call (the kernels share work between them): each
+    // target is the Var's gradient to add to, or a fresh one to overwrite (beta 0).
+    kernels::ConvGradients<T> grads;
+    auto with = [](bool need, const Var<T>& v, Tensor<T>*& target, T& beta, auto next) {
+      if (!need) return next();
+      detail::accumulate(v, [&](T given, Tensor<T>& t) {
+        target = &t;
+        beta = given;
+        next();
+      });
+    };
+    with(need_w, wv, grads.dw, grads.beta_w, [&] {
+      with(need_b, bv, grads.db, grads.beta_b, [&] {
+        with(need_x, xin, grads.dx, grads.beta_x, [&] {
+          kernels::conv_backward(y.grad().local(), xin.value().local(), wv.value().local(), g,
+                                 grads, columns.get());
         });
-      else
-        wv.grad();
-    }
-    if (bv.defined() && bv.requires_grad()) {
-      if (active)
-        detail::accumulate(
-            bv, [&](T beta, Tensor<T>& gb) { kernels::conv_backward_bias(dy, beta, gb); });
-      else
-        bv.grad();
-    }
-    if (xin.requires_grad()) {
-      if (active)
-        detail::accumulate(xin, [&](T beta, Tensor<T>& gx) {
-          kernels::conv_backward_input(dy, wv.value().local(), beta, gx, g);
-        });
-      else
-        xin.grad();
-    }
+      });
+    });
   });
   return y;
 }

@@ -73,4 +73,23 @@ void conv_backward_weight(const Tensor<T>& dy, const Tensor<T>& x, T beta, Tenso
 template <class T>
 void conv_backward_bias(const Tensor<T>& dy, T beta, Tensor<T>& db);
 
+// The gradients a layer's backward pass wants, each added as above (beta scales what was there,
+// 0: not read); a null target is not computed.
+template <class T>
+struct ConvGradients {
+  Tensor<T>* dx = nullptr;
+  T beta_x = T(0);
+  Tensor<T>* dw = nullptr;
+  T beta_w = T(0);
+  Tensor<T>* db = nullptr;
+  T beta_b = T(0);
+};
+// All of them from one dy: the same results as conv_backward_input, conv_backward_weight and
+// conv_backward_bias. Where the direct kernels take both dx and dw they share one padded copy of
+// each sample's dy. kept as for conv_backward_weight.
+template <class T>
+void conv_backward(const Tensor<T>& dy, const Tensor<T>& x, const Tensor<T>& w,
+                   const WindowGeometry& g, const ConvGradients<T>& grads,
+                   const ConvColumns<T>* kept = nullptr);
+
 }  // namespace distop::kernels
