@@ -1000,9 +1000,12 @@ void conv_backward(const Tensor<T>& dy, const Tensor<T>& x, const Tensor<T>& w,
     check_conv(kOp, g, x, "x", *grads.dw, dy, "dy", true);
     const Geo geo = padded(g);
     if (n > 0 && use_direct<T>(geo, c, o, Pass::input) && use_direct<T>(geo, c, o, Pass::weight)) {
+      if (grads.db)
+        DISTOP_CHECK(grads.db->shape() == Shape{o}, kOp, "db is ", grads.db->shape().str(),
+                     ", expected ", Shape{o}.str());
       detail::direct_conv_backward(dy.data(), x.data(), w.data(), grads.beta_x, grads.dx->data(),
-                                   grads.beta_w, grads.dw->data(), n, c, o, direct_geo(geo));
-      if (grads.db) conv_backward_bias(dy, grads.beta_b, *grads.db);
+                                   grads.beta_w, grads.dw->data(), grads.beta_b,
+                                   grads.db ? grads.db->data() : nullptr, n, c, o, direct_geo(geo));
       return;
     }
   }

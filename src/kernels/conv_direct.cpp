@@ -412,18 +412,55 @@ class InputScatter {
 // Both gradients (either may be null), over chunks of samples: each chunk's x frames and dy
 // planes padded once, every sample's input gradient scattered from them, then the chunk's weight
 // gradient correlated.
+// The bias gradient's sums, db[o] = sum over samples and positions of dy[s, o, ...], taken a sample
+// at a time while its dy is in cache: entry q of a plane into lane q % kLanes of its channel, the
+// lanes carried from sample to sample and folded pairwise at the end, in double (the order of
+// conv_backward_bias, so the results are the same to the bit).
+template <class T>
+class BiasSums {
+ public:
+  explicit BiasSums(std::int64_t o) : lanes_(static_cast<std::size_t>(o) * kLanes, 0.0) {}
+  void add(const T* dy, std::int64_t o, std::int64_t p) {
+    for (std::int64_t oc = 0; oc < o; ++oc) {
+      double* lane = lanes_.data() + oc * kLanes;
+      const T* row = dy + oc * p;
+      std::int64_t q = 0;
+      for (; q + kLanes <= p; q += kLanes)
+        for (int k = 0; k < kLanes; ++k) lane[k] += static_cast<double>(row[q + k]);
+      for (int k = 0; q < p; ++q, ++k) lane[k] += static_cast<double>(row[q]);
+    }
+  }
+  void write(std::int64_t o, T beta, T* db) {
+    for (std::int64_t oc = 0; oc < o; ++oc) {
+      double* lane = lanes_.data() + oc * kLanes;
+      for (int w = kLanes / 2; w >= 1; w /= 2)
+        for (int k = 0; k < w; ++k) lane[k] += lane[k + w];
+      const auto acc = static_cast<T>(lane[0]);
+      db[oc] = beta == T(0) ? acc : beta * db[oc] + acc;
+    }
+  }
+
+ private:
+  static constexpr int kLanes = 16;
+  std::vector<double> lanes_;
+};
+
 template <class T>
 void direct_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T beta_w, T* dw,
-                     std::int64_t n, std::int64_t c, std::int64_t o, const DirectGeo& g) {
+                     T beta_b, T* db, std::int64_t n, std::int64_t c, std::int64_t o,
+                     const DirectGeo& g) {
   const Frame f = frame_of<T>(g);
   const std::int64_t in_n = g.in1 * g.in2, out_n = g.out1 * g.out2;
+  BiasSums<T> bias(db ? o : 0);
   const InputScatter<T> scatter(dx ? w : nullptr, c, o, g, f);
   if (!dw) {
     T* const dyp = scratch<T>(2, o * f.dy_len);
     for (std::int64_t s = 0; s < n; ++s) {
       pad_grad(dy + s * o * out_n, o, g, f, dyp);
+      if (db) bias.add(dy + s * o * out_n, o, out_n);
       scatter.sample(dyp, beta_x, dx + s * c * in_n);
     }
+    if (db) bias.write(o, beta_b, db);
     return;
   }
   const std::int64_t taps_all = o * c * f.taps;
@@ -443,6 +480,7 @@ void direct_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T bet
     for (std::int64_t s = 0; s < m; ++s) {
       pad_input(x + (s0 + s) * c * in_n, c, g, f, xp + s * c * f.x_len);
       pad_grad(dy + (s0 + s) * o * out_n, o, g, f, dyp + s * o * f.dy_len);
+      if (db) bias.add(dy + (s0 + s) * o * out_n, o, out_n);
       if (dx) scatter.sample(dyp + s * o * f.dy_len, beta_x, dx + (s0 + s) * c * in_n);
     }
     // The flat dy runs start after each plane's leading zeros.
@@ -452,38 +490,41 @@ void direct_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T bet
   lane_sums(vsums, taps_all, sums);
   for (std::int64_t i = 0; i < taps_all; ++i)
     dw[i] = beta_w == T(0) ? sums[i] : beta_w * dw[i] + sums[i];
+  if (db) bias.write(o, beta_b, db);
 }
 
 template <class T>
 void direct_conv_backward_input(const T* dy, const T* w, T beta, T* dx, std::int64_t n,
                                 std::int64_t c, std::int64_t o, const DirectGeo& g) {
   require_available("conv_backward_input");
-  direct_backward<T>(dy, nullptr, w, beta, dx, T(0), nullptr, n, c, o, g);
+  direct_backward<T>(dy, nullptr, w, beta, dx, T(0), nullptr, T(0), nullptr, n, c, o, g);
 }
 
 template <class T>
 void direct_conv_backward_weight(const T* dy, const T* x, T beta, T* dw, std::int64_t n,
                                  std::int64_t c, std::int64_t o, const DirectGeo& g) {
   require_available("conv_backward_weight");
-  direct_backward<T>(dy, x, nullptr, T(0), nullptr, beta, dw, n, c, o, g);
+  direct_backward<T>(dy, x, nullptr, T(0), nullptr, beta, dw, T(0), nullptr, n, c, o, g);
 }
 
 template <class T>
 void direct_conv_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T beta_w, T* dw,
-                          std::int64_t n, std::int64_t c, std::int64_t o, const DirectGeo& g) {
+                          T beta_b, T* db, std::int64_t n, std::int64_t c, std::int64_t o,
+                          const DirectGeo& g) {
   require_available("conv_backward");
-  direct_backward<T>(dy, x, w, beta_x, dx, beta_w, dw, n, c, o, g);
+  direct_backward<T>(dy, x, w, beta_x, dx, beta_w, dw, beta_b, db, n, c, o, g);
 }
 
-#define DISTOP_INSTANTIATE_DIRECT_CONV(T)                                                         \
-  template void direct_conv_forward<T>(const T*, const T*, const T*, T*, std::int64_t,            \
-                                       std::int64_t, std::int64_t, const DirectGeo&);             \
-  template void direct_conv_backward_input<T>(const T*, const T*, T, T*, std::int64_t,            \
-                                              std::int64_t, std::int64_t, const DirectGeo&);      \
-  template void direct_conv_backward_weight<T>(const T*, const T*, T, T*, std::int64_t,           \
-                                               std::int64_t, std::int64_t, const DirectGeo&);     \
-  template void direct_conv_backward<T>(const T*, const T*, const T*, T, T*, T, T*, std::int64_t, \
-                                        std::int64_t, std::int64_t, const DirectGeo&);
+#define DISTOP_INSTANTIATE_DIRECT_CONV(T)                                                     \
+  template void direct_conv_forward<T>(const T*, const T*, const T*, T*, std::int64_t,        \
+                                       std::int64_t, std::int64_t, const DirectGeo&);         \
+  template void direct_conv_backward_input<T>(const T*, const T*, T, T*, std::int64_t,        \
+                                              std::int64_t, std::int64_t, const DirectGeo&);  \
+  template void direct_conv_backward_weight<T>(const T*, const T*, T, T*, std::int64_t,       \
+                                               std::int64_t, std::int64_t, const DirectGeo&); \
+  template void direct_conv_backward<T>(const T*, const T*, const T*, T, T*, T, T*, T, T*,    \
+                                        std::int64_t, std::int64_t, std::int64_t,             \
+                                        const DirectGeo&);
 DISTOP_INSTANTIATE_DIRECT_CONV(float)
 DISTOP_INSTANTIATE_DIRECT_CONV(double)
 #undef DISTOP_INSTANTIATE_DIRECT_CONV

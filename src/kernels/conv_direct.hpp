@@ -49,9 +49,12 @@ void direct_conv_backward_input(const T* dy, const T* w, T beta, T* dx, std::int
 template <class T>
 void direct_conv_backward_weight(const T* dy, const T* x, T beta, T* dw, std::int64_t n,
                                  std::int64_t c, std::int64_t o, const DirectGeo& g);
-// Both at once, padding each sample's dy once for the two (the same results as the two calls).
+// Both at once, and db = beta_b db + the sums of dy (db may be null), padding each sample's dy
+// once for the two and summing it while in cache (the same results as the separate calls and
+// conv_backward_bias).
 template <class T>
 void direct_conv_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T beta_w, T* dw,
-                          std::int64_t n, std::int64_t c, std::int64_t o, const DirectGeo& g);
+                          T beta_b, T* db, std::int64_t n, std::int64_t c, std::int64_t o,
+                          const DirectGeo& g);
 
 }  // namespace distop::kernels::detail
