@@ -478,6 +478,16 @@ bool use_direct(const Geo& g, std::int64_t c, std::int64_t o, Pass pass) {
   }
 }
 
+// The frames a forward pass kept for the direct weight gradient, when kept holds them for this
+// geometry and batch; else null (the weight gradient pads x itself).
+template <class T>
+const T* kept_frames(const ConvColumns<T>* kept, const detail::DirectGeo& g, std::int64_t n,
+                     std::int64_t c) {
+  if (!kept || !kept->frames) return nullptr;
+  return kept->data.numel() == n * detail::direct_conv_frame_entries<T>(g, c) ? kept->data.data()
+                                                                              : nullptr;
+}
+
 struct BandDims {
   std::int64_t kb;     // rows of R: C k0 k2
   std::int64_t h;      // band rows i1p: out1 + (k1 - 1) d1
@@ -771,8 +781,8 @@ void band_backward_weight(const T* dyp, const T* xp, std::int64_t n, std::int64_
                           const ConvColumns<T>* kept) {
   const BandDims full = band_dims(g, c, nb);
   const std::int64_t per_sample = full.kb * full.h * g.out[0] * g.out[2];
-  const bool reuse = kept && !kept->empty() && kept->bands && kept->samples_per_chunk == nb &&
-                     kept->data.numel() == per_sample * n;
+  const bool reuse = kept && !kept->empty() && kept->bands && !kept->frames &&
+                     kept->samples_per_chunk == nb && kept->data.numel() == per_sample * n;
   Scratch<T> scratch(reuse ? 1 : per_sample * nb);
   Scratch<T> tmp(o * full.block);
   Scratch<T> dwr(g.k[1] * o * full.kb);
@@ -817,7 +827,15 @@ void conv_forward(const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>& bias,
     return;
   }
   if (use_direct<T>(geo, c, o, Pass::forward)) {
-    detail::direct_conv_forward(xp, wp, bp, yp, n, c, o, direct_geo(geo));
+    const detail::DirectGeo dg = direct_geo(geo);
+    T* frames = nullptr;
+    const std::int64_t entries = n * detail::direct_conv_frame_entries<T>(dg, c);
+    if (keep && entries * static_cast<std::int64_t>(sizeof(T)) <= kMaxKeptColumnsBytes) {
+      keep->data = Tensor<T>::uninitialized(Shape{entries}, "distop::conv frames");
+      keep->frames = true;
+      frames = keep->data.data();
+    }
+    detail::direct_conv_forward(xp, wp, bp, yp, n, c, o, dg, frames);
     return;
   }
   const std::int64_t nb = chunk_samples(n, rows_k, p, sizeof(T));
@@ -914,7 +932,8 @@ void conv_backward_weight(const Tensor<T>& dy, const Tensor<T>& x, T beta, Tenso
   const T* xp = x.data();
   T* dwp = dw.data();
   if (use_direct<T>(geo, c, o, Pass::weight)) {
-    detail::direct_conv_backward_weight(dyp, xp, beta, dwp, n, c, o, direct_geo(geo));
+    detail::direct_conv_backward_weight(dyp, xp, beta, dwp, n, c, o, direct_geo(geo),
+                                        kept_frames(kept, direct_geo(geo), n, c));
     return;
   }
   if (use_bands(geo)) {
@@ -931,8 +950,8 @@ void conv_backward_weight(const Tensor<T>& dy, const Tensor<T>& x, T beta, Tenso
                s == 0 ? T(0) : T(1), dwt.data(), o);
   } else {
     const std::int64_t nb = chunk_samples(n, rows_k, p, sizeof(T));
-    const bool reuse = kept && !kept->empty() && !kept->bands && kept->samples_per_chunk == nb &&
-                       kept->data.numel() == rows_k * n * p;
+    const bool reuse = kept && !kept->empty() && !kept->bands && !kept->frames &&
+                       kept->samples_per_chunk == nb && kept->data.numel() == rows_k * n * p;
     Scratch<T> scratch(reuse ? 1 : rows_k * nb * p);
     // The chunk's im2col matrix: the forward pass's, or built here.
     auto cols = [&](std::int64_t s, std::int64_t m) {
@@ -1005,7 +1024,8 @@ void conv_backward(const Tensor<T>& dy, const Tensor<T>& x, const Tensor<T>& w,
                      ", expected ", Shape{o}.str());
       detail::direct_conv_backward(dy.data(), x.data(), w.data(), grads.beta_x, grads.dx->data(),
                                    grads.beta_w, grads.dw->data(), grads.beta_b,
-                                   grads.db ? grads.db->data() : nullptr, n, c, o, direct_geo(geo));
+                                   grads.db ? grads.db->data() : nullptr, n, c, o, direct_geo(geo),
+                                   kept_frames(kept, direct_geo(geo), n, c));
       return;
     }
   }

@@ -318,6 +318,11 @@ void require_available(const char* op) {
 
 }  // namespace
 
+template <class T>
+std::int64_t direct_conv_frame_entries(const DirectGeo& g, std::int64_t c) {
+  return c * frame_of<T>(g).x_len;
+}
+
 std::int64_t direct_conv_scratch_bytes(const DirectGeo& g, std::int64_t c, std::int64_t o,
                                        std::size_t elem_size) {
   // Planes of at most hp wp + span + 2 kTail entries and a cache line, per channel (the weight
@@ -329,7 +334,7 @@ std::int64_t direct_conv_scratch_bytes(const DirectGeo& g, std::int64_t c, std::
 
 template <class T>
 void direct_conv_forward(const T* x, const T* w, const T* bias, T* y, std::int64_t n,
-                         std::int64_t c, std::int64_t o, const DirectGeo& g) {
+                         std::int64_t c, std::int64_t o, const DirectGeo& g, T* frames) {
   require_available("conv_forward");
   const Frame f = frame_of<T>(g);
   // wk [c][tap][o]: a tap's weights for consecutive output channels side by side.
@@ -339,10 +344,11 @@ void direct_conv_forward(const T* x, const T* w, const T* bias, T* y, std::int64
       for (std::int64_t j = 0; j < f.taps; ++j)
         wk[(ic * f.taps + j) * o + oc] = w[(oc * c + ic) * f.taps + j];
   const std::int64_t out_len = f.t_out + kTail;
-  T* const xp = scratch<T>(1, c * f.x_len);
+  T* const scratch_frames = frames ? nullptr : scratch<T>(1, c * f.x_len);
   T* const out = scratch<T>(2, o * out_len);
   const std::int64_t in_n = g.in1 * g.in2, out_n = g.out1 * g.out2;
   for (std::int64_t s = 0; s < n; ++s) {
+    T* const xp = frames ? frames + s * c * f.x_len : scratch_frames;
     pad_input(x + s * c * in_n, c, g, f, xp);
     flat_conv(xp, f.x_len, c, f.shift.data(), f.taps, wk, o, f.t_out, out, out_len);
     T* ys = y + s * o * out_n;
@@ -448,7 +454,7 @@ class BiasSums {
 template <class T>
 void direct_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T beta_w, T* dw,
                      T beta_b, T* db, std::int64_t n, std::int64_t c, std::int64_t o,
-                     const DirectGeo& g) {
+                     const DirectGeo& g, const T* frames) {
   const Frame f = frame_of<T>(g);
   const std::int64_t in_n = g.in1 * g.in2, out_n = g.out1 * g.out2;
   BiasSums<T> bias(db ? o : 0);
@@ -473,12 +479,14 @@ void direct_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T bet
   const std::int64_t tile_bytes =
       (std::min<std::int64_t>(o, 4) * f.dy_len + f.x_len) * static_cast<std::int64_t>(sizeof(T));
   const std::int64_t nb = std::clamp<std::int64_t>((std::int64_t{36} << 10) / tile_bytes, 1, n);
-  T* const xp = scratch<T>(1, nb * c * f.x_len);
+  // The input frames: the forward pass's, kept, or padded here chunk by chunk.
+  T* const padded = frames ? nullptr : scratch<T>(1, nb * c * f.x_len);
   T* const dyp = scratch<T>(2, nb * o * f.dy_len);
   for (std::int64_t s0 = 0; s0 < n; s0 += nb) {
     const std::int64_t m = std::min(nb, n - s0);
+    const T* const xp = frames ? frames + s0 * c * f.x_len : padded;
     for (std::int64_t s = 0; s < m; ++s) {
-      pad_input(x + (s0 + s) * c * in_n, c, g, f, xp + s * c * f.x_len);
+      if (!frames) pad_input(x + (s0 + s) * c * in_n, c, g, f, padded + s * c * f.x_len);
       pad_grad(dy + (s0 + s) * o * out_n, o, g, f, dyp + s * o * f.dy_len);
       if (db) bias.add(dy + (s0 + s) * o * out_n, o, out_n);
       if (dx) scatter.sample(dyp + s * o * f.dy_len, beta_x, dx + (s0 + s) * c * in_n);
@@ -497,34 +505,37 @@ template <class T>
 void direct_conv_backward_input(const T* dy, const T* w, T beta, T* dx, std::int64_t n,
                                 std::int64_t c, std::int64_t o, const DirectGeo& g) {
   require_available("conv_backward_input");
-  direct_backward<T>(dy, nullptr, w, beta, dx, T(0), nullptr, T(0), nullptr, n, c, o, g);
+  direct_backward<T>(dy, nullptr, w, beta, dx, T(0), nullptr, T(0), nullptr, n, c, o, g, nullptr);
 }
 
 template <class T>
 void direct_conv_backward_weight(const T* dy, const T* x, T beta, T* dw, std::int64_t n,
-                                 std::int64_t c, std::int64_t o, const DirectGeo& g) {
+                                 std::int64_t c, std::int64_t o, const DirectGeo& g,
+                                 const T* frames) {
   require_available("conv_backward_weight");
-  direct_backward<T>(dy, x, nullptr, T(0), nullptr, beta, dw, T(0), nullptr, n, c, o, g);
+  direct_backward<T>(dy, x, nullptr, T(0), nullptr, beta, dw, T(0), nullptr, n, c, o, g, frames);
 }
 
 template <class T>
 void direct_conv_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T beta_w, T* dw,
                           T beta_b, T* db, std::int64_t n, std::int64_t c, std::int64_t o,
-                          const DirectGeo& g) {
+                          const DirectGeo& g, const T* frames) {
   require_available("conv_backward");
-  direct_backward<T>(dy, x, w, beta_x, dx, beta_w, dw, beta_b, db, n, c, o, g);
+  direct_backward<T>(dy, x, w, beta_x, dx, beta_w, dw, beta_b, db, n, c, o, g, frames);
 }
 
-#define DISTOP_INSTANTIATE_DIRECT_CONV(T)                                                     \
-  template void direct_conv_forward<T>(const T*, const T*, const T*, T*, std::int64_t,        \
-                                       std::int64_t, std::int64_t, const DirectGeo&);         \
-  template void direct_conv_backward_input<T>(const T*, const T*, T, T*, std::int64_t,        \
-                                              std::int64_t, std::int64_t, const DirectGeo&);  \
-  template void direct_conv_backward_weight<T>(const T*, const T*, T, T*, std::int64_t,       \
-                                               std::int64_t, std::int64_t, const DirectGeo&); \
-  template void direct_conv_backward<T>(const T*, const T*, const T*, T, T*, T, T*, T, T*,    \
-                                        std::int64_t, std::int64_t, std::int64_t,             \
-                                        const DirectGeo&);
+#define DISTOP_INSTANTIATE_DIRECT_CONV(T)                                                    \
+  template std::int64_t direct_conv_frame_entries<T>(const DirectGeo&, std::int64_t);        \
+  template void direct_conv_forward<T>(const T*, const T*, const T*, T*, std::int64_t,       \
+                                       std::int64_t, std::int64_t, const DirectGeo&, T*);    \
+  template void direct_conv_backward_input<T>(const T*, const T*, T, T*, std::int64_t,       \
+                                              std::int64_t, std::int64_t, const DirectGeo&); \
+  template void direct_conv_backward_weight<T>(const T*, const T*, T, T*, std::int64_t,      \
+                                               std::int64_t, std::int64_t, const DirectGeo&, \
+                                               const T*);                                    \
+  template void direct_conv_backward<T>(const T*, const T*, const T*, T, T*, T, T*, T, T*,   \
+                                        std::int64_t, std::int64_t, std::int64_t,            \
+                                        const DirectGeo&, const T*);
 DISTOP_INSTANTIATE_DIRECT_CONV(float)
 DISTOP_INSTANTIATE_DIRECT_CONV(double)
 #undef DISTOP_INSTANTIATE_DIRECT_CONV

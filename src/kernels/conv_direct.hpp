@@ -37,24 +37,33 @@ struct DirectGeo {
 std::int64_t direct_conv_scratch_bytes(const DirectGeo& g, std::int64_t c, std::int64_t o,
                                        std::size_t elem_size);
 
+// One sample's padded input frames, in entries (c of them): what a forward pass keeps per sample
+// for the weight gradient.
+template <class T>
+std::int64_t direct_conv_frame_entries(const DirectGeo& g, std::int64_t c);
+
 // x [n, c, in1, in2], w [o, c, k1, k2], bias [o] or null, y [n, o, out1, out2] (overwritten).
+// frames: null, or room for n direct_conv_frame_entries, where the padded input is left for
+// the weight gradient.
 template <class T>
 void direct_conv_forward(const T* x, const T* w, const T* bias, T* y, std::int64_t n,
-                         std::int64_t c, std::int64_t o, const DirectGeo& g);
+                         std::int64_t c, std::int64_t o, const DirectGeo& g, T* frames);
 // dx = beta dx + conv^T_x(dy, w) (dx not read when beta is 0).
 template <class T>
 void direct_conv_backward_input(const T* dy, const T* w, T beta, T* dx, std::int64_t n,
                                 std::int64_t c, std::int64_t o, const DirectGeo& g);
-// dw = beta dw + conv^T_w(dy, x) (dw not read when beta is 0).
+// dw = beta dw + conv^T_w(dy, x) (dw not read when beta is 0). frames: null, or those a forward
+// pass left for this x (then x is not read).
 template <class T>
 void direct_conv_backward_weight(const T* dy, const T* x, T beta, T* dw, std::int64_t n,
-                                 std::int64_t c, std::int64_t o, const DirectGeo& g);
+                                 std::int64_t c, std::int64_t o, const DirectGeo& g,
+                                 const T* frames);
 // Both at once, and db = beta_b db + the sums of dy (db may be null), padding each sample's dy
 // once for the two and summing it while in cache (the same results as the separate calls and
-// conv_backward_bias).
+// conv_backward_bias). frames as for the weight gradient.
 template <class T>
 void direct_conv_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T beta_w, T* dw,
                           T beta_b, T* db, std::int64_t n, std::int64_t c, std::int64_t o,
-                          const DirectGeo& g);
+                          const DirectGeo& g, const T* frames);
 
 }  // namespace distop::kernels::detail

@@ -434,47 +434,58 @@ TEST(ConvKernels, KeptColumnsGiveTheSameWeightGradient) {
       pointwise = pointwise && cs.g.kernel[static_cast<std::size_t>(a)] == 1 &&
                   cs.g.stride[static_cast<std::size_t>(a)] == 1 &&
                   cs.g.offset[static_cast<std::size_t>(a)] == 0 && cs.g.in[a] == cs.g.out[a];
-    // The direct kernels keep nothing either (the weight gradient reads the input frames).
+    // The direct kernels keep their padded input frames instead.
     const bool direct = direct_applies(cs.g) && (method == kernels::ConvMethod::direct ||
                                                  method == kernels::ConvMethod::automatic);
-    EXPECT_EQ(kept.empty(), pointwise || direct);
+    EXPECT_EQ(kept.empty(), pointwise);
+    EXPECT_EQ(kept.frames, direct && !pointwise);
     if (cs.name == "2d_lenet_conv2" && !direct) {  // a shape the bands take
       EXPECT_EQ(kept.bands, method != kernels::ConvMethod::im2col);
     }
   });
-  // Band columns handed to the im2col form (or the reverse) are rebuilt, not misread.
-  {
-    const auto all = cases();
-    const auto& cs = all[12];
-    ASSERT_EQ(cs.name, "2d_lenet_conv2");
-    const auto [xs, ws, ys] = shapes_of(cs);
-    const auto x = random_tensor(xs, 7), w = random_tensor(ws, 8), dy = random_tensor(ys, 9);
-    Tensor<double> y(ys), dw(ws), dw_ref(ws);
-    kernels::ConvColumns<double> kept;
-    {
-      const MethodScope scope(kernels::ConvMethod::bands);
-      kernels::conv_forward(x, w, Tensor<double>(), y, cs.g, &kept);
+  // What one form kept, handed to another (band columns, im2col columns, direct frames), is
+  // rebuilt, not misread: the same weight gradient as with nothing kept.
+  const std::vector<kernels::ConvMethod> forms{
+      kernels::ConvMethod::bands, kernels::ConvMethod::im2col, kernels::ConvMethod::direct};
+  for (const auto keeper : forms) {
+    for (const auto reader : forms) {
+      if (keeper == reader) continue;
+      SCOPED_TRACE(::testing::Message() << "kept by " << static_cast<int>(keeper) << ", read by "
+                                        << static_cast<int>(reader));
+      const auto all = cases();
+      const auto& cs = all[12];
+      ASSERT_EQ(cs.name, "2d_lenet_conv2");
+      const auto [xs, ws, ys] = shapes_of(cs);
+      const auto x = random_tensor(xs, 7), w = random_tensor(ws, 8), dy = random_tensor(ys, 9);
+      Tensor<double> y(ys), dw(ws), dw_ref(ws);
+      kernels::ConvColumns<double> kept;
+      {
+        const MethodScope scope(keeper);
+        kernels::conv_forward(x, w, Tensor<double>(), y, cs.g, &kept);
+      }
+      ASSERT_FALSE(kept.empty());
+      const MethodScope scope(reader);
+      kernels::conv_backward_weight(dy, x, 0.0, dw_ref, cs.g);
+      kernels::conv_backward_weight(dy, x, 0.0, dw, cs.g, &kept);
+      const auto a = dw.to_vector(), b = dw_ref.to_vector();
+      for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]);
     }
-    ASSERT_TRUE(kept.bands);
-    const MethodScope scope(kernels::ConvMethod::im2col);
-    kernels::conv_backward_weight(dy, x, 0.0, dw_ref, cs.g);
-    kernels::conv_backward_weight(dy, x, 0.0, dw, cs.g, &kept);
-    const auto a = dw.to_vector(), b = dw_ref.to_vector();
-    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]);
   }
-  // Columns of a one-sample batch do not fit a two-sample one: rebuilt, same result. (Bands, for
-  // the automatic choice would take the direct kernels, which keep nothing.)
-  const MethodScope bands(kernels::ConvMethod::bands);
-  const auto g = geometry({6, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1});
-  const auto x1 = random_tensor(Shape{1, 2, 6, 6}, 1), x2 = random_tensor(Shape{2, 2, 6, 6}, 2),
-             w = random_tensor(Shape{3, 2, 3, 3}, 3), dy = random_tensor(Shape{2, 3, 6, 6}, 4);
-  Tensor<double> y1(Shape{1, 3, 6, 6}), dw(Shape{3, 2, 3, 3}), dw_ref(Shape{3, 2, 3, 3});
-  kernels::ConvColumns<double> other;
-  kernels::conv_forward(x1, w, Tensor<double>(), y1, g, &other);
-  ASSERT_FALSE(other.empty());
-  kernels::conv_backward_weight(dy, x2, 0.0, dw_ref, g);
-  kernels::conv_backward_weight(dy, x2, 0.0, dw, g, &other);
-  EXPECT_EQ(dw.to_vector(), dw_ref.to_vector());
+  // Columns of a one-sample batch do not fit a two-sample one: rebuilt, same result (bands and
+  // direct frames alike).
+  for (const auto method : {kernels::ConvMethod::bands, kernels::ConvMethod::direct}) {
+    const MethodScope scope(method);
+    const auto g = geometry({6, 6}, {3, 3}, {1, 1}, {1, 1}, {1, 1});
+    const auto x1 = random_tensor(Shape{1, 2, 6, 6}, 1), x2 = random_tensor(Shape{2, 2, 6, 6}, 2),
+               w = random_tensor(Shape{3, 2, 3, 3}, 3), dy = random_tensor(Shape{2, 3, 6, 6}, 4);
+    Tensor<double> y1(Shape{1, 3, 6, 6}), dw(Shape{3, 2, 3, 3}), dw_ref(Shape{3, 2, 3, 3});
+    kernels::ConvColumns<double> other;
+    kernels::conv_forward(x1, w, Tensor<double>(), y1, g, &other);
+    ASSERT_FALSE(other.empty());
+    kernels::conv_backward_weight(dy, x2, 0.0, dw_ref, g);
+    kernels::conv_backward_weight(dy, x2, 0.0, dw, g, &other);
+    EXPECT_EQ(dw.to_vector(), dw_ref.to_vector());
+  }
 }
 
 TEST(ConvKernels, EmptyBatch) {

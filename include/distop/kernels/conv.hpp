@@ -21,17 +21,19 @@ namespace distop::kernels {
 // im2col matrix [C k_1..k_d, out_1..out_d per sample], or on the host on a band matrix (see
 // ConvMethod); the scratch is kept between calls.
 
-// The im2col (or band) matrices of one forward pass, kept for the weight gradient, which then reads
-// them instead of building them again (the backward pass of a layer whose input is small next to
-// its im2col matrix, LeNet's for one, spends about as long in im2col as in the GEMMs). conv_forward
-// fills it when asked and the matrices of the whole batch take at most kMaxKeptColumnsBytes;
-// otherwise it stays empty and conv_backward_weight rebuilds them. Valid only for the x, w and
-// geometry of that forward pass: conv_backward_weight checks the sizes, not the contents.
+// The im2col (or band) matrices of one forward pass, or the direct kernels' padded input frames,
+// kept for the weight gradient, which then reads them instead of building them again (the
+// backward pass of a layer whose input is small next to its im2col matrix, LeNet's for one, spends
+// about as long in im2col as in the GEMMs). conv_forward fills it when asked and the matrices of
+// the whole batch take at most kMaxKeptColumnsBytes; otherwise it stays empty and the weight
+// gradient rebuilds them. Valid only for the x, w and geometry of that forward pass: the weight
+// gradient checks the sizes and the layout, not the contents.
 template <class T>
 struct ConvColumns {
   Tensor<T> data;  // the matrices of consecutive chunks of samples, one after another
   std::int64_t samples_per_chunk = 0;
-  bool bands = false;  // row-folded matrices (ConvMethod::bands) rather than plain im2col
+  bool bands = false;   // row-folded matrices (ConvMethod::bands) rather than plain im2col
+  bool frames = false;  // the direct kernels' padded input frames, sample after sample
   bool empty() const noexcept { return data.numel() == 0; }
 };
 
