@@ -322,13 +322,22 @@ void max_pool_tiled_rows(const Geometry3& g, std::int64_t planes, const T* x, T*
   constexpr std::int64_t kBlock = 16;
   const std::int64_t x_size = planes * g.in_plane;
   const std::int64_t m = g.out[2];
-  // Rows of 2-wide windows take the AVX-512 form where the CPU has it (pool_simd.hpp).
+  // Rows of 2-wide windows take the AVX-512 form where the CPU has it (pool_simd.hpp), and whole
+  // planes of 2-D 2 x 2, stride-2 windows over rows from the first (LeNet's) its plane form.
   const bool simd = K2 == 2 && detail::simd_max_pool_2();
+  const bool simd_planes = simd && g.kernel[0] == 1 && g.out[0] == 1 && g.in[0] == 1 &&
+                           g.kernel[1] == 2 && g.stride[1] == 2 && g.dilation[1] == 1 &&
+                           g.offset[1] == 0 && 2 * g.out[1] <= g.in[1];
   Kokkos::parallel_for(
       "distop::max_pool_forward", Kokkos::RangePolicy<ExecSpace>(0, planes * g.out[0]),
       KOKKOS_LAMBDA(std::int64_t w) {
         const std::int64_t o0 = w % g.out[0];
         const std::int64_t base = (w / g.out[0]) * g.in_plane;
+        if (simd_planes) {
+          detail::max_pool_plane_2(x, base, g.in[2], g.out[1], m, y + w * g.out[1] * m,
+                                   argmax + w * g.out[1] * m);
+          return;
+        }
         for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1) {
           const std::int64_t r = w * g.out[1] + o1;
           // The input rows the windows of this output row read (inside along the two leading

@@ -71,7 +71,7 @@ struct Lanes<float> {
   // argmax[i] = rows[t_i / 2] + 2 (ob + i) + t_i % 2 for the first len lanes.
   static void store_index(std::int64_t* out, M k, I t, __m512i rows, std::int64_t ob) {
     store_half<0>(out, k, t, rows, ob);
-    store_half<1>(out, k, t, rows, ob);
+    if (k >> 8) store_half<1>(out, k, t, rows, ob);  // lanes 8-15 hold outputs
   }
   // Lanes 8 H .. 8 H + 7 (the extract takes its half as a constant).
   template <int H>
@@ -160,6 +160,16 @@ void row_2(const T* x, const std::int64_t* rows, int r_count, std::int64_t m, T*
   }
 }
 
+// A whole plane of 2 x 2, stride-2 windows: output row o1 reads input rows 2 o1 and 2 o1 + 1.
+template <class T>
+void plane_2(const T* x, std::int64_t base, std::int64_t in2, std::int64_t out1, std::int64_t m,
+             T* y, std::int64_t* argmax) {
+  for (std::int64_t o1 = 0; o1 < out1; ++o1) {
+    const std::int64_t rows[2] = {base + 2 * o1 * in2, base + (2 * o1 + 1) * in2};
+    row_2(x, rows, 2, m, y + o1 * m, argmax + o1 * m);
+  }
+}
+
 }  // namespace
 
 #if defined(__clang__)
@@ -174,10 +184,19 @@ void max_pool_row_2(const T* x, const std::int64_t* rows, int r_count, std::int6
   row_2(x, rows, r_count, m, y, argmax);
 }
 
+template <class T>
+void max_pool_plane_2(const T* x, std::int64_t base, std::int64_t in2, std::int64_t out1,
+                      std::int64_t m, T* y, std::int64_t* argmax) {
+  plane_2(x, base, in2, out1, m, y, argmax);
+}
+
 #else
 
 template <class T>
 void max_pool_row_2(const T*, const std::int64_t*, int, std::int64_t, T*, std::int64_t*) {}
+template <class T>
+void max_pool_plane_2(const T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t, T*,
+                      std::int64_t*) {}
 
 #endif
 
@@ -185,5 +204,10 @@ template void max_pool_row_2<float>(const float*, const std::int64_t*, int, std:
                                     std::int64_t*);
 template void max_pool_row_2<double>(const double*, const std::int64_t*, int, std::int64_t, double*,
                                      std::int64_t*);
+
+template void max_pool_plane_2<float>(const float*, std::int64_t, std::int64_t, std::int64_t,
+                                      std::int64_t, float*, std::int64_t*);
+template void max_pool_plane_2<double>(const double*, std::int64_t, std::int64_t, std::int64_t,
+                                       std::int64_t, double*, std::int64_t*);
 
 }  // namespace distop::kernels::detail

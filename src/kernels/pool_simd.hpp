@@ -21,4 +21,11 @@ template <class T>
 void max_pool_row_2(const T* x, const std::int64_t* rows, int r_count, std::int64_t m, T* y,
                     std::int64_t* argmax);
 
+// A whole (n, c) plane of 2-D windows 2 x 2 with stride 2 and no offset, its out1 rows of m
+// outputs each: output row o1 reads input rows 2 o1 and 2 o1 + 1 of in2 entries, the plane's first
+// at x + base. As max_pool_row_2 row after row, without working out each row's inputs.
+template <class T>
+void max_pool_plane_2(const T* x, std::int64_t base, std::int64_t in2, std::int64_t out1,
+                      std::int64_t m, T* y, std::int64_t* argmax);
+
 }  // namespace distop::kernels::detail
