@@ -1013,19 +1013,24 @@ template <class T>
 void conv_backward(const Tensor<T>& dy, const Tensor<T>& x, const Tensor<T>& w,
                    const WindowGeometry& g, const ConvGradients<T>& grads,
                    const ConvColumns<T>* kept) {
-  if (grads.dx && grads.dw) {
+  // The direct kernels in one pass over the samples where they take the weight gradient and, if
+  // wanted, the input gradient: dy padded once for both, the bias summed on the way, x's frames
+  // from the forward pass.
+  if (grads.dw) {
     constexpr const char* kOp = "conv_backward";
-    const auto [n, c, o] = check_conv(kOp, g, *grads.dx, "dx", w, dy, "dy", false);
-    check_conv(kOp, g, x, "x", *grads.dw, dy, "dy", true);
+    const auto [n, c, o] = check_conv(kOp, g, x, "x", *grads.dw, dy, "dy", true);
+    if (grads.dx) check_conv(kOp, g, *grads.dx, "dx", w, dy, "dy", false);
     const Geo geo = padded(g);
-    if (n > 0 && use_direct<T>(geo, c, o, Pass::input) && use_direct<T>(geo, c, o, Pass::weight)) {
+    if (n > 0 && use_direct<T>(geo, c, o, Pass::weight) &&
+        (!grads.dx || use_direct<T>(geo, c, o, Pass::input))) {
       if (grads.db)
         DISTOP_CHECK(grads.db->shape() == Shape{o}, kOp, "db is ", grads.db->shape().str(),
                      ", expected ", Shape{o}.str());
-      detail::direct_conv_backward(dy.data(), x.data(), w.data(), grads.beta_x, grads.dx->data(),
-                                   grads.beta_w, grads.dw->data(), grads.beta_b,
-                                   grads.db ? grads.db->data() : nullptr, n, c, o, direct_geo(geo),
-                                   kept_frames(kept, direct_geo(geo), n, c));
+      const detail::DirectGeo dg = direct_geo(geo);
+      detail::direct_conv_backward(
+          dy.data(), x.data(), w.data(), grads.beta_x, grads.dx ? grads.dx->data() : nullptr,
+          grads.beta_w, grads.dw->data(), grads.beta_b, grads.db ? grads.db->data() : nullptr, n, c,
+          o, dg, kept_frames(kept, dg, n, c));
       return;
     }
   }

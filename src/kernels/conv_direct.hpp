@@ -58,9 +58,9 @@ template <class T>
 void direct_conv_backward_weight(const T* dy, const T* x, T beta, T* dw, std::int64_t n,
                                  std::int64_t c, std::int64_t o, const DirectGeo& g,
                                  const T* frames);
-// Both at once, and db = beta_b db + the sums of dy (db may be null), padding each sample's dy
-// once for the two and summing it while in cache (the same results as the separate calls and
-// conv_backward_bias). frames as for the weight gradient.
+// The weight gradient with, where dx and db are not null, the input gradient and db = beta_b db +
+// the sums of dy, in one pass: each sample's dy padded once and summed while in cache (the same
+// results as the separate calls and conv_backward_bias). frames as for the weight gradient.
 template <class T>
 void direct_conv_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T beta_w, T* dw,
                           T beta_b, T* db, std::int64_t n, std::int64_t c, std::int64_t o,

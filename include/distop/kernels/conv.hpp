@@ -87,8 +87,10 @@ struct ConvGradients {
   T beta_b = T(0);
 };
 // All of them from one dy: the same results as conv_backward_input, conv_backward_weight and
-// conv_backward_bias. Where the direct kernels take both dx and dw they share one padded copy of
-// each sample's dy. kept as for conv_backward_weight.
+// conv_backward_bias. Where the direct kernels take dw (and dx, if wanted) one pass over the
+// samples computes everything: each sample's dy padded once, its bias sums taken while it is in
+// cache, x's padded frames read from kept (conv_forward's) when it holds them. kept as for
+// conv_backward_weight.
 template <class T>
 void conv_backward(const Tensor<T>& dy, const Tensor<T>& x, const Tensor<T>& w,
                    const WindowGeometry& g, const ConvGradients<T>& grads,
