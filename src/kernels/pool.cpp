@@ -494,35 +494,6 @@ void max_pool_backward(const Tensor<T>& dy, const ArgmaxView& argmax, T beta, Te
 }
 
 template <class T>
-void max_pool_backward(const Tensor<T>& dy, const ArgmaxView& argmax, T beta, Tensor<T>& dx,
-                       const WindowGeometry& g) {
-  constexpr const char* op = "max_pool_backward";
-  const std::int64_t planes = check_shapes(dx, dy, g, op, "dx", "dy");
-  const Geometry3 g3 = geometry3(g);
-  bool planes_2x2 = kHostKernels && detail::simd_max_pool_2() && g3.kernel[0] == 1 &&
-                    g3.in[0] == 1 && g3.out[0] == 1;
-  for (int a = 1; a < 3; ++a)
-    planes_2x2 = planes_2x2 && g3.kernel[a] == 2 && g3.stride[a] == 2 && g3.dilation[a] == 1 &&
-                 g3.offset[a] == 0 && 2 * g3.out[a] <= g3.in[a];
-  if (!planes_2x2 || planes == 0) {
-    max_pool_backward(dy, argmax, beta, dx);
-    return;
-  }
-  DISTOP_CHECK(argmax.extent(0) == static_cast<std::size_t>(dy.numel()), op, "argmax has ",
-               argmax.extent(0), " entries, expected one per entry of dy ", dy.shape().str());
-  const T* const dyp = dy.data();
-  const std::int64_t* const ap = argmax.data();
-  T* const dxp = dx.data();
-  Kokkos::parallel_for(
-      "distop::max_pool_backward", Kokkos::RangePolicy<ExecSpace>(0, planes),
-      KOKKOS_LAMBDA(std::int64_t p) {
-        detail::max_pool_plane_2_backward(dyp + p * g3.out_plane, ap + p * g3.out_plane,
-                                          p * g3.in_plane, g3.in[1], g3.in[2], g3.out[1], g3.out[2],
-                                          beta, dxp + p * g3.in_plane);
-      });
-}
-
-template <class T>
 void avg_pool_forward(const Tensor<T>& x, Tensor<T>& y, const WindowGeometry& g) {
   const std::int64_t planes = check_shapes(x, y, g, "avg_pool_forward", "x", "y");
   const Geometry3 g3 = geometry3(g);
@@ -613,8 +584,6 @@ void avg_pool_backward(const Tensor<T>& dy, T beta, Tensor<T>& dx, const WindowG
   template void max_pool_forward(const Tensor<T>&, Tensor<T>&, ArgmaxView&,            \
                                  const WindowGeometry&);                               \
   template void max_pool_backward(const Tensor<T>&, const ArgmaxView&, T, Tensor<T>&); \
-  template void max_pool_backward(const Tensor<T>&, const ArgmaxView&, T, Tensor<T>&,  \
-                                  const WindowGeometry&);                              \
   template void avg_pool_forward(const Tensor<T>&, Tensor<T>&, const WindowGeometry&); \
   template void avg_pool_backward(const Tensor<T>&, T, Tensor<T>&, const WindowGeometry&);
 DISTOP_INSTANTIATE(float)

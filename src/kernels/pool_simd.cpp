@@ -86,36 +86,6 @@ struct Lanes<float> {
                                                      _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14)));
     _mm512_mask_storeu_epi64(out + 8 * H, static_cast<__mmask8>(k >> (8 * H)), at);
   }
-  // For the backward pass: which of a window's four taps won, lane by lane, from the winners'
-  // indices rel[i] = argmax[i] - (the window's first entry) in {0, 1, in2, in2 + 1}: masks of the
-  // lanes whose winner is (row r, column j) for the four (r, j).
-  static void winners(const std::int64_t* argmax, M k, __m512i first, std::int64_t in2, M w[4]) {
-    __mmask8 h[2][4] = {};
-    for (int half = 0; half < 2; ++half) {
-      const auto kh = static_cast<__mmask8>(k >> (8 * half));
-      if (!kh) continue;
-      const __m512i rel = _mm512_sub_epi64(_mm512_maskz_loadu_epi64(kh, argmax + 8 * half),
-                                           _mm512_add_epi64(first, _mm512_set1_epi64(16 * half)));
-      const std::int64_t at[4] = {0, 1, in2, in2 + 1};
-      for (int q = 0; q < 4; ++q)
-        h[half][q] = _mm512_mask_cmpeq_epi64_mask(kh, rel, _mm512_set1_epi64(at[q]));
-    }
-    for (int q = 0; q < 4; ++q)
-      w[q] = static_cast<M>(h[0][q] | (static_cast<unsigned>(h[1][q]) << 8));
-  }
-  // The 2L entries a[0], b[0], a[1], b[1], ..: the first L, then the last L.
-  static V interleave_lo(V a, V b) {
-    return _mm512_permutex2var_ps(
-        a, _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23), b);
-  }
-  static V interleave_hi(V a, V b) {
-    return _mm512_permutex2var_ps(
-        a, _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31), b);
-  }
-  static V zeroed(M k, V v) { return _mm512_maskz_mov_ps(k, v); }
-  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-  static V add(V a, V b) { return _mm512_add_ps(a, b); }
-  static V bcast(float s) { return _mm512_set1_ps(s); }
 };
 
 template <>
@@ -153,22 +123,6 @@ struct Lanes<double> {
         _mm512_add_epi64(_mm512_set1_epi64(2 * ob), _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14)));
     _mm512_mask_storeu_epi64(out, k, at);
   }
-  static void winners(const std::int64_t* argmax, M k, __m512i first, std::int64_t in2, M w[4]) {
-    const __m512i rel = _mm512_sub_epi64(_mm512_maskz_loadu_epi64(k, argmax), first);
-    const std::int64_t at[4] = {0, 1, in2, in2 + 1};
-    for (int q = 0; q < 4; ++q)
-      w[q] = _mm512_mask_cmpeq_epi64_mask(k, rel, _mm512_set1_epi64(at[q]));
-  }
-  static V interleave_lo(V a, V b) {
-    return _mm512_permutex2var_pd(a, _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11), b);
-  }
-  static V interleave_hi(V a, V b) {
-    return _mm512_permutex2var_pd(a, _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15), b);
-  }
-  static V zeroed(M k, V v) { return _mm512_maskz_mov_pd(k, v); }
-  static V mul(V a, V b) { return _mm512_mul_pd(a, b); }
-  static V add(V a, V b) { return _mm512_add_pd(a, b); }
-  static V bcast(double s) { return _mm512_set1_pd(s); }
 };
 
 template <class T>
@@ -206,56 +160,6 @@ void row_2(const T* x, const std::int64_t* rows, int r_count, std::int64_t m, T*
   }
 }
 
-// d[i] = beta d[i] + v[i] for the lanes in k (d not read when beta is 0), rounded as the portable
-// kernel rounds (the product, then the sum), so that both give the same bits.
-template <class T>
-void put(T* d, typename Lanes<T>::M k, typename Lanes<T>::V v, T beta) {
-  using A = Lanes<T>;
-  A::store(d, k, beta == T(0) ? v : A::add(A::mul(A::load(k, d), A::bcast(beta)), v));
-}
-
-// d[i] = beta d[i] for i < n: the entries no window covers.
-template <class T>
-void scale(T* d, std::int64_t n, T beta) {
-  for (std::int64_t i = 0; i < n; ++i) d[i] = beta == T(0) ? T(0) : beta * d[i];
-}
-
-// The backward pass of plane_2: dx = beta dx + each dy at its window's winner, the other three
-// entries of each window zero, written a vector at a time (no clearing pass, no scatter).
-template <class T>
-void plane_2_backward(const T* dy, const std::int64_t* argmax, std::int64_t base, std::int64_t in1,
-                      std::int64_t in2, std::int64_t out1, std::int64_t m, T beta, T* dx) {
-  using A = Lanes<T>;
-  constexpr int L = A::L;
-  for (std::int64_t o1 = 0; o1 < out1; ++o1) {
-    T* const r0 = dx + 2 * o1 * in2;
-    T* const r1 = r0 + in2;
-    for (std::int64_t ob = 0; ob < m; ob += L) {
-      const std::int64_t len = m - ob < L ? m - ob : L;
-      const typename A::M k = A::first(len);
-      const typename A::V g = A::load(k, dy + o1 * m + ob);
-      // The windows' first entries, as indices into x: base + 2 o1 in2 + 2 (ob + i).
-      const __m512i first = _mm512_add_epi64(_mm512_set1_epi64(base + 2 * o1 * in2 + 2 * ob),
-                                             _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14));
-      typename A::M w[4];
-      A::winners(argmax + o1 * m + ob, k, first, in2, w);
-      // Row 0 of the windows: columns 2i (tap 0) and 2i + 1 (tap 1), interleaved; row 1 likewise.
-      const typename A::M lo = A::first(2 * len), hi = A::first(2 * len - L > 0 ? 2 * len - L : 0);
-      const typename A::V t0 = A::zeroed(w[0], g), t1 = A::zeroed(w[1], g);
-      const typename A::V t2 = A::zeroed(w[2], g), t3 = A::zeroed(w[3], g);
-      put(r0 + 2 * ob, lo, A::interleave_lo(t0, t1), beta);
-      put(r1 + 2 * ob, lo, A::interleave_lo(t2, t3), beta);
-      if (hi) {
-        put(r0 + 2 * ob + L, hi, A::interleave_hi(t0, t1), beta);
-        put(r1 + 2 * ob + L, hi, A::interleave_hi(t2, t3), beta);
-      }
-    }
-    scale(r0 + 2 * m, in2 - 2 * m, beta);  // columns past the last window
-    scale(r1 + 2 * m, in2 - 2 * m, beta);
-  }
-  scale(dx + 2 * out1 * in2, (in1 - 2 * out1) * in2, beta);  // rows past the last window
-}
-
 // A whole plane of 2 x 2, stride-2 windows: output row o1 reads input rows 2 o1 and 2 o1 + 1.
 template <class T>
 void plane_2(const T* x, std::int64_t base, std::int64_t in2, std::int64_t out1, std::int64_t m,
@@ -286,13 +190,6 @@ void max_pool_plane_2(const T* x, std::int64_t base, std::int64_t in2, std::int6
   plane_2(x, base, in2, out1, m, y, argmax);
 }
 
-template <class T>
-void max_pool_plane_2_backward(const T* dy, const std::int64_t* argmax, std::int64_t base,
-                               std::int64_t in1, std::int64_t in2, std::int64_t out1,
-                               std::int64_t m, T beta, T* dx) {
-  plane_2_backward(dy, argmax, base, in1, in2, out1, m, beta, dx);
-}
-
 #else
 
 template <class T>
@@ -300,9 +197,6 @@ void max_pool_row_2(const T*, const std::int64_t*, int, std::int64_t, T*, std::i
 template <class T>
 void max_pool_plane_2(const T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t, T*,
                       std::int64_t*) {}
-template <class T>
-void max_pool_plane_2_backward(const T*, const std::int64_t*, std::int64_t, std::int64_t,
-                               std::int64_t, std::int64_t, std::int64_t, T, T*) {}
 
 #endif
 
@@ -315,12 +209,5 @@ template void max_pool_plane_2<float>(const float*, std::int64_t, std::int64_t, 
                                       std::int64_t, float*, std::int64_t*);
 template void max_pool_plane_2<double>(const double*, std::int64_t, std::int64_t, std::int64_t,
                                        std::int64_t, double*, std::int64_t*);
-
-template void max_pool_plane_2_backward<float>(const float*, const std::int64_t*, std::int64_t,
-                                               std::int64_t, std::int64_t, std::int64_t,
-                                               std::int64_t, float, float*);
-template void max_pool_plane_2_backward<double>(const double*, const std::int64_t*, std::int64_t,
-                                                std::int64_t, std::int64_t, std::int64_t,
-                                                std::int64_t, double, double*);
 
 }  // namespace distop::kernels::detail

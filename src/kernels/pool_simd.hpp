@@ -28,13 +28,4 @@ template <class T>
 void max_pool_plane_2(const T* x, std::int64_t base, std::int64_t in2, std::int64_t out1,
                       std::int64_t m, T* y, std::int64_t* argmax);
 
-// Its backward pass for one plane: dx (the plane's in1 x in2 entries; the plane's first entry is
-// x index `base`, against which argmax is read) = beta dx + each dy at its window's winner, zero
-// elsewhere (dx not read when beta is 0). argmax must come from max_pool_plane_2 (or any kernel
-// of the same windows: a winner is one of its window's four entries).
-template <class T>
-void max_pool_plane_2_backward(const T* dy, const std::int64_t* argmax, std::int64_t base,
-                               std::int64_t in1, std::int64_t in2, std::int64_t out1,
-                               std::int64_t m, T beta, T* dx);
-
 }  // namespace distop::kernels::detail

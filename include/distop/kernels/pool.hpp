@@ -23,12 +23,6 @@ void max_pool_forward(const Tensor<T>& x, Tensor<T>& y, ArgmaxView& argmax,
 // dx = beta dx + (dy scattered to the argmax entries, summed where windows overlap).
 template <class T>
 void max_pool_backward(const Tensor<T>& dy, const ArgmaxView& argmax, T beta, Tensor<T>& dx);
-// The same, told the forward pass's windows (argmax must come from them): where they are 2 x 2
-// with stride 2 and no padding (LeNet's), the host writes dx a vector at a time with AVX-512
-// instead of clearing it and scattering. Error unless dy and dx match g's extents.
-template <class T>
-void max_pool_backward(const Tensor<T>& dy, const ArgmaxView& argmax, T beta, Tensor<T>& dx,
-                       const WindowGeometry& g);
 
 // Average pooling dividing by the full window size, padding counted as zeros (PyTorch's
 // count_include_pad = True, the default).
