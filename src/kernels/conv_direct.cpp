@@ -268,6 +268,10 @@ void lane_sums(const T* vsums, std::int64_t n, T* sums) {
   DISTOP_DIRECT_DISPATCH(lane_sums(vsums, n, sums));
 }
 template <class T>
+void add_to_lanes(const T* row, std::int64_t p, double* lane) {
+  DISTOP_DIRECT_DISPATCH(add_to_lanes(row, p, lane));
+}
+template <class T>
 void add_scalar_run(T* dst, const T* src, T b, std::int64_t n) {
   DISTOP_DIRECT_DISPATCH(add_scalar_run(dst, src, b, n));
 }
@@ -300,6 +304,8 @@ template <class T>
 void zero_run(T*, std::int64_t) {}
 template <class T>
 void lane_sums(const T*, std::int64_t, T*) {}
+template <class T>
+void add_to_lanes(const T*, std::int64_t, double*) {}
 template <class T>
 void add_scalar_run(T*, const T*, T, std::int64_t) {}
 template <class T>
@@ -427,14 +433,8 @@ class BiasSums {
  public:
   explicit BiasSums(std::int64_t o) : lanes_(static_cast<std::size_t>(o) * kLanes, 0.0) {}
   void add(const T* dy, std::int64_t o, std::int64_t p) {
-    for (std::int64_t oc = 0; oc < o; ++oc) {
-      double* lane = lanes_.data() + oc * kLanes;
-      const T* row = dy + oc * p;
-      std::int64_t q = 0;
-      for (; q + kLanes <= p; q += kLanes)
-        for (int k = 0; k < kLanes; ++k) lane[k] += static_cast<double>(row[q + k]);
-      for (int k = 0; q < p; ++q, ++k) lane[k] += static_cast<double>(row[q]);
-    }
+    for (std::int64_t oc = 0; oc < o; ++oc)
+      add_to_lanes(dy + oc * p, p, lanes_.data() + oc * kLanes);
   }
   void write(std::int64_t o, T beta, T* db) {
     for (std::int64_t oc = 0; oc < o; ++oc) {
