@@ -62,7 +62,7 @@ Frame frame_of(const DirectGeo& g) {
 // Scratch kept per thread between calls (grown, never shrunk), starting on a cache line.
 template <class T>
 T* scratch(int slot, std::int64_t n) {
-  thread_local std::vector<T> buffers[6];
+  thread_local std::vector<T> buffers[7];
   auto& b = buffers[slot];
   const auto need = static_cast<std::size_t>(n) + kLine / sizeof(T);
   if (b.size() < need) b.resize(need);
@@ -146,6 +146,8 @@ constexpr int kConvOB = 8;
 constexpr int kConvNV(int ob) { return ob <= 6 ? 4 : 3; }
 constexpr int kCorrOB = 4;
 constexpr int kCorrJB = 6;
+constexpr int kChanCB = 4;  // channel_correlate: 4 x 5 sums
+constexpr int kChanJB = 5;
 #include "conv_direct_simd.inc"
 }  // namespace avx512
 #if defined(__clang__)
@@ -222,6 +224,8 @@ constexpr int kConvOB = 4;
 constexpr int kConvNV(int) { return 3; }
 constexpr int kCorrOB = 2;
 constexpr int kCorrJB = 5;
+constexpr int kChanCB = 2;
+constexpr int kChanJB = 5;
 #include "conv_direct_simd.inc"
 }  // namespace avx2
 #if defined(__clang__)
@@ -272,6 +276,14 @@ void add_to_lanes(const T* row, std::int64_t p, double* lane) {
   DISTOP_DIRECT_DISPATCH(add_to_lanes(row, p, lane));
 }
 template <class T>
+void channel_correlate(const T* dyt, std::int64_t positions, std::int64_t o_pad,
+                       const std::int64_t* fpos, const T* frames, std::int64_t x_len,
+                       std::int64_t c_n, std::int64_t n, std::int64_t k1, std::int64_t k2,
+                       std::int64_t row_step, T* wl) {
+  DISTOP_DIRECT_DISPATCH(
+      channel_correlate(dyt, positions, o_pad, fpos, frames, x_len, c_n, n, k1, k2, row_step, wl));
+}
+template <class T>
 void add_scalar_run(T* dst, const T* src, T b, std::int64_t n) {
   DISTOP_DIRECT_DISPATCH(add_scalar_run(dst, src, b, n));
 }
@@ -306,6 +318,10 @@ template <class T>
 void lane_sums(const T*, std::int64_t, T*) {}
 template <class T>
 void add_to_lanes(const T*, std::int64_t, double*) {}
+template <class T>
+void channel_correlate(const T*, std::int64_t, std::int64_t, const std::int64_t*, const T*,
+                       std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                       std::int64_t, T*) {}
 template <class T>
 void add_scalar_run(T*, const T*, T, std::int64_t) {}
 template <class T>
@@ -470,6 +486,47 @@ void direct_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T bet
     return;
   }
   const std::int64_t taps_all = o * c * f.taps;
+  // At least a vector's worth of output channels (and unit column steps): the weight gradient
+  // with the channels across the lanes (channel_correlate), over the outputs' positions only.
+  const auto lanes = static_cast<std::int64_t>(host_simd_bytes() / static_cast<int>(sizeof(T)));
+  if (o >= lanes && g.d2 == 1) {
+    const std::int64_t o_pad = (o + lanes - 1) / lanes * lanes;
+    T* const dyt = scratch<T>(6, n * out_n * o_pad);
+    T* const all_frames = frames ? nullptr : scratch<T>(1, n * c * f.x_len);
+    T* const dyp = dx ? scratch<T>(2, o * f.dy_len) : nullptr;
+    for (std::int64_t s = 0; s < n; ++s) {
+      const T* dys = dy + s * o * out_n;
+      if (!frames) pad_input(x + s * c * in_n, c, g, f, all_frames + s * c * f.x_len);
+      if (db) bias.add(dys, o, out_n);
+      if (dx) {
+        pad_grad(dys, o, g, f, dyp);
+        scatter.sample(dyp, beta_x, dx + s * c * in_n);
+      }
+      // dyt[p][oc]: the sample's dy with the channels side by side (zero past o).
+      T* t = dyt + s * out_n * o_pad;
+      for (std::int64_t p = 0; p < out_n; ++p) {
+        for (std::int64_t oc = 0; oc < o; ++oc) t[p * o_pad + oc] = dys[oc * out_n + p];
+        for (std::int64_t oc = o; oc < o_pad; ++oc) t[p * o_pad + oc] = T(0);
+      }
+    }
+    // Where output position p = (r, q) reads the frame for tap (0, 0): r wp + q.
+    std::vector<std::int64_t> fpos(static_cast<std::size_t>(out_n));
+    for (std::int64_t r = 0; r < g.out1; ++r)
+      for (std::int64_t q = 0; q < g.out2; ++q)
+        fpos[static_cast<std::size_t>(r * g.out2 + q)] = r * f.wp + q;
+    T* const wl = scratch<T>(0, o_pad * c * f.taps);
+    channel_correlate(dyt, out_n, o_pad, fpos.data(), frames ? frames : all_frames, f.x_len, c, n,
+                      g.k1, g.k2, g.d1 * f.wp, wl);
+    const std::int64_t ct = c * f.taps;
+    for (std::int64_t oc = 0; oc < o; ++oc)
+      for (std::int64_t i = 0; i < ct; ++i) {
+        const T v = wl[((oc / lanes) * ct + i) * lanes + oc % lanes];
+        T& d = dw[oc * ct + i];
+        d = beta_w == T(0) ? v : beta_w * d + v;
+      }
+    if (db) bias.write(o, beta_b, db);
+    return;
+  }
   constexpr std::int64_t kLanes = 64 / sizeof(T);  // the widest vector's lanes
   T* const vsums = scratch<T>(0, taps_all * kLanes);
   // (The first chunk's tiles start their sums from zero: no pass to clear vsums.)
