@@ -148,6 +148,7 @@ constexpr int kCorrOB = 4;
 constexpr int kCorrJB = 6;
 constexpr int kChanCB = 4;  // channel_correlate: 4 x 5 sums
 constexpr int kChanJB = 5;
+constexpr int kChanPB = 14;  // channel_conv: up to 2 x 14 outputs' sums
 #include "conv_direct_simd.inc"
 }  // namespace avx512
 #if defined(__clang__)
@@ -226,6 +227,7 @@ constexpr int kCorrOB = 2;
 constexpr int kCorrJB = 5;
 constexpr int kChanCB = 2;
 constexpr int kChanJB = 5;
+constexpr int kChanPB = 6;
 #include "conv_direct_simd.inc"
 }  // namespace avx2
 #if defined(__clang__)
@@ -276,6 +278,12 @@ void add_to_lanes(const T* row, std::int64_t p, double* lane) {
   DISTOP_DIRECT_DISPATCH(add_to_lanes(row, p, lane));
 }
 template <class T>
+void channel_conv(const T* xp, std::int64_t x_len, std::int64_t c_n, const std::int64_t* shift,
+                  std::int64_t taps, const T* wk, std::int64_t o_pad, std::int64_t out1,
+                  std::int64_t out2, std::int64_t wp, T* yt) {
+  DISTOP_DIRECT_DISPATCH(channel_conv(xp, x_len, c_n, shift, taps, wk, o_pad, out1, out2, wp, yt));
+}
+template <class T>
 void channel_correlate(const T* dyt, std::int64_t positions, std::int64_t o_pad,
                        const std::int64_t* fpos, const T* frames, std::int64_t x_len,
                        std::int64_t c_n, std::int64_t n, std::int64_t k1, std::int64_t k2,
@@ -319,6 +327,9 @@ void lane_sums(const T*, std::int64_t, T*) {}
 template <class T>
 void add_to_lanes(const T*, std::int64_t, double*) {}
 template <class T>
+void channel_conv(const T*, std::int64_t, std::int64_t, const std::int64_t*, std::int64_t, const T*,
+                  std::int64_t, std::int64_t, std::int64_t, std::int64_t, T*) {}
+template <class T>
 void channel_correlate(const T*, std::int64_t, std::int64_t, const std::int64_t*, const T*,
                        std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
                        std::int64_t, T*) {}
@@ -359,6 +370,33 @@ void direct_conv_forward(const T* x, const T* w, const T* bias, T* y, std::int64
                          std::int64_t c, std::int64_t o, const DirectGeo& g, T* frames) {
   require_available("conv_forward");
   const Frame f = frame_of<T>(g);
+  const std::int64_t in_n = g.in1 * g.in2, out_n = g.out1 * g.out2;
+  // At least a vector's worth of output channels: the channels across the lanes (channel_conv),
+  // over the outputs' positions only.
+  const auto lanes = static_cast<std::int64_t>(host_simd_bytes() / static_cast<int>(sizeof(T)));
+  if (o >= lanes) {
+    const std::int64_t o_pad = (o + lanes - 1) / lanes * lanes;
+    // wk [c][tap][o_pad]: a tap's weights for the output channels side by side (zero past o).
+    T* const wk = scratch<T>(0, c * f.taps * o_pad);
+    for (std::int64_t i = 0; i < c * f.taps; ++i) {
+      for (std::int64_t oc = 0; oc < o; ++oc) wk[i * o_pad + oc] = w[oc * c * f.taps + i];
+      for (std::int64_t oc = o; oc < o_pad; ++oc) wk[i * o_pad + oc] = T(0);
+    }
+    T* const scratch_frames = frames ? nullptr : scratch<T>(1, c * f.x_len);
+    T* const yt = scratch<T>(2, out_n * o_pad);
+    for (std::int64_t s = 0; s < n; ++s) {
+      T* const xp = frames ? frames + s * c * f.x_len : scratch_frames;
+      pad_input(x + s * c * in_n, c, g, f, xp);
+      channel_conv(xp, f.x_len, c, f.shift.data(), f.taps, wk, o_pad, g.out1, g.out2, f.wp, yt);
+      T* ys = y + s * o * out_n;
+      for (std::int64_t oc = 0; oc < o; ++oc) {
+        const T b = bias ? bias[oc] : T(0);
+        T* d = ys + oc * out_n;
+        for (std::int64_t p = 0; p < out_n; ++p) d[p] = yt[p * o_pad + oc] + b;
+      }
+    }
+    return;
+  }
   // wk [c][tap][o]: a tap's weights for consecutive output channels side by side.
   T* const wk = scratch<T>(0, c * f.taps * o);
   for (std::int64_t oc = 0; oc < o; ++oc)
@@ -368,7 +406,6 @@ void direct_conv_forward(const T* x, const T* w, const T* bias, T* y, std::int64
   const std::int64_t out_len = f.t_out + kTail;
   T* const scratch_frames = frames ? nullptr : scratch<T>(1, c * f.x_len);
   T* const out = scratch<T>(2, o * out_len);
-  const std::int64_t in_n = g.in1 * g.in2, out_n = g.out1 * g.out2;
   for (std::int64_t s = 0; s < n; ++s) {
     T* const xp = frames ? frames + s * c * f.x_len : scratch_frames;
     pad_input(x + s * c * in_n, c, g, f, xp);
