@@ -10,10 +10,16 @@
 // exchange the whole output plane is one long run of vectors, whatever its width. The input
 // gradient scatters the flat dy (zero in those columns) through the transposed weights to the
 // frame positions each tap read; the weight gradient correlates the flat dy with the shifted
-// frames. Each output vector is held in a
-// register across all C k1 k2 taps (a block of output channels times a few vectors at a time),
-// so the kernels run near the FMA units' speed for any channel count, where a GEMM of LeNet's
-// shapes (6 or 16 output channels, 25 or 150 inner products) runs at a third of it.
+// frames. Each output vector is held in a register across all C k1 k2 taps (a block of output
+// channels times a few vectors at a time), so the kernels run near the FMA units' speed for any
+// channel count, where a GEMM of LeNet's shapes (6 or 16 output channels, 25 or 150 inner
+// products) runs at a third of it.
+//
+// Where a layer has a vector's worth of output channels and the dropped columns would be a
+// quarter of the work or more (narrow planes: LeNet's conv2), the forward pass and the weight
+// gradient put the channels across the lanes instead: a vector holds one output position's (or
+// one tap's) sums for 16 channels, only the outputs' positions are visited, and y and dy are
+// transposed to and from that layout (by_channels in conv_direct.cpp).
 
 #include <cstddef>
 #include <cstdint>

@@ -42,15 +42,15 @@ struct ConvColumns {
 // 2-D convolution) is 1, a matrix holding each input row once and one GEMM per kernel row over
 // shifted column blocks of it: k_h times less copying. direct: for 1-D and 2-D windows of stride
 // 1 on a CPU with AVX2 and FMA (AVX-512 where it has it; kernels/simd.hpp), no GEMM at all: vector
-// loops over each output plane flattened to one run, which keep their sums in registers across
-// every tap (see src/kernels/conv_direct.hpp); they beat the GEMMs where the channels are few
-// (LeNet's layers). automatic (the default) takes direct where it applies, the host runs one thread
-// and the layer has at most kDirectMaxChannels input or output channels (for the weight gradient,
-// both; for the input gradient, also at least 4 input channels and a padded input plane at most 1.5
-// times the output plane); else bands wherever they apply, im2col elsewhere. A method set that does
-// not apply to a geometry falls back the same way (direct to bands to im2col). Device builds always
-// use im2col. A process-wide setting, for tests and benchmarks; not thread-safe against concurrent
-// convolutions.
+// loops over each output plane flattened to one run (or, for narrow planes with many output
+// channels, over the channels), which keep their sums in registers across every tap (see
+// src/kernels/conv_direct.hpp); they beat the GEMMs where the channels are few (LeNet's layers).
+// automatic (the default) takes direct where it applies, the host runs one thread and the layer
+// has at most kDirectMaxChannels input or output channels (for the weight gradient, both; for the
+// input gradient, also at least 4 input channels); else bands wherever they apply, im2col
+// elsewhere. A method set that does not apply to a geometry falls back the same way (direct to
+// bands to im2col). Device builds always use im2col. A process-wide setting, for tests and
+// benchmarks; not thread-safe against concurrent convolutions.
 enum class ConvMethod { automatic, im2col, bands, direct };
 inline constexpr std::int64_t kDirectMaxChannels = 32;
 void set_conv_method(ConvMethod method);
