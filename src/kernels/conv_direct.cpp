@@ -119,6 +119,13 @@ struct Simd<float> {
   }
   static V load_m(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
   static void store_m(float* p, Mask m, V v) { _mm512_mask_storeu_ps(p, m, v); }
+  // Lane i = p[i stride] for the lanes in m, zero elsewhere.
+  static V gather_m(const float* p, std::int64_t stride, Mask m) {
+    const __m512i index =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(static_cast<int>(stride)));
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, index, p, 4);
+  }
   static float hsum(V v) { return lane_sum<float, L>(v); }
 };
 template <>
@@ -138,6 +145,11 @@ struct Simd<double> {
   }
   static V load_m(const double* p, Mask m) { return _mm512_maskz_loadu_pd(m, p); }
   static void store_m(double* p, Mask m, V v) { _mm512_mask_storeu_pd(p, m, v); }
+  static V gather_m(const double* p, std::int64_t stride, Mask m) {
+    const __m256i index = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                             _mm256_set1_epi32(static_cast<int>(stride)));
+    return _mm512_mask_i32gather_pd(_mm512_setzero_pd(), m, index, p, 8);
+  }
   static double hsum(V v) { return lane_sum<double, L>(v); }
 };
 // 32 vector registers: up to 8 x 3 or 6 x 4 accumulators for the convolution tiles, 4 x 6 for
@@ -188,6 +200,11 @@ struct Simd<float> {
   }
   static V load_m(const float* p, Mask m) { return _mm256_maskload_ps(p, m); }
   static void store_m(float* p, Mask m, V v) { _mm256_maskstore_ps(p, m, v); }
+  static V gather_m(const float* p, std::int64_t stride, Mask m) {
+    const __m256i index = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                             _mm256_set1_epi32(static_cast<int>(stride)));
+    return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), p, index, _mm256_castsi256_ps(m), 4);
+  }
   static float hsum(V v) {
     const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -214,6 +231,11 @@ struct Simd<double> {
   }
   static V load_m(const double* p, Mask m) { return _mm256_maskload_pd(p, m); }
   static void store_m(double* p, Mask m, V v) { _mm256_maskstore_pd(p, m, v); }
+  static V gather_m(const double* p, std::int64_t stride, Mask m) {
+    const __m128i index =
+        _mm_mullo_epi32(_mm_setr_epi32(0, 1, 2, 3), _mm_set1_epi32(static_cast<int>(stride)));
+    return _mm256_mask_i32gather_pd(_mm256_setzero_pd(), p, index, _mm256_castsi256_pd(m), 8);
+  }
   static double hsum(V v) {
     const __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
@@ -278,6 +300,11 @@ void add_to_lanes(const T* row, std::int64_t p, double* lane) {
   DISTOP_DIRECT_DISPATCH(add_to_lanes(row, p, lane));
 }
 template <class T>
+void transpose_out(const T* src, std::int64_t rows, std::int64_t cols, std::int64_t src_stride,
+                   const T* add, T* dst, std::int64_t dst_stride, std::int64_t valid) {
+  DISTOP_DIRECT_DISPATCH(transpose_out(src, rows, cols, src_stride, add, dst, dst_stride, valid));
+}
+template <class T>
 void channel_conv(const T* xp, std::int64_t x_len, std::int64_t c_n, const std::int64_t* shift,
                   std::int64_t taps, const T* wk, std::int64_t o_pad, std::int64_t out1,
                   std::int64_t out2, std::int64_t wp, T* yt) {
@@ -326,6 +353,9 @@ template <class T>
 void lane_sums(const T*, std::int64_t, T*) {}
 template <class T>
 void add_to_lanes(const T*, std::int64_t, double*) {}
+template <class T>
+void transpose_out(const T*, std::int64_t, std::int64_t, std::int64_t, const T*, T*, std::int64_t,
+                   std::int64_t) {}
 template <class T>
 void channel_conv(const T*, std::int64_t, std::int64_t, const std::int64_t*, std::int64_t, const T*,
                   std::int64_t, std::int64_t, std::int64_t, std::int64_t, T*) {}
@@ -399,12 +429,8 @@ void direct_conv_forward(const T* x, const T* w, const T* bias, T* y, std::int64
       T* const xp = frames ? frames + s * c * f.x_len : scratch_frames;
       pad_input(x + s * c * in_n, c, g, f, xp);
       channel_conv(xp, f.x_len, c, f.shift.data(), f.taps, wk, o_pad, g.out1, g.out2, f.wp, yt);
-      T* ys = y + s * o * out_n;
-      for (std::int64_t oc = 0; oc < o; ++oc) {
-        const T b = bias ? bias[oc] : T(0);
-        T* d = ys + oc * out_n;
-        for (std::int64_t p = 0; p < out_n; ++p) d[p] = yt[p * o_pad + oc] + b;
-      }
+      // y[oc][p] = yt[p][oc] + bias[oc].
+      transpose_out(yt, o, out_n, o_pad, bias, y + s * o * out_n, out_n, out_n);
     }
     return;
   }
@@ -550,12 +576,9 @@ void direct_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T bet
         pad_grad(dys, o, g, f, dyp);
         scatter.sample(dyp, beta_x, dx + s * c * in_n);
       }
-      // dyt[p][oc]: the sample's dy with the channels side by side (zero past o).
-      T* t = dyt + s * out_n * o_pad;
-      for (std::int64_t p = 0; p < out_n; ++p) {
-        for (std::int64_t oc = 0; oc < o; ++oc) t[p * o_pad + oc] = dys[oc * out_n + p];
-        for (std::int64_t oc = o; oc < o_pad; ++oc) t[p * o_pad + oc] = T(0);
-      }
+      // dyt[p][oc] = dy[oc][p]: the sample's dy with the channels side by side (zero past o).
+      transpose_out(dys, out_n, o_pad, out_n, static_cast<const T*>(nullptr),
+                    dyt + s * out_n * o_pad, o_pad, o);
     }
     // Where output position p = (r, q) reads the frame for tap (0, 0): r wp + q.
     std::vector<std::int64_t> fpos(static_cast<std::size_t>(out_n));
