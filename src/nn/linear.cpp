@@ -47,8 +47,9 @@ std::vector<Var<T>> Linear<T>::parameters() const {
 template <class T>
 const TensorSpace& Linear<T>::output_space(const TensorSpace& in) const {
   // Equal spaces on the very same communicators, so that y's collectives run where x's would.
-  const bool hit = in == last_in_ && in.partition().comm() == last_in_.partition().comm() &&
-                   in.partition().parent() == last_in_.partition().parent();
+  const bool hit = in.same_object(last_in_) ||
+                   (in == last_in_ && in.partition().comm() == last_in_.partition().comm() &&
+                    in.partition().parent() == last_in_.partition().parent());
   if (!hit) {
     last_out_ = in.with_extent(1, out_);
     last_in_ = in;

@@ -44,6 +44,9 @@ class TensorSpace {
 
   // Same global shape, same partition ranks and grid, same decomposition.
   bool operator==(const TensorSpace& other) const;
+  // Whether both are copies of the same space object (then equal, on the very same partition and
+  // communicators): a check of one pointer, for caches keyed by a space.
+  bool same_object(const TensorSpace& other) const noexcept { return impl_ == other.impl_; }
   std::string str() const;
 
  private:
