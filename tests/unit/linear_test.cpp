@@ -53,6 +53,30 @@ TEST(Linear, ForwardIsXWTransposePlusB) {
   }
 }
 
+// The layer's cached output space: found again for a copy of the input's space (the same
+// object), for an equal space built anew, and replaced for another batch size.
+TEST(Linear, OutputSpaceFollowsTheInputSpace) {
+  Linear<double> lin(4, 3, 7);
+  const distop::TensorSpace a = test::local_batch_space(2, 4);
+  const distop::TensorSpace copy = a;
+  const distop::TensorSpace rebuilt = test::local_batch_space(2, 4);
+  const distop::TensorSpace other = test::local_batch_space(5, 4);
+  EXPECT_TRUE(copy.same_object(a));
+  EXPECT_FALSE(rebuilt.same_object(a));
+  EXPECT_TRUE(rebuilt == a);
+  auto out_space = [&](const distop::TensorSpace& s) {
+    Tape tape;
+    return lin.forward(tape, Var<double>(DistTensor<double>(s))).space();
+  };
+  const distop::TensorSpace want = a.with_extent(1, 3);
+  EXPECT_TRUE(out_space(a) == want);
+  EXPECT_TRUE(out_space(copy) == want);
+  EXPECT_TRUE(out_space(rebuilt) == want);
+  EXPECT_TRUE(out_space(other) == other.with_extent(1, 3));
+  EXPECT_FALSE(out_space(other) == want);
+  EXPECT_TRUE(out_space(a) == want);
+}
+
 // Runs forward and backward with dL/dy = 1 and returns the weight gradient's values.
 std::vector<double> weight_grad_of_step(Linear<double>& lin, const Var<double>& x) {
   Tape tape;
