@@ -59,7 +59,10 @@ Frame frame_of(const DirectGeo& g) {
   return f;
 }
 
-// Scratch kept per thread between calls (grown, never shrunk), starting on a cache line.
+// Scratch kept per thread between calls (grown, never shrunk), starting on a cache line. Slots:
+// 0 laid-out weights or weight-gradient sums, 1 input frames, 2 padded dy or an output buffer,
+// 3 the weight gradient's lane sums, 4 and 5 the input gradient's weights and frame, 6 the
+// transposed dy of the channel form; one kernel call never uses a slot for two things.
 template <class T>
 T* scratch(int slot, std::int64_t n) {
   thread_local std::vector<T> buffers[7];
@@ -374,13 +377,6 @@ void pad_grad(const T*, std::int64_t, const DirectGeo&, const Frame&, T*) {}
 
 #endif
 
-void require_available(const char* op) {
-  DISTOP_CHECK(host_simd_bytes() != 0, op,
-               "the direct convolution kernels need an x86-64 CPU with AVX2 and FMA");
-}
-
-}  // namespace
-
 // Whether the forward pass and the weight gradient put the output channels across the lanes
 // (channel_conv, channel_correlate): where there is a vector's worth of channels and the flat
 // rows' dropped columns would be a quarter of the work or more (LeNet's conv2: 4 of 14). On wider
@@ -391,6 +387,13 @@ bool by_channels(const DirectGeo& g, std::int64_t o, std::int64_t lanes) {
   const std::int64_t wp = g.out2 + (g.k2 - 1) * g.d2;
   return lanes > 0 && o >= lanes && 4 * (wp - g.out2) >= wp;
 }
+
+void require_available(const char* op) {
+  DISTOP_CHECK(host_simd_bytes() != 0, op,
+               "the direct convolution kernels need an x86-64 CPU with AVX2 and FMA");
+}
+
+}  // namespace
 
 template <class T>
 std::int64_t direct_conv_frame_entries(const DirectGeo& g, std::int64_t c) {
@@ -459,7 +462,7 @@ void direct_conv_forward(const T* x, const T* w, const T* bias, T* y, std::int64
 // The input gradient of one sample, from its padded dy planes (pad_grad): the frame's gradient,
 // every output's dy through the weights scattered to the frame positions its taps read,
 // frame[c][t + shift_j] += sum_o w[o, c, j] dy[o][t], then dx = beta dx + the frame's entries
-// that hold input. wk: the weights as [tap][o][c] (scatter_weights).
+// that hold input. The weights are laid out once, as [tap][o][c].
 template <class T>
 class InputScatter {
  public:
@@ -511,9 +514,6 @@ class InputScatter {
   T* frame_ = nullptr;
 };
 
-// Both gradients (either may be null), over chunks of samples: each chunk's x frames and dy
-// planes padded once, every sample's input gradient scattered from them, then the chunk's weight
-// gradient correlated.
 // The bias gradient's sums, db[o] = sum over samples and positions of dy[s, o, ...], taken a sample
 // at a time while its dy is in cache: entry q of a plane into lane q % kLanes of its channel, the
 // lanes carried from sample to sample and folded pairwise at the end, in double (the order of
@@ -541,6 +541,11 @@ class BiasSums {
   std::vector<double> lanes_;
 };
 
+// The gradients wanted (dx, dw, db; any may be null, dw null only with dx set) in one pass over
+// the samples: each sample's dy padded once and summed for db, its input gradient scattered from
+// the padded dy, and the weight gradient correlated chunk by chunk (or, with the channels across
+// the lanes, over the whole batch at the end). frames: the forward pass's kept input frames, or
+// null to pad x here.
 template <class T>
 void direct_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T beta_w, T* dw,
                      T beta_b, T* db, std::int64_t n, std::int64_t c, std::int64_t o,
@@ -563,8 +568,12 @@ void direct_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T bet
   // At least a vector's worth of output channels (and unit column steps): the weight gradient
   // with the channels across the lanes (channel_correlate), over the outputs' positions only.
   const auto lanes = static_cast<std::int64_t>(host_simd_bytes() / static_cast<int>(sizeof(T)));
-  if (by_channels(g, o, lanes) && g.d2 == 1) {
-    const std::int64_t o_pad = (o + lanes - 1) / lanes * lanes;
+  // It keeps the whole batch's transposed dy (and, unless the forward pass kept them, its input
+  // frames) until the end: only within the bound of the forward's kept frames.
+  const std::int64_t o_pad = lanes > 0 ? (o + lanes - 1) / lanes * lanes : o;
+  const std::int64_t batch_bytes =
+      n * (out_n * o_pad + (frames ? 0 : c * f.x_len)) * static_cast<std::int64_t>(sizeof(T));
+  if (by_channels(g, o, lanes) && g.d2 == 1 && batch_bytes <= kMaxKeptColumnsBytes) {
     T* const dyt = scratch<T>(6, n * out_n * o_pad);
     T* const all_frames = frames ? nullptr : scratch<T>(1, n * c * f.x_len);
     T* const dyp = dx ? scratch<T>(2, o * f.dy_len) : nullptr;

@@ -322,8 +322,8 @@ void max_pool_tiled_rows(const Geometry3& g, std::int64_t planes, const T* x, T*
   constexpr std::int64_t kBlock = 16;
   const std::int64_t x_size = planes * g.in_plane;
   const std::int64_t m = g.out[2];
-  // Rows of 2-wide windows take the AVX-512 form where the CPU has it (pool_simd.hpp), and whole
-  // planes of 2-D 2 x 2, stride-2 windows over rows from the first (LeNet's) its plane form.
+  // Rows of 2-wide windows take the AVX-512 form where the CPU has it (pool_simd.hpp); 2-D windows
+  // 2 x 2 with stride 2 and no offset (LeNet's) take its form for a whole plane at a time.
   const bool simd = K2 == 2 && detail::simd_max_pool_2();
   const bool simd_planes = simd && g.kernel[0] == 1 && g.out[0] == 1 && g.in[0] == 1 &&
                            g.kernel[1] == 2 && g.stride[1] == 2 && g.dilation[1] == 1 &&

@@ -529,6 +529,26 @@ TEST(ConvKernels, BadShapesThrow) {
   EXPECT_THROW(kernels::conv_backward_weight(y, x_sp, 0.0, w, g), distop::Error);
   EXPECT_THROW(kernels::conv_backward_bias(y, 0.0, b_bad), distop::Error);
   EXPECT_THROW(kernels::conv_backward_bias(b, 0.0, b), distop::Error);
+  // conv_backward checks every target, whichever form (the direct one-pass form included) would
+  // compute them.
+  for (const auto& run : kMethods) {
+    SCOPED_TRACE(run.name);
+    const MethodScope scope(run.method, run.vector_cap);
+    Tensor<double> dx(x.shape()), dw(w.shape()), db(b.shape());
+    auto all = [&](Tensor<double>* gx, Tensor<double>* gw, Tensor<double>* gb) {
+      kernels::ConvGradients<double> grads;
+      grads.dx = gx;
+      grads.dw = gw;
+      grads.db = gb;
+      kernels::conv_backward(y, x, w, g, grads);
+    };
+    EXPECT_NO_THROW(all(&dx, &dw, &db));
+    EXPECT_THROW(all(&x_sp, &dw, &db), distop::Error);
+    EXPECT_THROW(all(&dx, &w_k, &db), distop::Error);
+    EXPECT_THROW(all(&dx, &dw, &b_bad), distop::Error);
+    EXPECT_THROW(all(nullptr, &w_k, &db), distop::Error);
+    EXPECT_THROW(all(nullptr, &dw, &b_bad), distop::Error);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
