@@ -7,12 +7,7 @@
 #include <vector>
 
 #include "distop/core/error.hpp"
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
-    !defined(__NVCOMPILER)
-#define DISTOP_DIRECT_CONV_X86 1
-#include <immintrin.h>
-#endif
+#include "simd_target.hpp"
 
 namespace distop::kernels {
 namespace detail {
@@ -74,7 +69,7 @@ T* scratch(int slot, std::int64_t n) {
   return static_cast<T*>(std::align(kLine, static_cast<std::size_t>(n) * sizeof(T), p, space));
 }
 
-#ifdef DISTOP_DIRECT_CONV_X86
+#ifdef DISTOP_SIMD_X86
 
 // Lanes [a, b) of L, clamped: the mask of a partial load, as bits or as a lane bound.
 constexpr std::int64_t clamp_lane(std::int64_t v, int lanes) {
@@ -85,12 +80,7 @@ constexpr unsigned range_bits(std::int64_t a, std::int64_t b, int lanes) {
   return hi <= lo ? 0u : ((hi >= 32 ? ~0u : (1u << hi) - 1u) & ~((1u << lo) - 1u));
 }
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx2,fma")
-#endif
+DISTOP_TARGET_BEGIN("avx512f,avx2,fma")
 namespace avx512 {
 // The sum of a vector's lanes, once per tile (GCC 12's _mm512_reduce_add_* trips
 // -Wmaybe-uninitialized inside its own header).
@@ -166,18 +156,9 @@ constexpr int kChanJB = 5;
 constexpr int kChanPB = 14;  // channel_conv: up to 2 x 14 outputs' sums
 #include "conv_direct_simd.inc"
 }  // namespace avx512
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+DISTOP_TARGET_END
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
+DISTOP_TARGET_BEGIN("avx2,fma")
 namespace avx2 {
 template <class T>
 struct Simd;
@@ -255,11 +236,7 @@ constexpr int kChanJB = 5;
 constexpr int kChanPB = 6;
 #include "conv_direct_simd.inc"
 }  // namespace avx2
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+DISTOP_TARGET_END
 
 // The instruction set's form of each loop (a direct call; the choice is one load and branch).
 #define DISTOP_DIRECT_DISPATCH(call) \

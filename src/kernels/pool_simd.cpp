@@ -3,31 +3,21 @@
 #include <cstdint>
 
 #include "distop/kernels/simd.hpp"
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
-    !defined(__NVCOMPILER)
-#define DISTOP_SIMD_POOL_X86 1
-#include <immintrin.h>
-#endif
+#include "simd_target.hpp"
 
 namespace distop::kernels::detail {
 
 bool simd_max_pool_2() {
-#ifdef DISTOP_SIMD_POOL_X86
+#ifdef DISTOP_SIMD_X86
   return host_simd_bytes() >= 64;
 #else
   return false;
 #endif
 }
 
-#ifdef DISTOP_SIMD_POOL_X86
+#ifdef DISTOP_SIMD_X86
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f")
-#endif
+DISTOP_TARGET_BEGIN("avx512f")
 
 namespace {
 
@@ -172,11 +162,7 @@ void plane_2(const T* x, std::int64_t base, std::int64_t in2, std::int64_t out1,
 
 }  // namespace
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+DISTOP_TARGET_END
 
 template <class T>
 void max_pool_row_2(const T* x, const std::int64_t* rows, int r_count, std::int64_t m, T* y,

@@ -70,10 +70,11 @@ Var<T> Linear<T>::forward(Tape& tape, const Var<T>& x) const {
 
   auto y_value = DistTensor<T>::uninitialized(output_space(xs));
   if (active) {
-    // y = b + x W^T: the bias rows first, then the GEMM adds onto them.
-    if (has_bias()) kernels::fill_rows(y_value.local(), bias_.value().local());
-    kernels::gemm(Op::N, Op::T, T(1), x.value().local(), weight_.value().local(),
-                  has_bias() ? T(1) : T(0), y_value.local());
+    // y = x W^T, then y += b (OpenBLAS's GEMM for narrow layers is slower with beta = 1, which
+    // reads y, than with beta = 0 followed by the bias rows: 64 x 128 x 10 by about 0.1 us).
+    kernels::gemm(Op::N, Op::T, T(1), x.value().local(), weight_.value().local(), T(0),
+                  y_value.local());
+    if (has_bias()) kernels::add_row_vector(y_value.local(), bias_.value().local());
   }
   const bool record =
       x.requires_grad() || weight_.requires_grad() || (has_bias() && bias_.requires_grad());

@@ -3,8 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
+
+#include "distop/kernels/simd.hpp"
 
 namespace {
 
@@ -83,6 +86,33 @@ TYPED_TEST(ElementwiseTest, AddRowVectorAndSumRows) {
   EXPECT_EQ(db.to_vector(), (std::vector<T>{39, -18}));
   kernels::sum_rows(y, T(0.5), db);
   EXPECT_EQ(db.to_vector(), (std::vector<T>{58.5, -27}));
+}
+
+TYPED_TEST(ElementwiseTest, AddRowVectorMatchesItsDefinitionForEveryRowLength) {
+  using T = TypeParam;
+  // Row lengths below, at and above a vector (16 floats, 8 doubles), some dividing it and some
+  // not, so that the repeating pattern of the vector form spans 1 to 16 vectors; row counts that
+  // end on and off a whole period. Every form: the widest vectors, AVX2, and none.
+  for (int cap : {0, 32, 16}) {
+    kernels::set_host_simd_cap(cap);
+    for (std::int64_t n : {1, 2, 3, 5, 7, 8, 9, 10, 15, 16, 17, 33}) {
+      for (std::int64_t rows : {0, 1, 2, 3, 7, 16, 17, 64, 65}) {
+        std::vector<T> yv, bv;
+        for (std::int64_t t = 0; t < rows * n; ++t) yv.push_back(T(t % 97) - T(40));
+        for (std::int64_t j = 0; j < n; ++j) bv.push_back(T(0.5) * T(j) + T(1));
+        auto y = Tensor<T>::from_vector(Shape{rows, n}, yv);
+        kernels::add_row_vector(y, Tensor<T>::from_vector(Shape{n}, bv));
+        const auto v = y.to_vector();
+        for (std::int64_t i = 0; i < rows; ++i)
+          for (std::int64_t j = 0; j < n; ++j) {
+            const auto t = static_cast<std::size_t>(i * n + j);
+            ASSERT_EQ(v[t], yv[t] + bv[static_cast<std::size_t>(j)])
+                << "cap " << cap << ", " << rows << "x" << n << " at (" << i << ", " << j << ")";
+          }
+      }
+    }
+  }
+  kernels::set_host_simd_cap(0);
 }
 
 TYPED_TEST(ElementwiseTest, FillRowsCopiesTheVectorIntoEveryRow) {

@@ -27,8 +27,7 @@ void tanh_backward(const Tensor<T>& y, const Tensor<T>& dy, Tensor<T>& dx);
 // y[i, j] += b[j] for y of shape [rows, n] and b of shape [n].
 template <class T>
 void add_row_vector(Tensor<T>& y, const Tensor<T>& b);
-// y[i, j] = b[j] for y of shape [rows, n] and b of shape [n]: the start of y = b + x W^T, whose GEMM
-// then runs with beta = 1 (cheaper than adding b after a beta = 0 GEMM).
+// y[i, j] = b[j] for y of shape [rows, n] and b of shape [n] (y is only written).
 template <class T>
 void fill_rows(Tensor<T>& y, const Tensor<T>& b);
 // db[j] = sum_i dy[i, j] + beta db[j] for dy of shape [rows, n] and db of shape [n]; the sums are
