@@ -164,7 +164,7 @@ void add_row_vector(Tensor<T>& y, const Tensor<T>& b) {
     // array; longer rows in a plain loop whose inner loop the compiler vectorises. (A
     // Kokkos::parallel_for with a row per work item took five times as long as the plain loop,
     // and the plain loop on rows of 10 floats three times as long as the vector form.)
-    if (detail::simd_add_short_rows<T>(n))
+    if (detail::simd_short_rows<T>(n))
       detail::add_short_rows(y.data(), b.data(), rows, n);
     else
       add_rows(y.data(), b.data(), rows, n);
@@ -208,6 +208,17 @@ template <class T>
 void sum_rows(const Tensor<T>& dy, T beta, Tensor<T>& db) {
   const std::int64_t n = row_length(dy, db, "sum_rows", "dy", "db");
   const std::int64_t rows = dy.extent(0);
+  if constexpr (kHostKernels) {
+    // Rows of at most one vector (a narrow layer's) in AVX-512 registers, as one flat array.
+    if (detail::simd_short_rows<T>(n)) {
+      double s[16];  // n <= 16
+      detail::sum_short_rows(dy.data(), rows, n, s);
+      T* const out = db.data();
+      for (std::int64_t j = 0; j < n; ++j)
+        out[j] = beta == T(0) ? static_cast<T>(s[j]) : static_cast<T>(s[j] + beta * out[j]);
+      return;
+    }
+  }
   auto dyv = dy.view();
   auto dbv = db.view();
   // Each work item sums a tile of adjacent columns, row after row, so that on the host its inner

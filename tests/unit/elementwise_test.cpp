@@ -115,6 +115,39 @@ TYPED_TEST(ElementwiseTest, AddRowVectorMatchesItsDefinitionForEveryRowLength) {
   kernels::set_host_simd_cap(0);
 }
 
+TYPED_TEST(ElementwiseTest, SumRowsMatchesItsDefinitionForEveryRowLength) {
+  using T = TypeParam;
+  // As above; entries are multiples of 1/4 whose sums are exact in any order, so every form gives
+  // the same bits. beta = 0 must not read db (NaN there), beta != 0 scales it.
+  for (int cap : {0, 32, 16}) {
+    kernels::set_host_simd_cap(cap);
+    for (std::int64_t n : {1, 2, 3, 5, 7, 8, 9, 10, 15, 16, 17, 33}) {
+      for (std::int64_t rows : {0, 1, 2, 3, 7, 16, 17, 64, 65}) {
+        std::vector<T> dyv;
+        for (std::int64_t t = 0; t < rows * n; ++t) dyv.push_back(T(t % 89) * T(0.25) - T(9));
+        const auto dy = Tensor<T>::from_vector(Shape{rows, n}, dyv);
+        Tensor<T> db(Shape{n});
+        db.fill(std::numeric_limits<T>::quiet_NaN());
+        kernels::sum_rows(dy, T(0), db);
+        const auto first = db.to_vector();
+        kernels::sum_rows(dy, T(-2), db);
+        const auto second = db.to_vector();
+        for (std::int64_t j = 0; j < n; ++j) {
+          double expected = 0;
+          for (std::int64_t i = 0; i < rows; ++i)
+            expected += static_cast<double>(dyv[static_cast<std::size_t>(i * n + j)]);
+          const auto u = static_cast<std::size_t>(j);
+          ASSERT_EQ(first[u], T(expected))
+              << "cap " << cap << ", " << rows << "x" << n << ", " << j;
+          ASSERT_EQ(second[u], T(-expected))
+              << "cap " << cap << ", " << rows << "x" << n << ", " << j;
+        }
+      }
+    }
+  }
+  kernels::set_host_simd_cap(0);
+}
+
 TYPED_TEST(ElementwiseTest, FillRowsCopiesTheVectorIntoEveryRow) {
   using T = TypeParam;
   // Row counts around the doubling copies' boundaries, and a single column.
