@@ -132,11 +132,13 @@ void fill_random(float* p, std::int64_t n, unsigned seed) {
 }
 
 // y[i, j] += b[j]
+DISTOP_BENCH_VECTOR_CLONES
 void add_bias(float* __restrict y, const float* __restrict b, std::int64_t rows, std::int64_t n) {
   for (std::int64_t i = 0; i < rows; ++i)
     for (std::int64_t j = 0; j < n; ++j) y[i * n + j] += b[j];
 }
 // db[j] = sum_i dy[i, j]
+DISTOP_BENCH_VECTOR_CLONES
 void column_sums(const float* __restrict dy, float* __restrict db, std::int64_t rows,
                  std::int64_t n) {
   std::fill(db, db + n, 0.0f);

@@ -110,8 +110,7 @@ void print_row(const Settings& s, const Row& r) {
     table().row({r.kernel, r.tensor, r.box, static_cast<long long>(r.bytes),
                  static_cast<long long>(r.run), r.distop_us, r.base_us, r.distop_gbs(),
                  r.base_gbs(), r.ratio(), r.loop_us, r.loop_us / r.distop_vs_loop_us,
-                 std::string(r.pass() ? "pass" : "FAIL"),
-                 static_cast<long long>(r.reps)});
+                 std::string(r.pass() ? "pass" : "FAIL"), static_cast<long long>(r.reps)});
   }
 }
 
@@ -147,6 +146,12 @@ void hand_loop(const Shape& shape, const Box& box, F&& f) {
   const std::int64_t run = run_of(shape, box);
   for (std::int64_t i = 0; i < e[0]; ++i)
     for (std::int64_t j = 0; j < e[1]; ++j, pos += run) f(base + i * st[0] + j * st[1], pos, run);
+}
+
+// out[0 .. n) += in[0 .. n): the plain loop of the unpack+= baselines.
+DISTOP_BENCH_VECTOR_CLONES
+void add_into(float* __restrict out, const float* __restrict in, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] += in[i];
 }
 
 std::string shape_str(const Shape& s) {
@@ -195,14 +200,10 @@ std::vector<Row> bench_box(const Settings& s, const BoxCase& c) {
   };
   auto loop_add = [&] {
     hand_loop(c.tensor, box, [&](std::int64_t off, std::int64_t pos, std::int64_t run) {
-      for (std::int64_t k = 0; k < run; ++k) dp[off + k] += bp[pos + k];
+      add_into(dp + off, bp + pos, run);
     });
   };
-  auto add_from_buf = [&] {
-    float* const out = b.data();
-    const float* const in = buf.data();
-    for (std::int64_t i = 0; i < n; ++i) out[i] += in[i];
-  };
+  auto add_from_buf = [&] { add_into(b.data(), buf.data(), n); };
   struct K {
     const char* name;
     std::function<void()> distop;
@@ -263,11 +264,13 @@ int run(const Settings& s) {
   if (s.csv) {
     std::printf("kernel,tensor,box,bytes,run_bytes,distop_us,base_us,ratio,loop_us\n");
   } else {
-    std::printf("# bench_pack: float boxes, 1 process; baseline memcpy of the box's bytes between "
-                "contiguous buffers (unpack+=: a contiguous add loop)\n");
-    std::printf("# GB/s = box bytes / median time; ratio = distop / baseline GB/s; pass: ratio >= "
-                "%.2f\n",
-                kTargetRatio);
+    std::printf(
+        "# bench_pack: float boxes, 1 process; baseline memcpy of the box's bytes between "
+        "contiguous buffers (unpack+=: a contiguous add loop)\n");
+    std::printf(
+        "# GB/s = box bytes / median time; ratio = distop / baseline GB/s; pass: ratio >= "
+        "%.2f\n",
+        kTargetRatio);
     table().header();
   }
   int rows = 0;

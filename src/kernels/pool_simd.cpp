@@ -7,13 +7,7 @@
 
 namespace distop::kernels::detail {
 
-bool simd_max_pool_2() {
-#ifdef DISTOP_SIMD_X86
-  return host_simd_bytes() >= 64;
-#else
-  return false;
-#endif
-}
+bool simd_max_pool_2() { return host_avx512(); }
 
 #ifdef DISTOP_SIMD_X86
 

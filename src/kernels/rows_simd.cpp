@@ -14,12 +14,7 @@ constexpr std::int64_t kLanes = 64 / static_cast<std::int64_t>(sizeof(T));
 
 template <class T>
 bool simd_short_rows(std::int64_t n) {
-#ifdef DISTOP_SIMD_X86
-  return n >= 1 && n <= kLanes<T> && host_simd_bytes() >= 64;
-#else
-  (void)n;
-  return false;
-#endif
+  return n >= 1 && n <= kLanes<T> && host_avx512();
 }
 
 #ifdef DISTOP_SIMD_X86

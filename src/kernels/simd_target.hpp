@@ -12,6 +12,20 @@
 #include <immintrin.h>
 #endif
 
+#include "distop/kernels/simd.hpp"
+
+namespace distop::kernels::detail {
+// Whether this CPU runs the AVX-512 forms of the hand-vectorised kernels (within the cap of
+// set_host_simd_cap), and they were compiled.
+inline bool host_avx512() {
+#ifdef DISTOP_SIMD_X86
+  return host_simd_bytes() >= 64;
+#else
+  return false;
+#endif
+}
+}  // namespace distop::kernels::detail
+
 #define DISTOP_PRAGMA(x) _Pragma(#x)
 #if defined(__clang__)
 #define DISTOP_TARGET_BEGIN(isa) \

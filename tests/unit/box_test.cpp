@@ -4,6 +4,7 @@
 
 #include "distop/core/error.hpp"
 #include "distop/core/random.hpp"
+#include "distop/kernels/simd.hpp"
 
 using distop::Box;
 using distop::Shape;
@@ -100,4 +101,65 @@ TEST(Box, BoxesOutsideTheTensorAreErrors) {
   EXPECT_THROW(distop::kernels::pack(t, Box{{2, 0}, {2, 3}}, out), distop::Error);
   EXPECT_THROW(distop::kernels::pack(t, Box{{0}, {3}}, out), distop::Error);
   EXPECT_THROW(distop::kernels::unpack(out, Box{{-1, 0}, {1, 1}}, t), distop::Error);
+}
+
+namespace {
+
+// pack, unpack, copy_box and their accumulating forms on a box of runs of `run` entries (the
+// last axis, cut at both ends) against index math, nothing outside the box touched.
+template <class T>
+void expect_box_kernels_match_index_math(std::int64_t run) {
+  const Shape shape{3, 4, run + 5};
+  const Box box{{1, 1, 2}, {2, 3, run}};
+  const std::int64_t n = box.numel();
+  std::vector<T> values(static_cast<std::size_t>(shape.numel()));
+  for (std::size_t k = 0; k < values.size(); ++k) values[k] = static_cast<T>(k % 1000);
+  const auto t = Tensor<T>::from_vector(shape, values);
+  std::vector<T> in(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<T>(2000 + i % 1000);
+  std::vector<std::int64_t> inside(values.size(), -1);
+  for (std::int64_t i = 0; i < n; ++i)
+    inside[static_cast<std::size_t>(offset_of(shape, box, i))] = i;
+
+  std::vector<T> packed(static_cast<std::size_t>(n), T(-1));
+  distop::kernels::pack(t, box, packed.data());
+  for (std::int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(packed[static_cast<std::size_t>(i)],
+              values[static_cast<std::size_t>(offset_of(shape, box, i))])
+        << "pack, run " << run << ", entry " << i;
+
+  for (bool accumulate : {false, true}) {
+    // unpack from `in`, and copy_box from a tensor holding `in` in the same box.
+    auto u = Tensor<T>::from_vector(shape, values);
+    distop::kernels::unpack(in.data(), box, u, accumulate);
+    auto source = Tensor<T>::from_vector(shape, values);
+    distop::kernels::unpack(in.data(), box, source, false);
+    auto c = Tensor<T>::from_vector(shape, values);
+    distop::kernels::copy_box(source, box, c, box, accumulate);
+    for (const auto& [what, result] :
+         {std::pair{"unpack", u.to_vector()}, {"copy_box", c.to_vector()}})
+      for (std::size_t k = 0; k < values.size(); ++k) {
+        const std::int64_t i = inside[k];
+        const T expected =
+            i < 0 ? values[k] : (accumulate ? values[k] : T(0)) + in[static_cast<std::size_t>(i)];
+        ASSERT_EQ(result[k], expected)
+            << what << (accumulate ? " += " : " = ") << ", run " << run << ", offset " << k;
+      }
+  }
+}
+
+}  // namespace
+
+TEST(Box, EveryRunLengthUnderEveryVectorForm) {
+  // Runs of 1 to 300 entries: below, at and above a vector (64 bytes), with and without a partial
+  // last vector, on both sides of the length from which copies go to memcpy (1 KiB); under the
+  // widest vectors this CPU has and under none.
+  for (int cap : {0, 16}) {
+    distop::kernels::set_host_simd_cap(cap);
+    for (std::int64_t run : {1, 2, 7, 8, 15, 16, 17, 31, 32, 33, 100, 255, 256, 257, 300}) {
+      expect_box_kernels_match_index_math<float>(run);
+      expect_box_kernels_match_index_math<double>(run);
+    }
+  }
+  distop::kernels::set_host_simd_cap(0);
 }

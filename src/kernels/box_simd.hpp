@@ -1,0 +1,22 @@
+#pragma once
+// Internal: AVX-512 forms of the box kernels' inner sweeps (kernels/box.hpp), chosen at run time
+// (kernels/simd.hpp).
+
+#include <cstdint>
+
+namespace distop::kernels::detail {
+
+// Whether copy_sweep and add_sweep run on this CPU: AVX-512, within the cap of set_host_simd_cap.
+bool simd_box_sweeps();
+
+// count runs of run entries each: run i of d (at d + i sd) = run i of s (at s + i ss), or += for
+// add_sweep. 64-byte vectors, a masked one for the end of a run; the runs of d must not overlap
+// those of s, nor (for add_sweep) each other.
+template <class T>
+void copy_sweep(T* d, std::int64_t sd, const T* s, std::int64_t ss, std::int64_t count,
+                std::int64_t run);
+template <class T>
+void add_sweep(T* d, std::int64_t sd, const T* s, std::int64_t ss, std::int64_t count,
+               std::int64_t run);
+
+}  // namespace distop::kernels::detail
