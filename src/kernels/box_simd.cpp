@@ -1,6 +1,7 @@
 #include "box_simd.hpp"
 
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "distop/kernels/simd.hpp"
@@ -18,6 +19,15 @@ namespace {
 
 // The lanes of the last, partial vector of a run: 32-bit lanes (float, and double as pairs).
 __mmask16 tail_mask(std::int64_t bytes) { return static_cast<__mmask16>((1u << (bytes / 4)) - 1u); }
+
+constexpr std::int64_t kPageBytes = 4096;
+constexpr std::int64_t kAhead = 2;
+
+// Requests the lines of bytes at p (W = 1: for writing).
+template <int W>
+inline void prefetch_run(const char* p, std::int64_t bytes) {
+  for (std::int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, W, 3);
+}
 
 // Copies bytes (a multiple of 4) from s to d.
 inline void copy_bytes(char* d, const char* s, std::int64_t bytes) {
@@ -63,15 +73,37 @@ inline void add_entries(T* d, const T* s, std::int64_t n) {
   }
 }
 
+// op(d + i sd, s + i ss) for i < count, op a copy. Runs shorter than a page but a page or more
+// apart are each in a page the hardware prefetchers have not seen: their lines are requested two
+// runs ahead (for writing, on the destination side).
+template <class T, class Op>
+inline void sweep(T* d, std::int64_t sd, const T* s, std::int64_t ss, std::int64_t count,
+                  std::int64_t run, Op op) {
+  const auto size = static_cast<std::int64_t>(sizeof(T));
+  const std::int64_t bytes = run * size;
+  const bool far_d = bytes < kPageBytes && std::abs(sd) * size >= kPageBytes;
+  const bool far_s = bytes < kPageBytes && std::abs(ss) * size >= kPageBytes;
+  std::int64_t i = 0;
+  if (far_d || far_s)
+    for (; i + kAhead < count; ++i) {
+      if (far_d) prefetch_run<1>(reinterpret_cast<const char*>(d + (i + kAhead) * sd), bytes);
+      if (far_s) prefetch_run<0>(reinterpret_cast<const char*>(s + (i + kAhead) * ss), bytes);
+      op(d + i * sd, s + i * ss);
+    }
+  for (; i < count; ++i) op(d + i * sd, s + i * ss);
+}
+
 template <class T>
 void copy_runs(T* d, std::int64_t sd, const T* s, std::int64_t ss, std::int64_t count,
                std::int64_t run) {
-  const auto bytes = run * static_cast<std::int64_t>(sizeof(T));
-  for (std::int64_t i = 0; i < count; ++i)
-    copy_bytes(reinterpret_cast<char*>(d + i * sd), reinterpret_cast<const char*>(s + i * ss),
-               bytes);
+  const std::int64_t bytes = run * static_cast<std::int64_t>(sizeof(T));
+  sweep(d, sd, s, ss, count, run, [bytes](T* dr, const T* sr) {
+    copy_bytes(reinterpret_cast<char*>(dr), reinterpret_cast<const char*>(sr), bytes);
+  });
 }
 
+// (Without the requests ahead: with them, the sum over runs of 1 KiB 4 KiB apart took 1.3x as
+// long; its loads of d start the lines' transfers early enough.)
 template <class T>
 void add_runs(T* d, std::int64_t sd, const T* s, std::int64_t ss, std::int64_t count,
               std::int64_t run) {

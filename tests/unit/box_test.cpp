@@ -106,10 +106,11 @@ TEST(Box, BoxesOutsideTheTensorAreErrors) {
 namespace {
 
 // pack, unpack, copy_box and their accumulating forms on a box of runs of `run` entries (the
-// last axis, cut at both ends) against index math, nothing outside the box touched.
+// last axis, cut at both ends, `pad` entries left over) against index math, nothing outside the
+// box touched.
 template <class T>
-void expect_box_kernels_match_index_math(std::int64_t run) {
-  const Shape shape{3, 4, run + 5};
+void expect_box_kernels_match_index_math(std::int64_t run, std::int64_t pad) {
+  const Shape shape{3, 4, run + pad};
   const Box box{{1, 1, 2}, {2, 3, run}};
   const std::int64_t n = box.numel();
   std::vector<T> values(static_cast<std::size_t>(shape.numel()));
@@ -151,14 +152,17 @@ void expect_box_kernels_match_index_math(std::int64_t run) {
 }  // namespace
 
 TEST(Box, EveryRunLengthUnderEveryVectorForm) {
-  // Runs of 1 to 300 entries: below, at and above a vector (64 bytes), with and without a partial
-  // last vector, on both sides of the length from which copies go to memcpy (1 KiB); under the
-  // widest vectors this CPU has and under none.
+  // Runs of 1 to 1100 entries: below, at and above a vector (64 bytes), with and without a partial
+  // last vector, on both sides of the lengths from which copies go to memcpy (1 KiB, 4 KiB), the
+  // runs close together and a page or more apart; under the widest vectors this CPU has and under
+  // none.
   for (int cap : {0, 16}) {
     distop::kernels::set_host_simd_cap(cap);
-    for (std::int64_t run : {1, 2, 7, 8, 15, 16, 17, 31, 32, 33, 100, 255, 256, 257, 300}) {
-      expect_box_kernels_match_index_math<float>(run);
-      expect_box_kernels_match_index_math<double>(run);
+    for (std::int64_t run : {1, 2, 7, 8, 15, 16, 17, 31, 32, 33, 100, 255, 256, 257, 300, 1100}) {
+      for (std::int64_t pad : {5, 1029}) {
+        expect_box_kernels_match_index_math<float>(run, pad);
+        expect_box_kernels_match_index_math<double>(run, pad);
+      }
     }
   }
   distop::kernels::set_host_simd_cap(0);
