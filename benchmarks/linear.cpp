@@ -17,9 +17,10 @@
 //             BLAS:   the 3 GEMMs above
 // The layer computes y = x W^T + b, so the baseline does the bias work too, as plain loops after
 // the GEMMs (y += b after the forward GEMM, db = column sums of dy beside the backward ones): the
-// same computation written directly against BLAS. --gemm-only-baseline drops those loops, so
-// that the baseline is the GEMMs alone and distop's bias work counts against it (the stricter
-// comparison, shown for information).
+// same computation written directly against BLAS. The loops are compiled for the widest vectors
+// the CPU has (DISTOP_BENCH_VECTOR_CLONES), as distop's bias kernels are. --gemm-only-baseline
+// drops those loops, so that the baseline is the GEMMs alone and distop's bias work counts against
+// it (the stricter comparison, shown for information).
 //
 // GFLOP/s counts 2 m n k per GEMM (the bias is not counted). Timing: each repetition is timed with
 // steady_clock; distop and BLAS repetitions are interleaved, alternating which goes first. After a

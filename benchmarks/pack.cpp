@@ -16,7 +16,8 @@
 //   unpack    contiguous buffer -> box of the tensor
 //   copy_box  box of one tensor -> the same box of another (the local part of a repartition)
 //   unpack+=  contiguous buffer added into the box (an adjoint's accumulate); its baseline is a
-//             plain loop adding one contiguous buffer into another, not memcpy
+//             plain loop adding one contiguous buffer into another, not memcpy, compiled for the
+//             widest vectors the CPU has (DISTOP_BENCH_VECTOR_CLONES), as distop's kernels are
 // A second pairing times the same distop call against a hand-written loop over the same strided
 // box (memcpy per contiguous run, trailing whole axes merged; += loop for unpack+=): loop_us, and
 // vs_loop = loop_us / distop's median in that pairing (each pairing is timed on its own, as the
