@@ -207,12 +207,12 @@ inline void add_run(T* __restrict d, const T* __restrict s, std::int64_t n) {
   for (std::int64_t j = 0; j < n; ++j) d[j] += s[j];
 }
 
-// Runs of this many bytes or more go to the AVX-512 sweeps where the CPU has them: copies up to
-// kSimdMemcpyRunBytes (a run of a page or more is memcpy's), sums of any length. A run of 128 bytes
-// is then two vector copies where the portable pieces above take eight (1.3x on a box of such
-// runs), and runs a page apart have their lines requested ahead (1.5x on runs of 1 KiB 4 KiB
-// apart). Shorter runs stay with the portable pieces: a masked vector per run cost more than a
-// move or two.
+// Runs of this many bytes or more go to the vector sweeps (AVX-512 or AVX2) where the CPU has
+// them: copies up to kSimdMemcpyRunBytes (a run of a page or more is memcpy's), sums of any
+// length. A run of 128 bytes is then two AVX-512 copies where the portable pieces above take eight
+// (1.3x on a box of such runs), and runs a page apart have their lines requested ahead (1.5x on
+// runs of 1 KiB 4 KiB apart). Shorter runs stay with the portable pieces: a masked vector per run
+// cost more than a move or two.
 constexpr std::size_t kSimdRunBytes = 64;
 constexpr std::size_t kSimdMemcpyRunBytes = 4096;
 

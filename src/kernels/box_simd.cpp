@@ -2,128 +2,151 @@
 
 #include <cstdint>
 #include <cstdlib>
-#include <type_traits>
 
-#include "distop/kernels/simd.hpp"
 #include "simd_target.hpp"
 
 namespace distop::kernels::detail {
 
-bool simd_box_sweeps() { return host_avx512(); }
+bool simd_box_sweeps() {
+#ifdef DISTOP_SIMD_X86
+  return host_simd_bytes() >= 32;
+#else
+  return false;
+#endif
+}
 
 #ifdef DISTOP_SIMD_X86
 
-DISTOP_TARGET_BEGIN("avx512f")
-
 namespace {
-
-// The lanes of the last, partial vector of a run: 32-bit lanes (float, and double as pairs).
-__mmask16 tail_mask(std::int64_t bytes) { return static_cast<__mmask16>((1u << (bytes / 4)) - 1u); }
-
 constexpr std::int64_t kPageBytes = 4096;
 constexpr std::int64_t kAhead = 2;
+}  // namespace
 
-// Requests the lines of bytes at p (W = 1: for writing).
-template <int W>
-inline void prefetch_run(const char* p, std::int64_t bytes) {
-  for (std::int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b, W, 3);
-}
+DISTOP_TARGET_BEGIN("avx512f")
+namespace avx512 {
+namespace {
 
-// Copies bytes (a multiple of 4) from s to d.
+// Copies bytes (a multiple of 4) from s to d: 64-byte vectors, the last one masked.
 inline void copy_bytes(char* d, const char* s, std::int64_t bytes) {
   std::int64_t b = 0;
   for (; b + 64 <= bytes; b += 64) _mm512_storeu_si512(d + b, _mm512_loadu_si512(s + b));
   if (b < bytes) {
-    const __mmask16 k = tail_mask(bytes - b);
+    const auto k = static_cast<__mmask16>((1u << ((bytes - b) / 4)) - 1u);  // 32-bit lanes
     _mm512_mask_storeu_epi32(d + b, k, _mm512_maskz_loadu_epi32(k, s + b));
   }
 }
 
-struct AddFloat {
+// The vector operations of one element type, for add_entries. (The zero-masked adds under an
+// all-ones mask are the plain ones: GCC 12's headers build the plain ones on an undefined vector
+// and then warn about it.)
+template <class T>
+struct Lanes;
+template <>
+struct Lanes<float> {
+  static constexpr std::int64_t L = 16;
   using V = __m512;
-  static V load(__mmask16 k, const float* p) { return _mm512_maskz_loadu_ps(k, p); }
-  static void store(float* p, __mmask16 k, V v) { _mm512_mask_storeu_ps(p, k, v); }
+  using M = __mmask16;
+  static M first(std::int64_t n) { return static_cast<M>((1u << n) - 1u); }  // n < L
+  static V loadu(const float* p) { return _mm512_loadu_ps(p); }
+  static void storeu(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V load(M k, const float* p) { return _mm512_maskz_loadu_ps(k, p); }
+  static void store(float* p, M k, V v) { _mm512_mask_storeu_ps(p, k, v); }
   static V add(V a, V b) { return _mm512_maskz_add_ps(0xFFFF, a, b); }
 };
-struct AddDouble {
+template <>
+struct Lanes<double> {
+  static constexpr std::int64_t L = 8;
   using V = __m512d;
-  static V load(__mmask16 k, const double* p) {
-    return _mm512_maskz_loadu_pd(static_cast<__mmask8>(k), p);
-  }
-  static void store(double* p, __mmask16 k, V v) {
-    _mm512_mask_storeu_pd(p, static_cast<__mmask8>(k), v);
-  }
+  using M = __mmask8;
+  static M first(std::int64_t n) { return static_cast<M>((1u << n) - 1u); }
+  static V loadu(const double* p) { return _mm512_loadu_pd(p); }
+  static void storeu(double* p, V v) { _mm512_storeu_pd(p, v); }
+  static V load(M k, const double* p) { return _mm512_maskz_loadu_pd(k, p); }
+  static void store(double* p, M k, V v) { _mm512_mask_storeu_pd(p, k, v); }
   static V add(V a, V b) { return _mm512_maskz_add_pd(0xFF, a, b); }
 };
-template <class T>
-using Add = std::conditional_t<sizeof(T) == 4, AddFloat, AddDouble>;
 
-// d[0 .. n) += s[0 .. n).
-template <class T>
-inline void add_entries(T* d, const T* s, std::int64_t n) {
-  using A = Add<T>;
-  constexpr std::int64_t lanes = 64 / sizeof(T);
-  std::int64_t j = 0;
-  for (; j + lanes <= n; j += lanes)
-    A::store(d + j, 0xFFFF, A::add(A::load(0xFFFF, d + j), A::load(0xFFFF, s + j)));
-  if (j < n) {
-    // Lanes of T: for double, one mask bit per lane (the low 8 bits).
-    const auto k = static_cast<__mmask16>((1u << (n - j)) - 1u);
-    A::store(d + j, k, A::add(A::load(k, d + j), A::load(k, s + j)));
+#include "box_simd.inc"
+}  // namespace
+}  // namespace avx512
+DISTOP_TARGET_END
+
+DISTOP_TARGET_BEGIN("avx2")
+namespace avx2 {
+namespace {
+
+// The first `count` 32-bit lanes (count < 8), as a mask for AVX2's masked loads and stores.
+inline __m256i first_lanes(std::int64_t count) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// Copies bytes (a multiple of 4) from s to d: 32-byte vectors, the last one masked.
+inline void copy_bytes(char* d, const char* s, std::int64_t bytes) {
+  std::int64_t b = 0;
+  for (; b + 32 <= bytes; b += 32)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + b),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + b)));
+  if (b < bytes) {
+    const __m256i k = first_lanes((bytes - b) / 4);
+    _mm256_maskstore_epi32(reinterpret_cast<int*>(d + b), k,
+                           _mm256_maskload_epi32(reinterpret_cast<const int*>(s + b), k));
   }
 }
 
-// op(d + i sd, s + i ss) for i < count, op a copy. Runs shorter than a page but a page or more
-// apart are each in a page the hardware prefetchers have not seen: their lines are requested two
-// runs ahead (for writing, on the destination side).
-template <class T, class Op>
-inline void sweep(T* d, std::int64_t sd, const T* s, std::int64_t ss, std::int64_t count,
-                  std::int64_t run, Op op) {
-  const auto size = static_cast<std::int64_t>(sizeof(T));
-  const std::int64_t bytes = run * size;
-  const bool far_d = bytes < kPageBytes && std::abs(sd) * size >= kPageBytes;
-  const bool far_s = bytes < kPageBytes && std::abs(ss) * size >= kPageBytes;
-  std::int64_t i = 0;
-  if (far_d || far_s)
-    for (; i + kAhead < count; ++i) {
-      if (far_d) prefetch_run<1>(reinterpret_cast<const char*>(d + (i + kAhead) * sd), bytes);
-      if (far_s) prefetch_run<0>(reinterpret_cast<const char*>(s + (i + kAhead) * ss), bytes);
-      op(d + i * sd, s + i * ss);
-    }
-  for (; i < count; ++i) op(d + i * sd, s + i * ss);
-}
-
+// The vector operations of one element type, for add_entries; masks are vectors of lanes.
 template <class T>
-void copy_runs(T* d, std::int64_t sd, const T* s, std::int64_t ss, std::int64_t count,
-               std::int64_t run) {
-  const std::int64_t bytes = run * static_cast<std::int64_t>(sizeof(T));
-  sweep(d, sd, s, ss, count, run, [bytes](T* dr, const T* sr) {
-    copy_bytes(reinterpret_cast<char*>(dr), reinterpret_cast<const char*>(sr), bytes);
-  });
-}
+struct Lanes;
+template <>
+struct Lanes<float> {
+  static constexpr std::int64_t L = 8;
+  using V = __m256;
+  using M = __m256i;
+  static M first(std::int64_t n) { return first_lanes(n); }
+  static V loadu(const float* p) { return _mm256_loadu_ps(p); }
+  static void storeu(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V load(M k, const float* p) { return _mm256_maskload_ps(p, k); }
+  static void store(float* p, M k, V v) { _mm256_maskstore_ps(p, k, v); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+};
+template <>
+struct Lanes<double> {
+  static constexpr std::int64_t L = 4;
+  using V = __m256d;
+  using M = __m256i;
+  // 64-bit lanes: each the sign-extended pair of its two 32-bit halves.
+  static M first(std::int64_t n) {
+    return _mm256_cvtepi32_epi64(
+        _mm_cmpgt_epi32(_mm_set1_epi32(static_cast<int>(n)), _mm_setr_epi32(0, 1, 2, 3)));
+  }
+  static V loadu(const double* p) { return _mm256_loadu_pd(p); }
+  static void storeu(double* p, V v) { _mm256_storeu_pd(p, v); }
+  static V load(M k, const double* p) { return _mm256_maskload_pd(p, k); }
+  static void store(double* p, M k, V v) { _mm256_maskstore_pd(p, k, v); }
+  static V add(V a, V b) { return _mm256_add_pd(a, b); }
+};
 
-// (Without the requests ahead: with them, the sum over runs of 1 KiB 4 KiB apart took 1.3x as
-// long; its loads of d start the lines' transfers early enough.)
-template <class T>
-void add_runs(T* d, std::int64_t sd, const T* s, std::int64_t ss, std::int64_t count,
-              std::int64_t run) {
-  for (std::int64_t i = 0; i < count; ++i) add_entries(d + i * sd, s + i * ss, run);
-}
-
+#include "box_simd.inc"
 }  // namespace
-
+}  // namespace avx2
 DISTOP_TARGET_END
 
 template <class T>
 void copy_sweep(T* d, std::int64_t sd, const T* s, std::int64_t ss, std::int64_t count,
                 std::int64_t run) {
-  copy_runs(d, sd, s, ss, count, run);
+  if (host_simd_bytes() >= 64)
+    avx512::copy_runs(d, sd, s, ss, count, run);
+  else
+    avx2::copy_runs(d, sd, s, ss, count, run);
 }
 
 template <class T>
 void add_sweep(T* d, std::int64_t sd, const T* s, std::int64_t ss, std::int64_t count,
                std::int64_t run) {
-  add_runs(d, sd, s, ss, count, run);
+  if (host_simd_bytes() >= 64)
+    avx512::add_runs(d, sd, s, ss, count, run);
+  else
+    avx2::add_runs(d, sd, s, ss, count, run);
 }
 
 #else

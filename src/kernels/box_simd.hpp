@@ -1,16 +1,17 @@
 #pragma once
-// Internal: AVX-512 forms of the box kernels' inner sweeps (kernels/box.hpp), chosen at run time
-// (kernels/simd.hpp).
+// Internal: AVX-512 and AVX2 forms of the box kernels' inner sweeps (kernels/box.hpp), chosen at
+// run time (kernels/simd.hpp).
 
 #include <cstdint>
 
 namespace distop::kernels::detail {
 
-// Whether copy_sweep and add_sweep run on this CPU: AVX-512, within the cap of set_host_simd_cap.
+// Whether copy_sweep and add_sweep run on this CPU: AVX-512, or AVX2 with FMA, within the cap of
+// set_host_simd_cap. They take the widest of the two.
 bool simd_box_sweeps();
 
 // count runs of run entries each: run i of d (at d + i sd) = run i of s (at s + i ss), or += for
-// add_sweep. 64-byte vectors, a masked one for the end of a run; the runs of d must not overlap
+// add_sweep. 64-byte (or 32-byte) vectors, a masked one for the end of a run; the runs of d must not overlap
 // those of s, nor (for add_sweep) each other. copy_sweep requests the lines of runs shorter than a
 // page but a page or more apart two runs ahead (the hardware prefetchers stop at page boundaries).
 template <class T>

@@ -154,9 +154,9 @@ void expect_box_kernels_match_index_math(std::int64_t run, std::int64_t pad) {
 TEST(Box, EveryRunLengthUnderEveryVectorForm) {
   // Runs of 1 to 1100 entries: below, at and above a vector (64 bytes), with and without a partial
   // last vector, on both sides of the lengths from which copies go to memcpy (1 KiB, 4 KiB), the
-  // runs close together and a page or more apart; under the widest vectors this CPU has and under
+  // runs close together and a page or more apart; under the widest vectors this CPU has, AVX2, and
   // none.
-  for (int cap : {0, 16}) {
+  for (int cap : {0, 32, 16}) {
     distop::kernels::set_host_simd_cap(cap);
     for (std::int64_t run : {1, 2, 7, 8, 15, 16, 17, 31, 32, 33, 100, 255, 256, 257, 300, 1100}) {
       for (std::int64_t pad : {5, 1029}) {
