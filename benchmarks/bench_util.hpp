@@ -10,6 +10,7 @@
 // where the fastest warm-up pair predicts more than `budget_s` seconds, but never fewer than 50.
 #include <mpi.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "distop/comm/mpi.hpp"
+#include "distop/kernels/simd.hpp"
 
 // On a plain loop of a baseline: compiled for AVX-512, AVX2 and the build's baseline, the widest
 // the CPU runs chosen when the program starts (as distop's own hand-vectorised kernels choose
@@ -188,5 +190,16 @@ class Table {
 
   std::vector<Column> columns_;
 };
+
+// --simd-cap BYTES: caps the vectors of distop's hand-vectorised kernels
+// (kernels::set_host_simd_cap), so that one CPU times each of their forms: 32 the AVX2 ones, 16
+// the portable ones, 0 (the default) the widest the CPU has. Applied when the option is parsed.
+inline void add_simd_cap_option(CLI::App& app) {
+  app.add_option_function<int>(
+         "--simd-cap", [](int cap) { kernels::set_host_simd_cap(cap); },
+         "cap distop's hand-vectorised kernels at this many bytes (32: AVX2, 16: the portable "
+         "ones; 0: no cap)")
+      ->check(CLI::IsMember({0, 16, 32, 64}));
+}
 
 }  // namespace distop::bench

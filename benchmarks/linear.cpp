@@ -2,7 +2,7 @@
 // forward+backward through the tape, timed against direct cblas_sgemm calls of the same GEMMs.
 //
 // Run:  mpiexec.mpich -n 1 build/benchmarks/bench_linear [--csv] [--reps N] [--gemm-only-baseline]
-//                                                        [--shapes 64x784x256 ...]
+//                                                        [--shapes 64x784x256 ...] [--simd-cap B]
 //
 // Shapes: batch 64 and 256 with (in, out) = (784, 256), (256, 128), (128, 10) (an MLP on MNIST)
 // and (1024, 1024). The input x [batch, in] requires a gradient, as a hidden layer's does.
@@ -336,6 +336,7 @@ int run(const Settings& s) {
                 !s.gemm_only_baseline
                     ? " plus plain loops for the bias (y += b, db = column sums)"
                     : "; bias work counted in distop only (--gemm-only-baseline)");
+    std::printf("# distop's vector kernels: %d-byte\n", distop::kernels::host_simd_bytes());
     std::printf(
         "# GFLOP/s = 2 m n k per GEMM / median time; ratio = distop / blas GFLOP/s; "
         "pass: ratio >= %.2f\n",
@@ -374,6 +375,7 @@ int main(int argc, char** argv) {
       "128x10 and 1024x1024)");
   app.add_flag("--gemm-only-baseline", s.gemm_only_baseline,
                "leave the bias loops out of the BLAS baseline (the GEMMs alone)");
+  bench::add_simd_cap_option(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

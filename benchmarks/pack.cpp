@@ -48,7 +48,6 @@
 #include "distop/core/environment.hpp"
 #include "distop/core/tensor.hpp"
 #include "distop/kernels/box.hpp"
-#include "distop/kernels/simd.hpp"
 
 namespace {
 
@@ -63,7 +62,6 @@ struct Settings {
   int reps = 1000;
   double budget_s = 0.25;
   bool csv = false;
-  int simd_cap = 0;  // kernels::set_host_simd_cap; 0: the widest vectors the CPU has
 };
 
 struct BoxCase {
@@ -311,16 +309,12 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 3600.0));
   app.add_flag("--csv", s.csv,
                "print kernel,tensor,box,bytes,run_bytes,distop_us,base_us,ratio,loop_us rows");
-  app.add_option("--simd-cap", s.simd_cap,
-                 "cap distop's hand-vectorised kernels at this many bytes (32: AVX2, 16: the "
-                 "portable ones; 0: no cap)")
-      ->check(CLI::IsMember({0, 16, 32, 64}));
+  bench::add_simd_cap_option(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  distop::kernels::set_host_simd_cap(s.simd_cap);
   try {
     return run(s);
   } catch (const std::exception& e) {
