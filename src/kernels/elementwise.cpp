@@ -160,8 +160,8 @@ void add_row_vector(Tensor<T>& y, const Tensor<T>& b) {
   const std::int64_t rows = y.extent(0);
   if (n == 0 || rows == 0) return;
   if constexpr (kHostKernels) {
-    // Rows of at most one vector (a narrow layer's: 10 outputs) in AVX-512 registers, as one flat
-    // array; longer rows in a plain loop whose inner loop the compiler vectorises. (A
+    // Rows of at most 64 bytes (a narrow layer's: 10 outputs) in AVX-512 or AVX2 registers, as one
+    // flat array; longer rows in a plain loop whose inner loop the compiler vectorises. (A
     // Kokkos::parallel_for with a row per work item took five times as long as the plain loop,
     // and the plain loop on rows of 10 floats three times as long as the vector form.)
     if (detail::simd_short_rows<T>(n))
@@ -209,7 +209,7 @@ void sum_rows(const Tensor<T>& dy, T beta, Tensor<T>& db) {
   const std::int64_t n = row_length(dy, db, "sum_rows", "dy", "db");
   const std::int64_t rows = dy.extent(0);
   if constexpr (kHostKernels) {
-    // Rows of at most one vector (a narrow layer's) in AVX-512 registers, as one flat array.
+    // Rows of at most 64 bytes (a narrow layer's) in AVX-512 or AVX2 registers, as one flat array.
     if (detail::simd_short_rows<T>(n)) {
       double s[16];  // n <= 16
       detail::sum_short_rows(dy.data(), rows, n, s);

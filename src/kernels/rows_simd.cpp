@@ -2,167 +2,193 @@
 
 #include <cstdint>
 
-#include "distop/kernels/simd.hpp"
 #include "simd_target.hpp"
 
 namespace distop::kernels::detail {
 
-namespace {
-template <class T>
-constexpr std::int64_t kLanes = 64 / static_cast<std::int64_t>(sizeof(T));
-}  // namespace
-
 template <class T>
 bool simd_short_rows(std::int64_t n) {
-  return n >= 1 && n <= kLanes<T> && host_avx512();
+#ifdef DISTOP_SIMD_X86
+  return n >= 1 && n * static_cast<std::int64_t>(sizeof(T)) <= 64 && host_simd_bytes() >= 32;
+#else
+  (void)n;
+  return false;
+#endif
 }
 
 #ifdef DISTOP_SIMD_X86
 
 DISTOP_TARGET_BEGIN("avx512f")
-
+namespace avx512 {
 namespace {
 
-// (The zero-masked forms of a few intrinsics below, under an all-ones mask, are the plain ones:
-// GCC 12's headers build the plain ones on an undefined vector and then warn about it.)
+#include "simd_vec_avx512.inc"
+
+// Vec<T>, and what the short-row kernels add to it (rows_simd.inc). (The zero-masked forms under
+// an all-ones mask are the plain ones, as in Vec.)
 template <class T>
 struct Lanes;
 
 template <>
-struct Lanes<float> {
-  using V = __m512;
-  using M = __mmask16;
-  static M first(std::int64_t n) { return n >= 16 ? M(0xFFFF) : static_cast<M>((1u << n) - 1u); }
-  static V load(M k, const float* p) { return _mm512_maskz_loadu_ps(k, p); }
-  static void store(float* p, M k, V v) { _mm512_mask_storeu_ps(p, k, v); }
-  static V add(V a, V b) { return _mm512_maskz_add_ps(M(0xFFFF), a, b); }
-  // Lane l: l, as an index of the vector's entries.
-  static __m512i iota() {
+struct Lanes<float> : Vec<float> {
+  using Vec<float>::add;  // and add(I, I) below
+  using B = __m512;
+  using I = __m512i;
+  using A = __m512d;
+  static constexpr std::int64_t halves = 2;
+  static constexpr std::int64_t acc_lanes = 8;
+  static B load_b(const float* b, std::int64_t n) { return n >= L ? loadu(b) : load(first(n), b); }
+  static I iota() {
     return _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   }
-  static __m512i splat(std::int64_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }
-  static __m512i add(__m512i a, __m512i b) { return _mm512_maskz_add_epi32(M(0xFFFF), a, b); }
-  // a - n where a >= n; a otherwise (for 0 <= a < 2n).
-  static __m512i wrap(__m512i a, __m512i n) {
-    return _mm512_mask_sub_epi32(a, _mm512_cmpge_epi32_mask(a, n), a, n);
-  }
-  static V permute(__m512i idx, V v) { return _mm512_maskz_permutexvar_ps(M(0xFFFF), idx, v); }
-  // acc[0] += lanes 0-7 of v, acc[1] += lanes 8-15, in double.
-  static constexpr int halves = 2;
-  static void accumulate(__m512d* acc, V v) {
+  static I splat(std::int64_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }
+  static I add(I a, I b) { return _mm512_maskz_add_epi32(0xFFFF, a, b); }
+  static I wrap(I a, I n) { return _mm512_mask_sub_epi32(a, _mm512_cmpge_epi32_mask(a, n), a, n); }
+  static V permute(I idx, B b) { return _mm512_maskz_permutexvar_ps(0xFFFF, idx, b); }
+  static A zero() { return _mm512_setzero_pd(); }
+  static void accumulate(A* acc, V v) {
     const __m512d d = _mm512_castps_pd(v);
     const __m256 lo = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, d, 0));
     const __m256 hi = _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xFF, d, 1));
     acc[0] = _mm512_maskz_add_pd(0xFF, acc[0], _mm512_maskz_cvtps_pd(0xFF, lo));
     acc[1] = _mm512_maskz_add_pd(0xFF, acc[1], _mm512_maskz_cvtps_pd(0xFF, hi));
   }
+  static void store_acc(double* p, A a) { _mm512_store_pd(p, a); }
 };
 
 template <>
-struct Lanes<double> {
-  using V = __m512d;
-  using M = __mmask8;
-  static M first(std::int64_t n) { return n >= 8 ? M(0xFF) : static_cast<M>((1u << n) - 1u); }
-  static V load(M k, const double* p) { return _mm512_maskz_loadu_pd(k, p); }
-  static void store(double* p, M k, V v) { _mm512_mask_storeu_pd(p, k, v); }
-  static V add(V a, V b) { return _mm512_maskz_add_pd(M(0xFF), a, b); }
-  static __m512i iota() { return _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7); }
-  static __m512i splat(std::int64_t v) { return _mm512_set1_epi64(v); }
-  static __m512i add(__m512i a, __m512i b) { return _mm512_maskz_add_epi64(M(0xFF), a, b); }
-  static __m512i wrap(__m512i a, __m512i n) {
-    return _mm512_mask_sub_epi64(a, _mm512_cmpge_epi64_mask(a, n), a, n);
-  }
-  static V permute(__m512i idx, V v) { return _mm512_maskz_permutexvar_pd(M(0xFF), idx, v); }
-  static constexpr int halves = 1;
-  static void accumulate(__m512d* acc, V v) { acc[0] = _mm512_maskz_add_pd(0xFF, acc[0], v); }
+struct Lanes<double> : Vec<double> {
+  using Vec<double>::add;  // and add(I, I) below
+  using B = __m512d;
+  using I = __m512i;
+  using A = __m512d;
+  static constexpr std::int64_t halves = 1;
+  static constexpr std::int64_t acc_lanes = 8;
+  static B load_b(const double* b, std::int64_t n) { return n >= L ? loadu(b) : load(first(n), b); }
+  static I iota() { return _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7); }
+  static I splat(std::int64_t v) { return _mm512_set1_epi64(v); }
+  static I add(I a, I b) { return _mm512_maskz_add_epi64(0xFF, a, b); }
+  static I wrap(I a, I n) { return _mm512_mask_sub_epi64(a, _mm512_cmpge_epi64_mask(a, n), a, n); }
+  static V permute(I idx, B b) { return _mm512_maskz_permutexvar_pd(0xFF, idx, b); }
+  static A zero() { return _mm512_setzero_pd(); }
+  static void accumulate(A* acc, V v) { acc[0] = _mm512_maskz_add_pd(0xFF, acc[0], v); }
+  static void store_acc(double* p, A a) { _mm512_store_pd(p, a); }
 };
 
-// Vectors of T in one period of rows of n entries: lcm(n, lanes) / lanes = n / gcd(n, lanes), at
-// most lanes for n <= lanes.
-template <class T>
-std::int64_t period_vectors(std::int64_t n) {
-  std::int64_t g = kLanes<T>;
-  while (n % g != 0) g /= 2;  // lanes is a power of two
-  return n / g;
-}
-
-template <class T>
-void add_rows(T* y, const T* b, std::int64_t rows, std::int64_t n) {
-  using L = Lanes<T>;
-  using V = typename L::V;
-  constexpr std::int64_t lanes = kLanes<T>;
-  const std::int64_t total = rows * n;
-  if (total == 0) return;
-  // b repeated over one period: vector v's lane l holds b[(v lanes + l) mod n].
-  const std::int64_t count = period_vectors<T>(n);
-  const V bv = L::load(L::first(n), b);
-  const __m512i vn = L::splat(n);
-  const __m512i step = L::splat(lanes % n);
-  __m512i idx = L::iota();
-  for (std::int64_t k = 0; k < lanes / n; ++k) idx = L::wrap(idx, vn);  // lane mod n
-  V pattern[lanes];
-  for (std::int64_t v = 0; v < count; ++v) {
-    pattern[v] = L::permute(idx, bv);
-    idx = L::wrap(L::add(idx, step), vn);
-  }
-  const std::int64_t period = count * lanes;
-  const auto all = L::first(lanes);
-  std::int64_t t = 0;
-  for (; t + period <= total; t += period)
-    for (std::int64_t v = 0; v < count; ++v) {
-      T* const p = y + t + v * lanes;
-      L::store(p, all, L::add(L::load(all, p), pattern[v]));
-    }
-  for (std::int64_t v = 0; t < total; ++v, t += lanes) {
-    const auto k = L::first(total - t);
-    T* const p = y + t;
-    L::store(p, k, L::add(L::load(k, p), pattern[v]));
-  }
-}
-
-template <class T>
-void sum_rows(const T* dy, std::int64_t rows, std::int64_t n, double* s) {
-  using L = Lanes<T>;
-  constexpr std::int64_t lanes = kLanes<T>;
-  constexpr int halves = L::halves;
-  // A stretch of whole periods, at least 4 vectors long where a period is shorter, so that
-  // 4 or more independent sums are under way; each of its vectors is summed into its own
-  // accumulators (lanes in double).
-  const std::int64_t count = period_vectors<T>(n);
-  const std::int64_t vecs = count >= 4 ? count : count * ((4 + count - 1) / count);
-  const std::int64_t stretch = vecs * lanes;
-  constexpr std::int64_t kMaxVecs = lanes + 4;  // count <= lanes; 4 / count more for count < 4
-  __m512d acc[halves * kMaxVecs];
-  for (std::int64_t a = 0; a < halves * vecs; ++a) acc[a] = _mm512_setzero_pd();
-  const std::int64_t total = rows * n;
-  const auto all = L::first(lanes);
-  std::int64_t t = 0;
-  for (; t + stretch <= total; t += stretch)
-    for (std::int64_t v = 0; v < vecs; ++v)
-      L::accumulate(acc + halves * v, L::load(all, dy + t + v * lanes));
-  for (std::int64_t v = 0; t < total; ++v, t += lanes)
-    L::accumulate(acc + halves * v, L::load(L::first(total - t), dy + t));  // zeros past the end
-  // Entry e of the stretch belongs to column e mod n: each column's sum, over the stretch's
-  // rows in order (all columns a row at a time, so that the columns' sums run side by side).
-  alignas(64) double part[halves * kMaxVecs * 8];
-  for (std::int64_t a = 0; a < halves * vecs; ++a) _mm512_store_pd(part + 8 * a, acc[a]);
-  for (std::int64_t j = 0; j < n; ++j) s[j] = part[j];
-  for (std::int64_t e = n; e < stretch; e += n)
-    for (std::int64_t j = 0; j < n; ++j) s[j] += part[e + j];
-}
-
+#include "rows_simd.inc"
 }  // namespace
+}  // namespace avx512
+DISTOP_TARGET_END
 
+DISTOP_TARGET_BEGIN("avx2")
+namespace avx2 {
+namespace {
+
+#include "simd_vec_avx2.inc"
+
+// b (up to 64 bytes) in two vectors of 32 bytes: bytes 0-31 and 32-63.
+struct PairF {
+  __m256 lo, hi;
+};
+struct PairD {
+  __m256d lo, hi;
+};
+
+template <class T>
+struct Lanes;
+
+template <>
+struct Lanes<float> : Vec<float> {
+  using Vec<float>::add;  // and add(I, I) below
+  using B = PairF;
+  using I = __m256i;
+  using A = __m256d;
+  static constexpr std::int64_t halves = 2;
+  static constexpr std::int64_t acc_lanes = 4;
+  static B load_b(const float* b, std::int64_t n) {
+    const V lo = n >= L ? loadu(b) : load(first(n), b);
+    const V hi = n >= 2 * L ? loadu(b + L)
+                 : n > L    ? load(first(n - L), b + L)
+                            : _mm256_setzero_ps();
+    return {lo, hi};
+  }
+  static I iota() { return _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7); }
+  static I splat(std::int64_t v) { return _mm256_set1_epi32(static_cast<int>(v)); }
+  static I add(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I wrap(I a, I n) {  // a > n - 1: a >= n
+    return _mm256_sub_epi32(
+        a, _mm256_and_si256(n, _mm256_cmpgt_epi32(a, _mm256_sub_epi32(n, _mm256_set1_epi32(1)))));
+  }
+  // Lane l: b[idx[l]], from lo for indices 0-7 and hi for 8-15 (the permute reads 3 bits).
+  static V permute(I idx, B b) {
+    const __m256 from_hi = _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(L - 1)));
+    return _mm256_blendv_ps(_mm256_permutevar8x32_ps(b.lo, idx),
+                            _mm256_permutevar8x32_ps(b.hi, idx), from_hi);
+  }
+  static A zero() { return _mm256_setzero_pd(); }
+  static void accumulate(A* acc, V v) {
+    acc[0] = _mm256_add_pd(acc[0], _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    acc[1] = _mm256_add_pd(acc[1], _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+  }
+  static void store_acc(double* p, A a) { _mm256_store_pd(p, a); }
+};
+
+template <>
+struct Lanes<double> : Vec<double> {
+  using Vec<double>::add;  // and add(I, I) below
+  using B = PairD;
+  using I = __m256i;  // 64-bit lanes
+  using A = __m256d;
+  static constexpr std::int64_t halves = 1;
+  static constexpr std::int64_t acc_lanes = 4;
+  static B load_b(const double* b, std::int64_t n) {
+    const V lo = n >= L ? loadu(b) : load(first(n), b);
+    const V hi = n >= 2 * L ? loadu(b + L)
+                 : n > L    ? load(first(n - L), b + L)
+                            : _mm256_setzero_pd();
+    return {lo, hi};
+  }
+  static I iota() { return _mm256_setr_epi64x(0, 1, 2, 3); }
+  static I splat(std::int64_t v) { return _mm256_set1_epi64x(v); }
+  static I add(I a, I b) { return _mm256_add_epi64(a, b); }
+  static I wrap(I a, I n) {
+    return _mm256_sub_epi64(
+        a, _mm256_and_si256(n, _mm256_cmpgt_epi64(a, _mm256_sub_epi64(n, _mm256_set1_epi64x(1)))));
+  }
+  // Lane l: b[idx[l]], as the 32-bit halves 2 idx and 2 idx + 1 of lo (indices 0-3) or hi (4-7).
+  static V permute(I idx, B b) {
+    const __m256i halves32 = _mm256_or_si256(
+        _mm256_slli_epi64(idx, 1),
+        _mm256_slli_epi64(_mm256_add_epi64(_mm256_slli_epi64(idx, 1), _mm256_set1_epi64x(1)), 32));
+    const __m256d from_hi = _mm256_castsi256_pd(_mm256_cmpgt_epi64(idx, _mm256_set1_epi64x(L - 1)));
+    const __m256d lo = _mm256_castps_pd(_mm256_permutevar8x32_ps(_mm256_castpd_ps(b.lo), halves32));
+    const __m256d hi = _mm256_castps_pd(_mm256_permutevar8x32_ps(_mm256_castpd_ps(b.hi), halves32));
+    return _mm256_blendv_pd(lo, hi, from_hi);
+  }
+  static A zero() { return _mm256_setzero_pd(); }
+  static void accumulate(A* acc, V v) { acc[0] = _mm256_add_pd(acc[0], v); }
+  static void store_acc(double* p, A a) { _mm256_store_pd(p, a); }
+};
+
+#include "rows_simd.inc"
+}  // namespace
+}  // namespace avx2
 DISTOP_TARGET_END
 
 template <class T>
 void add_short_rows(T* y, const T* b, std::int64_t rows, std::int64_t n) {
-  add_rows(y, b, rows, n);
+  if (host_simd_bytes() >= 64)
+    avx512::add_rows(y, b, rows, n);
+  else
+    avx2::add_rows(y, b, rows, n);
 }
 
 template <class T>
 void sum_short_rows(const T* dy, std::int64_t rows, std::int64_t n, double* s) {
-  sum_rows(dy, rows, n, s);
+  if (host_simd_bytes() >= 64)
+    avx512::sum_rows(dy, rows, n, s);
+  else
+    avx2::sum_rows(dy, rows, n, s);
 }
 
 #else

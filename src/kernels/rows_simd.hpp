@@ -1,17 +1,18 @@
 #pragma once
-// Internal: AVX-512 forms of adding a short vector to every row of a matrix and of summing its
-// columns (a narrow layer's bias and its gradient), chosen at run time (kernels/simd.hpp).
+// Internal: AVX-512 and AVX2 forms of adding a short vector to every row of a matrix and of summing
+// its columns (a narrow layer's bias and its gradient), chosen at run time (kernels/simd.hpp).
 
 #include <cstdint>
 
 namespace distop::kernels::detail {
 
-// Whether the kernels below run on this CPU for rows of n entries of T: AVX-512 (within the cap
-// of set_host_simd_cap) and n at most one vector (16 floats, 8 doubles).
+// Whether the kernels below run on this CPU for rows of n entries of T: AVX-512, or AVX2 with FMA
+// (within the cap of set_host_simd_cap; the widest is taken), and rows of at most 64 bytes (16
+// floats, 8 doubles).
 template <class T>
 bool simd_short_rows(std::int64_t n);
 
-// y[i n + j] += b[j] for rows i < rows, j < n, where simd_add_short_rows<T>(n). b repeated over a
+// y[i n + j] += b[j] for rows i < rows, j < n, where simd_short_rows<T>(n). b repeated over a
 // whole number of vectors is built in registers (lcm(n, lanes) entries), then added to y, read
 // as one flat array, a vector at a time: no loop per row, and no partial vector but the last.
 template <class T>
