@@ -37,7 +37,7 @@ struct Lanes<float> : Vec<float> {
   using A = __m512d;
   static constexpr std::int64_t halves = 2;
   static constexpr std::int64_t acc_lanes = 8;
-  static B load_b(const float* b, std::int64_t n) { return n >= L ? loadu(b) : load(first(n), b); }
+  static B load_b(const float* b, std::int64_t n) { return load_upto(b, n); }
   static I iota() {
     return _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   }
@@ -64,7 +64,7 @@ struct Lanes<double> : Vec<double> {
   using A = __m512d;
   static constexpr std::int64_t halves = 1;
   static constexpr std::int64_t acc_lanes = 8;
-  static B load_b(const double* b, std::int64_t n) { return n >= L ? loadu(b) : load(first(n), b); }
+  static B load_b(const double* b, std::int64_t n) { return load_upto(b, n); }
   static I iota() { return _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7); }
   static I splat(std::int64_t v) { return _mm512_set1_epi64(v); }
   static I add(I a, I b) { return _mm512_maskz_add_epi64(0xFF, a, b); }
@@ -106,11 +106,7 @@ struct Lanes<float> : Vec<float> {
   static constexpr std::int64_t halves = 2;
   static constexpr std::int64_t acc_lanes = 4;
   static B load_b(const float* b, std::int64_t n) {
-    const V lo = n >= L ? loadu(b) : load(first(n), b);
-    const V hi = n >= 2 * L ? loadu(b + L)
-                 : n > L    ? load(first(n - L), b + L)
-                            : _mm256_setzero_ps();
-    return {lo, hi};
+    return {load_upto(b, n), load_upto(b + L, n - L)};
   }
   static I iota() { return _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7); }
   static I splat(std::int64_t v) { return _mm256_set1_epi32(static_cast<int>(v)); }
@@ -142,11 +138,7 @@ struct Lanes<double> : Vec<double> {
   static constexpr std::int64_t halves = 1;
   static constexpr std::int64_t acc_lanes = 4;
   static B load_b(const double* b, std::int64_t n) {
-    const V lo = n >= L ? loadu(b) : load(first(n), b);
-    const V hi = n >= 2 * L ? loadu(b + L)
-                 : n > L    ? load(first(n - L), b + L)
-                            : _mm256_setzero_pd();
-    return {lo, hi};
+    return {load_upto(b, n), load_upto(b + L, n - L)};
   }
   static I iota() { return _mm256_setr_epi64x(0, 1, 2, 3); }
   static I splat(std::int64_t v) { return _mm256_set1_epi64x(v); }
