@@ -97,7 +97,9 @@ class HostPool {
       }
     }
     if (block == nullptr) {
-      block = std::aligned_alloc(kAlignment, kHeader + c.bytes);
+      // aligned_alloc takes whole multiples of the alignment (the classes below 256 bytes are not).
+      const std::size_t total = (kHeader + c.bytes + kAlignment - 1) / kAlignment * kAlignment;
+      block = std::aligned_alloc(kAlignment, total);
       if (block == nullptr) throw std::bad_alloc();
     }
     // The shared_ptr's control block lives in the block's header (HeaderAllocator), so a tensor

@@ -147,11 +147,11 @@ void expect_error_everywhere(Make make, const std::string& needle) {
   // Every rank raised the same message (the others name the rank it came from): compare lengths
   // and a checksum over the world.
   if (message.rfind("on rank ", 0) == 0) message = message.substr(message.find(": ") + 2);
-  long long mine[2] = {static_cast<long long>(message.size()), 0};
+  unsigned long long mine[2] = {message.size(), 0};  // unsigned: the hash wraps, well defined
   for (char ch : message) mine[1] = mine[1] * 31 + static_cast<unsigned char>(ch);
-  long long lo[2], hi[2];
-  MPI_Allreduce(mine, lo, 2, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(mine, hi, 2, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  unsigned long long lo[2], hi[2];
+  MPI_Allreduce(mine, lo, 2, MPI_UNSIGNED_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(mine, hi, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
   EXPECT_EQ(lo[0], hi[0]);
   EXPECT_EQ(lo[1], hi[1]) << "ranks raised different messages; this one: " << message;
   // Not out of step: a transfer still works.
