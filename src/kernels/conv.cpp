@@ -953,8 +953,9 @@ void conv_backward_weight(const Tensor<T>& dy, const Tensor<T>& x, T beta, Tenso
     const bool reuse = kept && !kept->empty() && !kept->bands && !kept->frames &&
                        kept->samples_per_chunk == nb && kept->data.numel() == rows_k * n * p;
     Scratch<T> scratch(reuse ? 1 : rows_k * nb * p);
-    // The chunk's im2col matrix: the forward pass's, or built here.
-    auto cols = [&](std::int64_t s, std::int64_t m) {
+    // The chunk's im2col matrix: the forward pass's, or built here. (c by copy: Clang before 16
+    // does not let a lambda name a structured binding of the enclosing function.)
+    auto cols = [&, c = c](std::int64_t s, std::int64_t m) {
       if (reuse) return kept->data.data() + rows_k * p * s;
       im2col(xp + s * c * geo.in_n, m, c, geo, scratch.data());
       return scratch.data();
