@@ -7,6 +7,7 @@
 #include <array>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <tuple>
+#include <type_traits>
+#include <utility>
 
 #include "distop/core/error.hpp"
 
@@ -391,10 +394,36 @@ std::vector<T> SafetensorsFile::read(const std::string& name) const {
 }
 
 namespace {
+// Whether To can hold v: integers within To's range; floating values whose truncation toward zero
+// is (never NaN or an infinity); F64 to F32 anything but a finite value beyond F32's range.
 template <class To, class From>
-std::vector<To> convert(const std::vector<From>& from) {
+bool holds(From v) {
+  if constexpr (std::is_integral_v<To> && std::is_integral_v<From>) {
+    return std::in_range<To>(v);
+  } else if constexpr (std::is_integral_v<To>) {
+    // 2^digits: exact, also where max itself is not (I64).
+    constexpr double hi = static_cast<double>(std::numeric_limits<To>::max()) + 1.0;
+    constexpr double lo = std::is_signed_v<To> ? -hi : 0.0;
+    const double t = std::trunc(static_cast<double>(v));
+    return t >= lo && t < hi;  // false for NaN
+  } else if constexpr (sizeof(To) < sizeof(From)) {
+    return !std::isfinite(v) || std::isfinite(static_cast<To>(v));  // IEEE: overflow is infinite
+  } else {
+    return true;
+  }
+}
+
+template <class To, class From>
+std::vector<To> convert(const std::vector<From>& from, const std::string& name,
+                        const std::string& path) {
   std::vector<To> to(from.size());
-  std::transform(from.begin(), from.end(), to.begin(), [](From v) { return static_cast<To>(v); });
+  for (std::size_t i = 0; i < from.size(); ++i) {
+    DISTOP_CHECK(holds<To>(from[i]), kOp, "tensor ", in_quotes(name), " in file ", path,
+                 " holds ", +from[i], " at index ", i, ", which ", dtype_of<To>(),
+                 " cannot hold (read_as truncates floating values toward zero; NaN, infinities "
+                 "and values out of range are errors)");
+    to[i] = static_cast<To>(from[i]);
+  }
   return to;
 }
 }  // namespace
@@ -402,11 +431,11 @@ std::vector<To> convert(const std::vector<From>& from) {
 template <SafetensorsElement T>
 std::vector<T> SafetensorsFile::read_as(const std::string& name) const {
   const std::string& d = entry(name).dtype;
-  if (d == "F32") return convert<T>(read<float>(name));
-  if (d == "F64") return convert<T>(read<double>(name));
-  if (d == "I32") return convert<T>(read<std::int32_t>(name));
-  if (d == "I64") return convert<T>(read<std::int64_t>(name));
-  if (d == "U8") return convert<T>(read<std::uint8_t>(name));
+  if (d == "F32") return convert<T>(read<float>(name), name, path_);
+  if (d == "F64") return convert<T>(read<double>(name), name, path_);
+  if (d == "I32") return convert<T>(read<std::int32_t>(name), name, path_);
+  if (d == "I64") return convert<T>(read<std::int64_t>(name), name, path_);
+  if (d == "U8") return convert<T>(read<std::uint8_t>(name), name, path_);
   throw Error(kOp, detail::concat("tensor ", in_quotes(name), " has dtype ", d, " in file ", path_,
                                   ", which cannot be converted to ", dtype_of<T>(),
                                   " (conversions are from F32, F64, I32, I64 and U8)"));

@@ -6,9 +6,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -259,6 +262,56 @@ TEST(SafetensorsTest, DtypesAreNotConvertedUnlessAsked) {
   EXPECT_EQ(file.read_as<float>("w"), (std::vector<float>{0.1f, 2.5f, -3.0f}));
   EXPECT_EQ(file.read_as<double>("f"), (std::vector<double>{1.5, -2.0}));
   EXPECT_EQ(file.read_as<std::int64_t>("f"), (std::vector<std::int64_t>{1, -2}));
+}
+
+TEST(SafetensorsTest, ReadAsRejectsElementsTheTargetCannotHold) {
+  TempDir dir;
+  const std::string path = dir.file("convert.safetensors");
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const double two63 = 9223372036854775808.0;  // 2^63
+  const std::vector<double> in_range{-0.5, 2.9, 255.9, -2147483648.9};
+  const std::vector<double> large{1e38};
+  const std::vector<double> big{3e9};
+  const std::vector<double> huge{1e300};
+  const std::vector<double> special{1.0, nan, inf};
+  const std::vector<double> edges{-two63, two63};
+  const std::vector<std::int64_t> ints{7, 300, -1};
+  distop::io::write_safetensors(
+      path,
+      {TensorEntry("in_range", Shape{4}, in_range.data()),
+       TensorEntry("large", Shape{1}, large.data()), TensorEntry("big", Shape{1}, big.data()),
+       TensorEntry("huge", Shape{1}, huge.data()), TensorEntry("special", Shape{3}, special.data()),
+       TensorEntry("edges", Shape{2}, edges.data()), TensorEntry("ints", Shape{3}, ints.data())});
+  const SafetensorsFile file = SafetensorsFile::open(path);
+  // Truncation toward zero, to the ends of each range.
+  EXPECT_EQ(file.read_as<std::int32_t>("in_range"),
+            (std::vector<std::int32_t>{0, 2, 255, -2147483647 - 1}));
+  EXPECT_EQ(file.read_as<std::int64_t>("big"), (std::vector<std::int64_t>{3000000000}));
+  EXPECT_EQ(file.read_as<float>("large"), (std::vector<float>{1e38f}));
+  // -2^63 fits an I64, 2^63 does not.
+  const std::string edge = error_of([&] { file.read_as<std::int64_t>("edges"); });
+  EXPECT_TRUE(contains(edge, "at index 1, which I64 cannot hold")) << edge;
+  // Out of range, NaN and infinities to integers; a finite F64 beyond F32; integers narrowed.
+  const std::string i32 = error_of([&] { file.read_as<std::int32_t>("big"); });
+  EXPECT_TRUE(contains(i32, "tensor 'big' in file " + path +
+                                " holds 3e+09 at index 0, which I32 "
+                                "cannot hold"))
+      << i32;
+  EXPECT_TRUE(contains(error_of([&] { file.read_as<std::uint8_t>("in_range"); }),
+                       "at index 3, which U8 cannot hold"));  // -0.5 truncates to 0: fits
+  EXPECT_TRUE(contains(error_of([&] { file.read_as<std::int64_t>("large"); }),
+                       "at index 0, which I64 cannot hold"));
+  EXPECT_TRUE(
+      contains(error_of([&] { file.read_as<std::int64_t>("special"); }), "holds nan at index 1"));
+  EXPECT_TRUE(contains(error_of([&] { file.read_as<float>("huge"); }), "which F32 cannot hold"));
+  const std::string u8 = error_of([&] { file.read_as<std::uint8_t>("ints"); });
+  EXPECT_TRUE(contains(u8, "holds 300 at index 1, which U8 cannot hold")) << u8;
+  // NaN and infinities stay themselves between floating types.
+  const std::vector<float> f = file.read_as<float>("special");
+  EXPECT_TRUE(std::isnan(f[1]));
+  EXPECT_EQ(f[2], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(file.read_as<double>("ints"), (std::vector<double>{7.0, 300.0, -1.0}));
 }
 
 TEST(SafetensorsTest, RawEntriesOfOtherDtypes) {

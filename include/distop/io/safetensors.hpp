@@ -132,8 +132,10 @@ class SafetensorsFile {
     check_shape(name, expected);
     return read<T>(name);
   }
-  // The tensor's elements converted to T from any of F32, F64, I32, I64 and U8, with C++'s
-  // conversion rules (F64 to F32 rounds; floating to integer truncates).
+  // The tensor's elements converted to T from any of F32, F64, I32, I64 and U8: F64 to F32
+  // rounds to nearest, floating to integer truncates toward zero. An element T cannot hold (an
+  // integer out of T's range; NaN, an infinity or a value out of range to an integer type; a
+  // finite F64 beyond F32's range) is an error naming it and its index.
   template <SafetensorsElement T>
   std::vector<T> read_as(const std::string& name) const;
 
