@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what distop needs from Debian bookworm's packages, skipping what is already there.
-# Run as root (or with sudo available). Set DISTOP_SKIP_APT=1 to skip the check entirely.
+# Arguments name further packages to install alike. Run as root (or with sudo available). Set
+# DISTOP_SKIP_APT=1 to skip the check entirely.
 set -euo pipefail
 
 packages=(
@@ -14,6 +15,7 @@ packages=(
   dataset-fashion-mnist              # the examples' data set
   gnuplot-nox                        # learning-curve plots
 )
+packages+=("$@")                     # what a script needs beyond these (scripts/fuzz.sh: Clang)
 
 [ "${DISTOP_SKIP_APT:-0}" = 1 ] && exit 0
 missing=()

@@ -1,0 +1,57 @@
+// Writes the fuzz targets' seed inputs with distop's own writers: DIR/safetensors/ (tensors of
+// every element type, empty and scalar shapes, metadata) and DIR/idx/ (plain and gzip-compressed,
+// one to four axes). Usage: fuzz_seeds DIR
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "distop/data/idx.hpp"
+#include "distop/io/safetensors.hpp"
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  namespace fs = std::filesystem;
+  using distop::Shape;
+  using distop::io::TensorEntry;
+  try {
+    const fs::path dir = argv[1];
+    fs::create_directories(dir / "safetensors");
+    fs::create_directories(dir / "idx");
+
+    const std::vector<float> f{1.5f, -2.0f, 0.25f, 3.0f, 4.0f, 5.0f};
+    const std::vector<double> d{1.0, 2.0, 3.0};
+    const std::vector<std::int32_t> i32{1, -2, 3, 4};
+    const std::vector<std::int64_t> i64{7};
+    const std::vector<std::uint8_t> u8{1, 2, 3, 4};
+    const std::string st = (dir / "safetensors").string();
+    distop::io::write_safetensors(
+        st + "/mixed.safetensors",
+        {TensorEntry("w", Shape{2, 3}, f.data()), TensorEntry("b", Shape{3}, d.data()),
+         TensorEntry("i", Shape{2, 2}, i32.data()), TensorEntry("step", Shape{}, i64.data()),
+         TensorEntry("mask", Shape{4}, u8.data())},
+        {{"format", "pt"}, {"epoch", "3"}});
+    distop::io::write_safetensors(
+        st + "/f32.safetensors",
+        {TensorEntry("x", Shape{6}, f.data()), TensorEntry("empty", Shape{0, 4}, f.data())});
+    distop::io::write_safetensors(st + "/none.safetensors", {});
+
+    const std::string idx = (dir / "idx").string();
+    using distop::data::IdxArray;
+    distop::data::write_idx(idx + "/images",
+                            IdxArray{{2, 2, 3}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}}, false);
+    distop::data::write_idx(idx + "/images.gz", IdxArray{{3, 2}, {9, 8, 7, 6, 5, 4}}, true);
+    distop::data::write_idx(idx + "/labels", IdxArray{{5}, {0, 1, 2, 3, 4}}, false);
+    distop::data::write_idx(idx + "/four.gz", IdxArray{{1, 2, 1, 2}, {1, 2, 3, 4}}, true);
+    distop::data::write_idx(idx + "/empty", IdxArray{{0}, {}}, false);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fuzz_seeds: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
