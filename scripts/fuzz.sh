@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fuzzes the readers of the files a user hands distop (safetensors, IDX) with libFuzzer under
-# AddressSanitizer and UBSan: builds the library and the fuzz targets with Clang in
+# Fuzzes the readers of the files a user hands distop (safetensors, IDX, checkpoints) with
+# libFuzzer under AddressSanitizer and UBSan: builds the library and the fuzz targets with Clang in
 # ${DISTOP_BUILD_DIR:-build-fuzz} and runs each target for DISTOP_FUZZ_SECONDS (default 60) from
 # seeds written by distop's own writers. Inputs that reach new code are kept in
 # <build>/tests/fuzz/corpus/ for the next run; an input that crashes is written to

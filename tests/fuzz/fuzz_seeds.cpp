@@ -1,6 +1,7 @@
 // Writes the fuzz targets' seed inputs with distop's own writers: DIR/safetensors/ (tensors of
-// every element type, empty and scalar shapes, metadata) and DIR/idx/ (plain and gzip-compressed,
-// one to four axes). Usage: fuzz_seeds DIR
+// every element type, empty and scalar shapes, metadata), DIR/idx/ (plain and gzip-compressed, one
+// to four axes) and DIR/checkpoint/ (fuzz_model.hpp's model saved before and after a step, so with
+// and without momentum buffers). Usage: fuzz_seeds DIR
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -8,14 +9,18 @@
 #include <string>
 #include <vector>
 
+#include "distop/core/environment.hpp"
 #include "distop/data/idx.hpp"
+#include "distop/io/checkpoint.hpp"
 #include "distop/io/safetensors.hpp"
+#include "fuzz_model.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
     return 2;
   }
+  distop::Environment env(argc, argv);  // save_checkpoint is collective (here over one rank)
   namespace fs = std::filesystem;
   using distop::Shape;
   using distop::io::TensorEntry;
@@ -49,6 +54,24 @@ int main(int argc, char** argv) {
     distop::data::write_idx(idx + "/labels", IdxArray{{5}, {0, 1, 2, 3, 4}}, false);
     distop::data::write_idx(idx + "/four.gz", IdxArray{{1, 2, 1, 2}, {1, 2, 3, 4}}, true);
     distop::data::write_idx(idx + "/empty", IdxArray{{0}, {}}, false);
+
+    // Saved to a directory of its own, then moved into the corpus under a name of its own.
+    const fs::path ck = dir / "checkpoint";
+    const fs::path work = dir / "checkpoint.work";
+    fs::create_directories(ck);
+    distop::fuzz::CheckpointModel model;
+    distop::io::save_checkpoint(work.string(), model.named(), model.optimizer,
+                                {.epoch = 2, .step_in_epoch = 5, .global_step = 17, .seed = 42});
+    fs::rename(distop::io::checkpoint_path(work.string()), ck / "fresh");
+    model.step();
+    distop::io::save_checkpoint(work.string(), model.named(), model.optimizer,
+                                {.epoch = 0,
+                                 .step_in_epoch = 1,
+                                 .global_step = 1,
+                                 .seed = 18446744073709551615ull,
+                                 .metadata = {{"run", "fuzz"}}});
+    fs::rename(distop::io::checkpoint_path(work.string()), ck / "stepped");
+    fs::remove_all(work);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fuzz_seeds: %s\n", e.what());
     return 1;

@@ -1,0 +1,40 @@
+// The model the checkpoint fuzz target loads into and fuzz_seeds saves: two parameters on one rank
+// and an SGD optimizer with momentum, as a training loop's checkpoint holds them.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include "distop/autodiff/var.hpp"
+#include "distop/dist/partition.hpp"
+#include "distop/io/checkpoint.hpp"
+#include "distop/optim/sgd.hpp"
+
+namespace distop::fuzz {
+
+struct CheckpointModel {
+  CheckpointModel()
+      : weight(DistTensor<float>(TensorSpace(Shape{2, 3}, Partition::world({1, 1}))), true),
+        bias(DistTensor<float>(TensorSpace(Shape{3}, Partition::world({1}))), true),
+        optimizer({weight, bias}, {.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-4}) {}
+
+  io::NamedParameters<float> named() const { return {{"fc.weight", weight}, {"fc.bias", bias}}; }
+
+  // One SGD step with made-up gradients, so that the optimizer has momentum buffers.
+  void step() {
+    for (const auto& [name, p] : named()) {
+      std::vector<float> g(static_cast<std::size_t>(p.value().local().numel()));
+      for (std::size_t k = 0; k < g.size(); ++k) g[k] = std::cos(static_cast<float>(k));
+      p.grad().local().copy_from(Tensor<float>::from_vector(p.value().local().shape(), g));
+    }
+    optimizer.step();
+    optimizer.zero_grad();
+  }
+
+  Var<float> weight;
+  Var<float> bias;
+  optim::SGD<float> optimizer;
+};
+
+}  // namespace distop::fuzz
