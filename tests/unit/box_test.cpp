@@ -4,7 +4,7 @@
 
 #include "distop/core/error.hpp"
 #include "distop/core/random.hpp"
-#include "distop/kernels/simd.hpp"
+#include "simd_cap.hpp"
 
 using distop::Box;
 using distop::Shape;
@@ -157,7 +157,7 @@ TEST(Box, EveryRunLengthUnderEveryVectorForm) {
   // runs close together and a page or more apart; under the widest vectors this CPU has, AVX2, and
   // none.
   for (int cap : {0, 32, 16}) {
-    distop::kernels::set_host_simd_cap(cap);
+    const distop::test::SimdCapScope scope(cap);
     for (std::int64_t run : {1, 2, 7, 8, 15, 16, 17, 31, 32, 33, 100, 255, 256, 257, 300, 1100}) {
       for (std::int64_t pad : {5, 1029}) {
         expect_box_kernels_match_index_math<float>(run, pad);
@@ -165,5 +165,4 @@ TEST(Box, EveryRunLengthUnderEveryVectorForm) {
       }
     }
   }
-  distop::kernels::set_host_simd_cap(0);
 }

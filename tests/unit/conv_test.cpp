@@ -13,6 +13,7 @@
 #include "distop/nn/activation.hpp"
 #include "distop/nn/conv.hpp"
 #include "gradcheck.hpp"
+#include "simd_cap.hpp"
 
 namespace {
 
@@ -95,19 +96,17 @@ const std::vector<MethodRun> kMethods{{kernels::ConvMethod::automatic, 0, "autom
 // Sets the process-wide method (and direct's vector cap) for a scope.
 class MethodScope {
  public:
-  explicit MethodScope(kernels::ConvMethod m, int vector_cap = 0) : saved_(kernels::conv_method()) {
+  explicit MethodScope(kernels::ConvMethod m, int vector_cap = 0)
+      : saved_(kernels::conv_method()), cap_(vector_cap) {
     kernels::set_conv_method(m);
-    kernels::set_host_simd_cap(vector_cap);
   }
-  ~MethodScope() {
-    kernels::set_conv_method(saved_);
-    kernels::set_host_simd_cap(0);
-  }
+  ~MethodScope() { kernels::set_conv_method(saved_); }
   MethodScope(const MethodScope&) = delete;
   MethodScope& operator=(const MethodScope&) = delete;
 
  private:
   kernels::ConvMethod saved_;
+  distop::test::SimdCapScope cap_;
 };
 
 // Whether a case's geometry is one the direct kernels take (on a CPU that has them).

@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "distop/kernels/simd.hpp"
+#include "simd_cap.hpp"
 
 namespace {
 
@@ -94,7 +94,7 @@ TYPED_TEST(ElementwiseTest, AddRowVectorMatchesItsDefinitionForEveryRowLength) {
   // not, so that the repeating pattern of the vector form spans 1 to 16 vectors; row counts that
   // end on and off a whole period. Every form: the widest vectors, AVX2, and none.
   for (int cap : {0, 32, 16}) {
-    kernels::set_host_simd_cap(cap);
+    const distop::test::SimdCapScope scope(cap);
     for (std::int64_t n : {1, 2, 3, 5, 7, 8, 9, 10, 15, 16, 17, 33}) {
       for (std::int64_t rows : {0, 1, 2, 3, 7, 16, 17, 64, 65}) {
         std::vector<T> yv, bv;
@@ -112,7 +112,6 @@ TYPED_TEST(ElementwiseTest, AddRowVectorMatchesItsDefinitionForEveryRowLength) {
       }
     }
   }
-  kernels::set_host_simd_cap(0);
 }
 
 TYPED_TEST(ElementwiseTest, SumRowsMatchesItsDefinitionForEveryRowLength) {
@@ -120,7 +119,7 @@ TYPED_TEST(ElementwiseTest, SumRowsMatchesItsDefinitionForEveryRowLength) {
   // As above; entries are multiples of 1/4 whose sums are exact in any order, so every form gives
   // the same bits. beta = 0 must not read db (NaN there), beta != 0 scales it.
   for (int cap : {0, 32, 16}) {
-    kernels::set_host_simd_cap(cap);
+    const distop::test::SimdCapScope scope(cap);
     for (std::int64_t n : {1, 2, 3, 5, 7, 8, 9, 10, 15, 16, 17, 33}) {
       for (std::int64_t rows : {0, 1, 2, 3, 7, 16, 17, 64, 65}) {
         std::vector<T> dyv;
@@ -145,7 +144,6 @@ TYPED_TEST(ElementwiseTest, SumRowsMatchesItsDefinitionForEveryRowLength) {
       }
     }
   }
-  kernels::set_host_simd_cap(0);
 }
 
 TYPED_TEST(ElementwiseTest, FillRowsCopiesTheVectorIntoEveryRow) {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "distop/kernels/pool.hpp"
-#include "distop/kernels/simd.hpp"
 #include "gradcheck.hpp"
+#include "simd_cap.hpp"
 
 namespace {
 
@@ -285,9 +285,10 @@ void expect_simd_pooling_matches_portable() {
     Tensor<T> y_simd{Shape(ys)}, y_portable{Shape(ys)};
     distop::kernels::ArgmaxView a_simd, a_portable;
     distop::kernels::max_pool_forward(x, y_simd, a_simd, g);
-    distop::kernels::set_host_simd_cap(16);
-    distop::kernels::max_pool_forward(x, y_portable, a_portable, g);
-    distop::kernels::set_host_simd_cap(0);
+    {
+      const distop::test::SimdCapScope portable(16);
+      distop::kernels::max_pool_forward(x, y_portable, a_portable, g);
+    }
     auto hs = Kokkos::create_mirror_view(a_simd);
     auto hp = Kokkos::create_mirror_view(a_portable);
     Kokkos::deep_copy(hs, a_simd);
