@@ -394,8 +394,9 @@ std::vector<T> SafetensorsFile::read(const std::string& name) const {
 }
 
 namespace {
-// Whether To can hold v: integers within To's range; floating values whose truncation toward zero
-// is (never NaN or an infinity); F64 to F32 anything but a finite value beyond F32's range.
+// Whether To can hold v: an integer within To's range; to an integer type, a floating value whose
+// truncation toward zero is within it (never NaN or an infinity); F64 to F32, anything but a
+// finite value beyond F32's range.
 template <class To, class From>
 bool holds(From v) {
   if constexpr (std::is_integral_v<To> && std::is_integral_v<From>) {
