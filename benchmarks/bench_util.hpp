@@ -16,7 +16,9 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -200,6 +202,48 @@ inline void add_simd_cap_option(CLI::App& app) {
          "cap distop's hand-vectorised kernels at this many bytes (32: AVX2, 16: the portable "
          "ones; 0: no cap)")
       ->check(CLI::IsMember({0, 16, 32, 64}));
+}
+
+// --reps and --budget, which every timing program has. A repetition is of a case, or (per_size) of
+// a case at one size of a size ladder.
+inline void add_repetition_options(CLI::App& app, int& reps, double& budget_s, bool per_size) {
+  const std::string unit = per_size ? "case and size" : "case";
+  app.add_option("--reps", reps,
+                 "repetitions per " + unit + " (fewer for " + (per_size ? "sizes" : "cases") +
+                     " over --budget)")
+      ->check(CLI::Range(kMinReps, 1000000));
+  app.add_option("--budget", budget_s,
+                 "seconds per " + unit + " above which repetitions are scaled down, never below " +
+                     std::to_string(kMinReps) + " (0: never)")
+      ->check(CLI::Range(0.0, 3600.0));
+}
+
+// Parses the command line on every rank. Where it does not parse (or asks for --help), rank 0
+// prints the message and every rank gets the exit code to return; otherwise nothing.
+inline std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank == 0 ? app.exit(e) : e.get_exit_code();
+  }
+  return std::nullopt;
+}
+
+// run(), whose exit code it returns; an exception is printed with the rank and aborts every rank
+// (another rank may be waiting in a collective for this one).
+template <class Run>
+int run_or_abort(Run&& run) {
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return 1;
 }
 
 }  // namespace distop::bench

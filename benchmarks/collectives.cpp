@@ -51,6 +51,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_mpi.hpp"
 #include "distop/comm/mpi.hpp"
 #include "distop/core/environment.hpp"
 #include "distop/dist/decomposition.hpp"
@@ -61,7 +62,6 @@
 #include "distop/ops/broadcast.hpp"
 #include "distop/ops/broadcast_plan.hpp"
 #include "distop/ops/sum_reduce.hpp"
-#include "bench_mpi.hpp"
 
 namespace {
 
@@ -253,17 +253,9 @@ int run(const Settings& s) {
 
 int main(int argc, char** argv) {
   distop::Environment env(argc, argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-
   Settings s;
   CLI::App app{"Times distop's Broadcast, SumReduce and AllSumReduce against raw MPI"};
-  app.add_option("--reps", s.reps, "repetitions per case and size (fewer for sizes over --budget)")
-      ->check(CLI::Range(bench::kMinReps, 1000000));
-  app.add_option("--budget", s.budget_s,
-                 "seconds per case and size above which repetitions are scaled down, never below "
-                 "50 (0: never)")
-      ->check(CLI::Range(0.0, 3600.0));
+  bench::add_repetition_options(app, s.reps, s.budget_s, /*per_size=*/true);
   app.add_option("--max-bytes", s.max_bytes, "largest tensor, in bytes")
       ->check(CLI::Range(std::int64_t{8}, std::int64_t{1} << 30));
   app.add_option("--step", s.step, "size step: 4 (8 B, then powers of 4) or 2")
@@ -271,18 +263,6 @@ int main(int argc, char** argv) {
   app.add_flag("--csv", s.csv, "print op,direction,bytes,ranks,distop_us,mpi_us,ratio rows");
   app.add_flag("--prototypes", s.prototypes,
                "add rows timing alternatives for the broadcast root's own copy");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (rank == 0) return app.exit(e);
-    return e.get_exit_code();
-  }
-
-  try {
-    return run(s);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  return 1;
+  if (const auto code = bench::parse_args(app, argc, argv)) return *code;
+  return bench::run_or_abort([&] { return run(s); });
 }

@@ -359,12 +359,7 @@ int main(int argc, char** argv) {
 
   Settings s;
   CLI::App app{"Times distop's local convolution against cblas_sgemm of the im2col GEMMs"};
-  app.add_option("--reps", s.reps, "repetitions per case (fewer for cases over --budget)")
-      ->check(CLI::Range(bench::kMinReps, 1000000));
-  app.add_option("--budget", s.budget_s,
-                 "seconds per case above which repetitions are scaled down, never below 50 (0: "
-                 "never)")
-      ->check(CLI::Range(0.0, 3600.0));
+  bench::add_repetition_options(app, s.reps, s.budget_s, /*per_size=*/false);
   app.add_option("--large-batch", s.large_batch, "batch of the 64 -> 64 3x3 layer on 56x56")
       ->check(CLI::Range(1, 256));
   app.add_option("--only", s.only, "time one layer: conv1, conv2 or resnet");
@@ -372,17 +367,7 @@ int main(int argc, char** argv) {
   app.add_option("--method", s.method, "how the host kernels compute (kernels::ConvMethod)")
       ->check(CLI::IsMember({"automatic", "im2col", "bands", "direct"}))
       ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (const auto code = bench::parse_args(app, argc, argv)) return *code;
 
-  try {
-    return run(s);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  return 1;
+  return bench::run_or_abort([&] { return run(s); });
 }

@@ -63,11 +63,7 @@ int main(int argc, char** argv) {
   int rank = 0, ranks = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return rank == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
-  }
+  if (const auto code = bench::parse_args(app, argc, argv)) return *code;
   kernels::set_conv_method(method == "im2col"   ? kernels::ConvMethod::im2col
                            : method == "bands"  ? kernels::ConvMethod::bands
                            : method == "direct" ? kernels::ConvMethod::direct

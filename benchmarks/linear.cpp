@@ -362,12 +362,7 @@ int main(int argc, char** argv) {
 
   Settings s;
   CLI::App app{"Times distop's local nn::Linear<float> against direct cblas_sgemm"};
-  app.add_option("--reps", s.reps, "repetitions per case (fewer for cases over --budget)")
-      ->check(CLI::Range(bench::kMinReps, 1000000));
-  app.add_option("--budget", s.budget_s,
-                 "seconds per case above which repetitions are scaled down, never below 50 (0: "
-                 "never)")
-      ->check(CLI::Range(0.0, 3600.0));
+  bench::add_repetition_options(app, s.reps, s.budget_s, /*per_size=*/false);
   app.add_flag("--csv", s.csv, "print layer,pass,batch,in,out,distop_us,blas_us,ratio rows");
   app.add_option(
       "--shapes", s.shapes,
@@ -376,17 +371,7 @@ int main(int argc, char** argv) {
   app.add_flag("--gemm-only-baseline", s.gemm_only_baseline,
                "leave the bias loops out of the BLAS baseline (the GEMMs alone)");
   bench::add_simd_cap_option(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (const auto code = bench::parse_args(app, argc, argv)) return *code;
 
-  try {
-    return run(s);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  return 1;
+  return bench::run_or_abort([&] { return run(s); });
 }

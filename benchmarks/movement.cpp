@@ -5,10 +5,10 @@
 // Run:  mpiexec.mpich -n 2 build/benchmarks/bench_movement [--csv] [--reps N] [--max-bytes B]
 //                                                          [--step 2|4] [--only OP] [--prototypes]
 //
-// Sizes: float tensors of 8 B to --max-bytes (16 MiB by default; 8 B, then the powers of 4, or every
-// power of 2 with --step 2); "bytes" is the whole tensor's size (for HaloExchange: the ghost volume
-// each rank receives). P = the ranks of MPI_COMM_WORLD (the targets are set at P = 2). Cases, with
-// the raw baseline of each:
+// Sizes: float tensors of 8 B to --max-bytes (16 MiB by default; 8 B, then the powers of 4, or
+// every power of 2 with --step 2); "bytes" is the whole tensor's size (for HaloExchange: the ghost
+// volume each rank receives). P = the ranks of MPI_COMM_WORLD (the targets are set at P = 2).
+// Cases, with the raw baseline of each:
 //   Gather         forward  [n] split over [P] -> whole on rank 0      raw: MPI_Gatherv to 0
 //   Gather         adjoint  (Scatter)                                  raw: MPI_Scatterv from 0
 //   Scatter        forward  whole on rank 0 -> [n] split over [P]      raw: MPI_Scatterv from 0
@@ -49,9 +49,9 @@
 // its own call with MPI_Wtime; the repetition's time is the MAXIMUM OVER THE RANKS (one
 // MPI_Allreduce(MAX) after the loop, outside the timed region); the table reports the median, in
 // microseconds. distop and raw repetitions are interleaved, alternating which goes first. After a
-// warm-up of 3 to 10 pairs (about 0.1 s), each size runs --reps repetitions (default 1000); sizes of
-// 64 KiB and more run fewer where the warm-up predicts more than --budget seconds (default 0.25),
-// but never fewer than 50.
+// warm-up of 3 to 10 pairs (about 0.1 s), each size runs --reps repetitions (default 1000); sizes
+// of 64 KiB and more run fewer where the warm-up predicts more than --budget seconds (default
+// 0.25), but never fewer than 50.
 //
 // Targets (the pass column): distop / raw <= 1.05 at >= 64 KiB; distop <= raw + 2 us below.
 #include <mpi.h>
@@ -180,11 +180,14 @@ void add_collective_cases(std::vector<Case>& cases, std::vector<std::shared_ptr<
                                         MPI_FLOAT, MPI_SUM, rc),
                      "bench");
   };
-  cases.push_back({"Gather", "forward", [&s] { s.gather.forward(s.part_in, s.root_out); }, gatherv});
-  cases.push_back({"Gather", "adjoint", [&s] { s.gather.adjoint(s.root_in, s.part_out); }, scatterv});
+  cases.push_back(
+      {"Gather", "forward", [&s] { s.gather.forward(s.part_in, s.root_out); }, gatherv});
+  cases.push_back(
+      {"Gather", "adjoint", [&s] { s.gather.adjoint(s.root_in, s.part_out); }, scatterv});
   cases.push_back(
       {"Scatter", "forward", [&s] { s.scatter.forward(s.root_in, s.part_out); }, scatterv});
-  cases.push_back({"Scatter", "adjoint", [&s] { s.scatter.adjoint(s.part_in, s.root_out); }, gatherv});
+  cases.push_back(
+      {"Scatter", "adjoint", [&s] { s.scatter.adjoint(s.part_in, s.root_out); }, gatherv});
   cases.push_back(
       {"AllGather", "forward", [&s] { s.all_gather.forward(s.part_in, s.full_out); }, allgatherv});
   cases.push_back({"AllGather", "adjoint", [&s] { s.all_gather.adjoint(s.full_in, s.part_out); },
@@ -215,7 +218,8 @@ void add_repartition_cases(std::vector<Case>& cases, std::vector<std::shared_ptr
     std::vector<std::int64_t> rb, cb;
     // Forward Alltoallv: counts and displacements by peer (the adjoint swaps them).
     std::vector<int> scount, sdispl, rcount, rdispl;
-    State(const TensorSpace& a, const TensorSpace& b) : op(a, b), x_in(a), x_out(a), y_in(b), y_out(b) {
+    State(const TensorSpace& a, const TensorSpace& b)
+        : op(a, b), x_in(a), x_out(a), y_in(b), y_out(b) {
       fill(x_in, 1.0f);
       fill(y_in, 1.0f);
     }
@@ -305,7 +309,11 @@ void add_halo_cases(std::vector<Case>& cases, std::vector<std::shared_ptr<void>>
     DistTensor<float> x_in, x_out, y_in, y_out;
     std::vector<float> scratch;
     State(const TensorSpace& interior, const std::vector<distop::ConvWindow>& w)
-        : op(interior, w), x_in(op.domain()), x_out(op.domain()), y_in(op.domain()), y_out(op.domain()) {
+        : op(interior, w),
+          x_in(op.domain()),
+          x_out(op.domain()),
+          y_in(op.domain()),
+          y_out(op.domain()) {
       fill(x_in, 1.0f);
       fill(y_in, 1.0f);
     }
@@ -315,8 +323,8 @@ void add_halo_cases(std::vector<Case>& cases, std::vector<std::shared_ptr<void>>
   State& s = *st;
   const auto& spec = s.op.spec()[0];
   const auto me = static_cast<std::size_t>(rank);
-  const std::int64_t top = spec[me].left;       // ghost rows above the interior
-  const std::int64_t bottom = spec[me].right;   // ghost rows below
+  const std::int64_t top = spec[me].left;      // ghost rows above the interior
+  const std::int64_t bottom = spec[me].right;  // ghost rows below
   const std::int64_t inner = interior.local_shape()[0];
   // Rows this rank owns that its neighbours hold as ghosts.
   const std::int64_t to_up = rank > 0 ? spec[me - 1].right : 0;
@@ -426,17 +434,9 @@ int run(const Settings& s) {
 
 int main(int argc, char** argv) {
   distop::Environment env(argc, argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-
   Settings s;
   CLI::App app{"Times distop's data-movement operators against raw MPI"};
-  app.add_option("--reps", s.reps, "repetitions per case and size (fewer for sizes over --budget)")
-      ->check(CLI::Range(bench::kMinReps, 1000000));
-  app.add_option("--budget", s.budget_s,
-                 "seconds per case and size above which repetitions are scaled down, never below "
-                 "50 (0: never)")
-      ->check(CLI::Range(0.0, 3600.0));
+  bench::add_repetition_options(app, s.reps, s.budget_s, /*per_size=*/true);
   app.add_option("--max-bytes", s.max_bytes, "largest tensor, in bytes")
       ->check(CLI::Range(std::int64_t{8}, std::int64_t{1} << 30));
   app.add_option("--step", s.step, "size step: 4 (8 B, then powers of 4) or 2")
@@ -446,18 +446,6 @@ int main(int argc, char** argv) {
                  "HaloExchange; default all)");
   app.add_flag("--csv", s.csv, "print op,direction,bytes,ranks,distop_us,mpi_us,ratio rows");
   app.add_flag("--prototypes", s.prototypes, "add rows against leaner baselines (see the source)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (rank == 0) return app.exit(e);
-    return e.get_exit_code();
-  }
-
-  try {
-    return run(s);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  return 1;
+  if (const auto code = bench::parse_args(app, argc, argv)) return *code;
+  return bench::run_or_abort([&] { return run(s); });
 }

@@ -301,25 +301,10 @@ int main(int argc, char** argv) {
   distop::Environment env(argc, argv);
   Settings s;
   CLI::App app{"Times distop's box kernels against memcpy"};
-  app.add_option("--reps", s.reps, "repetitions per case (fewer for cases over --budget)")
-      ->check(CLI::Range(bench::kMinReps, 1000000));
-  app.add_option("--budget", s.budget_s,
-                 "seconds per case above which repetitions are scaled down, never below 50 (0: "
-                 "never)")
-      ->check(CLI::Range(0.0, 3600.0));
+  bench::add_repetition_options(app, s.reps, s.budget_s, /*per_size=*/false);
   app.add_flag("--csv", s.csv,
                "print kernel,tensor,box,bytes,run_bytes,distop_us,base_us,ratio,loop_us rows");
   bench::add_simd_cap_option(app);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  try {
-    return run(s);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  return 1;
+  if (const auto code = bench::parse_args(app, argc, argv)) return *code;
+  return bench::run_or_abort([&] { return run(s); });
 }
