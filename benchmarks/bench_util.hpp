@@ -137,6 +137,14 @@ inline std::vector<std::int64_t> size_ladder(std::int64_t max_bytes, int step) {
   return out;
 }
 
+// --max-bytes and --step, the options of size_ladder.
+inline void add_size_ladder_options(CLI::App& app, std::int64_t& max_bytes, int& step) {
+  app.add_option("--max-bytes", max_bytes, "largest tensor, in bytes")
+      ->check(CLI::Range(std::int64_t{8}, std::int64_t{1} << 30));
+  app.add_option("--step", step, "size step: 4 (8 B, then powers of 4) or 2")
+      ->check(CLI::IsMember({2, 4}));
+}
+
 // The first line of MPI_Get_library_version.
 inline std::string mpi_library_version() {
   char version[MPI_MAX_LIBRARY_VERSION_STRING];

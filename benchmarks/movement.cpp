@@ -437,10 +437,7 @@ int main(int argc, char** argv) {
   Settings s;
   CLI::App app{"Times distop's data-movement operators against raw MPI"};
   bench::add_repetition_options(app, s.reps, s.budget_s, /*per_size=*/true);
-  app.add_option("--max-bytes", s.max_bytes, "largest tensor, in bytes")
-      ->check(CLI::Range(std::int64_t{8}, std::int64_t{1} << 30));
-  app.add_option("--step", s.step, "size step: 4 (8 B, then powers of 4) or 2")
-      ->check(CLI::IsMember({2, 4}));
+  bench::add_size_ladder_options(app, s.max_bytes, s.step);
   app.add_option("--only", s.only,
                  "operators to time (Gather Scatter AllGather ReduceScatter Repartition "
                  "HaloExchange; default all)");
