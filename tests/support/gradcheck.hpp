@@ -101,4 +101,46 @@ inline void expect_gradients_match(const std::function<Var<double>(Tape&)>& loss
   for (auto& v : wrt) v.zero_grad();
 }
 
+// Expects got (float) to equal want (double) entry by entry, to tol times max(1, |want|).
+inline void expect_near_all(const std::vector<float>& got, const std::vector<double>& want,
+                            double tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i]))) << what << " entry " << i;
+}
+
+// The same values in double.
+inline DistTensor<double> widened(const DistTensor<float>& x) {
+  DistTensor<double> out(x.space());
+  const auto v = x.local().to_vector();
+  out.local().copy_from(
+      Tensor<double>::from_vector(x.local().shape(), std::vector<double>(v.begin(), v.end())));
+  return out;
+}
+
+// Checks a layer's float form against its double form: fd(tape, x) and ff(tape, x) compute the
+// same function in double and in float. Both see the same input x (uniform in [lo, hi) in float,
+// widened for fd) and the same loss L = <f(x), r>; their outputs and input gradients must agree
+// to tol times max(1, |double value|). Parameters the callables use keep their gradients for the
+// caller to compare.
+template <class FD, class FF>
+void expect_float_matches_double(const TensorSpace& space, const FD& fd, const FF& ff, double tol,
+                                 std::uint64_t seed = 1, double lo = -1.0, double hi = 1.0) {
+  Var<float> xf(random_tensor<float>(space, seed, lo, hi), true);
+  Var<double> xd(widened(xf.value()), true);
+  Tape tf;
+  Var<float> yf = ff(tf, xf);
+  const auto rf = random_tensor<float>(yf.space(), seed + 1);
+  auto lf = weighted_sum(tf, yf, rf);
+  backward(tf, lf);
+  Tape td;
+  Var<double> yd = fd(td, xd);
+  auto ld = weighted_sum(td, yd, widened(rf));
+  backward(td, ld);
+  expect_near_all(yf.value().local().to_vector(), yd.value().local().to_vector(), tol, "output");
+  ASSERT_TRUE(xf.has_grad() && xd.has_grad()) << "the input received no gradient";
+  expect_near_all(xf.grad().local().to_vector(), xd.grad().local().to_vector(), tol,
+                  "input gradient");
+}
+
 }  // namespace distop::test

@@ -169,16 +169,34 @@ TEST(BatchNorm, WithoutAffineNormalisesOnly) {
   }
 }
 
+// The float layer against the double one with the same weights, in training and in evaluation
+// (after a training step has moved the running statistics): outputs and the gradients of the
+// input, the weight and the bias.
 TEST(BatchNorm, FloatMatchesDouble) {
-  const Shape s{4, 3, 5};
-  BatchNorm<double> bd(3);
-  BatchNorm<float> bf(3);
-  auto xd = test::random_tensor<double>(space_of(s), 41);
-  auto xf = test::random_tensor<float>(space_of(s), 41);
-  Tape tape;
-  const auto yd = bd.forward(tape, Var<double>(xd)).value().local().to_vector();
-  const auto yf = bf.forward(tape, Var<float>(xf)).value().local().to_vector();
-  for (std::size_t i = 0; i < yd.size(); ++i) EXPECT_NEAR(yf[i], yd[i], 1e-5);
+  for (const Shape& s : shapes()) {
+    SCOPED_TRACE(s.str());
+    BatchNorm<float> bf(s[1]);
+    BatchNorm<double> bd(s[1]);
+    randomize_affine(bf, 43);
+    bd.weight().value().local().copy_from(test::widened(bf.weight().value()).local());
+    bd.bias().value().local().copy_from(test::widened(bf.bias().value()).local());
+    for (const bool training : {true, false}) {
+      SCOPED_TRACE(training ? "training" : "evaluation");
+      bf.train(training);
+      bd.train(training);
+      for (auto* v : {&bf.weight(), &bf.bias()}) v->zero_grad();
+      for (auto* v : {&bd.weight(), &bd.bias()}) v->zero_grad();
+      test::expect_float_matches_double(
+          space_of(s), [&](Tape& t, const Var<double>& x) { return bd.forward(t, x); },
+          [&](Tape& t, const Var<float>& x) { return bf.forward(t, x); }, 1e-5, 47, -2.0, 2.0);
+      test::expect_near_all(bf.weight().grad().local().to_vector(),
+                            bd.weight().grad().local().to_vector(), 1e-5, "weight gradient");
+      test::expect_near_all(bf.bias().grad().local().to_vector(),
+                            bd.bias().grad().local().to_vector(), 1e-5, "bias gradient");
+      test::expect_near_all(bf.running_mean().local().to_vector(),
+                            bd.running_mean().local().to_vector(), 1e-6, "running mean");
+    }
+  }
 }
 
 TEST(BatchNorm, BadInputsAreErrors) {

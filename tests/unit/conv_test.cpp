@@ -380,18 +380,76 @@ TEST(ConvKernels, OneBackwardCallMatchesTheSeparatePasses) {
   });
 }
 
-TEST(ConvKernels, FloatMatchesDouble) {
-  const auto cs = cases()[4];
-  const auto [xs, ws, ys] = shapes_of(cs);
-  const auto xd = random_values(xs.numel(), 5), wd = random_values(ws.numel(), 6);
-  const std::vector<float> xf(xd.begin(), xd.end()), wf(wd.begin(), wd.end());
-  Tensor<float> y(ys);
-  kernels::conv_forward(Tensor<float>::from_vector(xs, xf), Tensor<float>::from_vector(ws, wf),
-                        Tensor<float>(), y, cs.g);
-  const auto ref = reference(cs, xd, wd, std::vector<double>(cs.o, 0.0),
-                             std::vector<double>(static_cast<std::size_t>(ys.numel()), 0.0));
-  const auto yv = y.to_vector();
-  for (std::size_t i = 0; i < yv.size(); ++i) EXPECT_NEAR(yv[i], ref.y[i], 1e-5);
+// The float kernels (what training runs; their vector forms differ from double's: twice the lanes,
+// other masks) against the direct loops in double, for every method and case: the forward pass
+// with and without bias, the three backward passes, and the one backward call with all targets.
+// Inputs lie in [-1, 1], so an entry's float rounding error stays far below 1e-6 times the number
+// of terms it sums.
+TEST(ConvKernels, FloatMatchesTheDoubleLoops) {
+  unsigned seed = 700;
+  auto expect_near = [](const Tensor<float>& got, const std::vector<double>& want, double terms,
+                        const char* what) {
+    const auto g = got.to_vector();
+    ASSERT_EQ(g.size(), want.size()) << what;
+    for (std::size_t i = 0; i < g.size(); ++i)
+      ASSERT_NEAR(g[i], want[i], 1e-6 * std::max(1.0, terms)) << what << " entry " << i;
+  };
+  auto to_float = [](const std::vector<double>& v, const Shape& s) {
+    return Tensor<float>::from_vector(s, std::vector<float>(v.begin(), v.end()));
+  };
+  for_each_method_and_case([&](kernels::ConvMethod, const Case& cs) {
+    const auto [xs, ws, ys] = shapes_of(cs);
+    // Round the inputs to float first, so that the reference sees what the kernels see.
+    auto rounded = [&](std::int64_t n) {
+      auto v = random_values(n, seed++);
+      for (auto& e : v) e = static_cast<double>(static_cast<float>(e));
+      return v;
+    };
+    const auto xd = rounded(xs.numel()), wd = rounded(ws.numel()), bd = rounded(cs.o),
+               dyd = rounded(ys.numel());
+    const auto ref = reference(cs, xd, wd, bd, dyd);
+    const auto x = to_float(xd, xs), w = to_float(wd, ws), b = to_float(bd, Shape{cs.o}),
+               dy = to_float(dyd, ys);
+    // Terms per entry: the channel-times-tap sums of y and dx, the sample-times-position sums of
+    // dw and db.
+    const auto taps = static_cast<double>(cs.c * cs.g.kernel_numel());
+    const auto positions = static_cast<double>(cs.n * cs.g.out.numel());
+
+    Tensor<float> y(ys);
+    y.fill(std::numeric_limits<float>::quiet_NaN());
+    kernels::conv_forward(x, w, b, y, cs.g);
+    expect_near(y, ref.y, taps, "y");
+    Tensor<float> y0(ys);
+    kernels::conv_forward(x, w, Tensor<float>(), y0, cs.g);
+    auto ref_nobias = ref.y;
+    for (std::size_t i = 0; i < ref_nobias.size(); ++i)
+      ref_nobias[i] -=
+          bd[(i / static_cast<std::size_t>(cs.g.out.numel())) % static_cast<std::size_t>(cs.o)];
+    expect_near(y0, ref_nobias, taps, "y without bias");
+
+    Tensor<float> dx(xs), dw(ws), db(Shape{cs.o});
+    dx.fill(std::numeric_limits<float>::quiet_NaN());
+    dw.fill(std::numeric_limits<float>::quiet_NaN());
+    db.fill(std::numeric_limits<float>::quiet_NaN());
+    kernels::conv_backward_input(dy, w, 0.0f, dx, cs.g);
+    kernels::conv_backward_weight(dy, x, 0.0f, dw, cs.g);
+    kernels::conv_backward_bias(dy, 0.0f, db);
+    expect_near(dx, ref.dx, taps, "dx");
+    expect_near(dw, ref.dw, positions, "dw");
+    expect_near(db, ref.db, positions, "db");
+
+    dx.fill(std::numeric_limits<float>::quiet_NaN());
+    dw.fill(std::numeric_limits<float>::quiet_NaN());
+    db.fill(std::numeric_limits<float>::quiet_NaN());
+    kernels::ConvGradients<float> grads;
+    grads.dx = &dx;
+    grads.dw = &dw;
+    grads.db = &db;
+    kernels::conv_backward(dy, x, w, cs.g, grads);
+    expect_near(dx, ref.dx, taps, "dx (one call)");
+    expect_near(dw, ref.dw, positions, "dw (one call)");
+    expect_near(db, ref.db, positions, "db (one call)");
+  });
 }
 
 // <conv_x(x), dy> = <x, conv^T_x(dy)> and <conv_w(w), dy> = <w, conv^T_w(dy)>.
@@ -664,6 +722,41 @@ TEST(Conv, GradientsMatchFiniteDifferences2d) {
   pad.bias = false;
   check_layer(2, 2, 2, {3}, pad, Shape{1, 2, 4, 4}, 21);
   check_layer(2, 3, 2, {1}, ConvOptions{}, Shape{2, 3, 3, 2}, 22);  // pointwise
+}
+
+// The float layer against the double one with the same weights (1-D to 3-D, with padding, stride
+// and dilation): output, and the gradients of the input, the weight and the bias.
+TEST(Conv, FloatLayerMatchesDouble) {
+  ConvOptions strided;
+  strided.stride = {2};
+  strided.padding = {1};
+  strided.dilation = {2};
+  ConvOptions same;
+  same.padding = {1};
+  struct LayerCase {
+    int dims;
+    std::int64_t c, o;
+    std::vector<std::int64_t> kernel;
+    ConvOptions options;
+    Shape input;
+  };
+  for (const auto& lc : {LayerCase{1, 3, 4, {4}, strided, Shape{2, 3, 17}},
+                         LayerCase{2, 1, 6, {5}, ConvOptions{}, Shape{2, 1, 12, 12}},
+                         LayerCase{2, 6, 5, {3}, same, Shape{2, 6, 9, 9}},
+                         LayerCase{3, 2, 3, {2, 3, 2}, strided, Shape{1, 2, 6, 7, 5}}}) {
+    SCOPED_TRACE(lc.input.str());
+    Conv<float> cf(lc.dims, lc.c, lc.o, lc.kernel, lc.options, 31);
+    Conv<double> cd(lc.dims, lc.c, lc.o, lc.kernel, lc.options, 31);
+    cd.weight().value().local().copy_from(test::widened(cf.weight().value()).local());
+    cd.bias().value().local().copy_from(test::widened(cf.bias().value()).local());
+    test::expect_float_matches_double(
+        local_space(lc.input), [&](Tape& t, const Var<double>& x) { return cd.forward(t, x); },
+        [&](Tape& t, const Var<float>& x) { return cf.forward(t, x); }, 1e-5);
+    test::expect_near_all(cf.weight().grad().local().to_vector(),
+                          cd.weight().grad().local().to_vector(), 1e-5, "weight gradient");
+    test::expect_near_all(cf.bias().grad().local().to_vector(),
+                          cd.bias().grad().local().to_vector(), 1e-5, "bias gradient");
+  }
 }
 
 TEST(Conv, GradientsMatchFiniteDifferences3d) {

@@ -70,6 +70,16 @@ TEST(LogSoftmax, GradientAccumulatesWhenUsedTwice) {
       {x});
 }
 
+TEST(LogSoftmax, FloatMatchesDouble) {
+  for (const Shape& s : {Shape{7}, Shape{3, 10}, Shape{2, 3, 33}}) {
+    SCOPED_TRACE(s.str());
+    test::expect_float_matches_double(
+        space_of(s), [](Tape& t, const Var<double>& x) { return distop::nn::log_softmax(t, x); },
+        [](Tape& t, const Var<float>& x) { return distop::nn::log_softmax(t, x); }, 1e-5, 6, -4.0,
+        4.0);
+  }
+}
+
 TEST(LogSoftmax, BackwardShapeMismatchIsAnError) {
   Tensor<double> out(Shape{2, 3}), dout(Shape{2, 3}), dx(Shape{3, 2}), flat(Shape{6});
   EXPECT_THROW(distop::kernels::log_softmax_backward(out, dout, 0.0, dx), distop::Error);
