@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <utility>
+#include <vector>
+
 #include "distop/core/error.hpp"
 #include "distop/dist/dist_tensor.hpp"
 #include "mpi_test_util.hpp"
@@ -72,16 +76,16 @@ TEST(Partition, AxesCommunicators) {
 
 TEST(Partition, InvariantsFailLoudlyOnEveryRank) {
   const int n = world_size();
-  EXPECT_THROW(Partition::world(Shape{n + 1}), distop::Error);           // too many cells
-  EXPECT_THROW(Partition::world(Shape{2}, {0, 0}), distop::Error);       // duplicate rank
-  EXPECT_THROW(Partition::world(Shape{1}, {n}), distop::Error);          // no such rank
-  EXPECT_THROW(Partition::world(Shape{0}), distop::Error);               // empty extent
-  EXPECT_THROW(Partition::world(Shape{2, 1}, {0}), distop::Error);       // cells != ranks
+  EXPECT_THROW(Partition::world(Shape{n + 1}), distop::Error);      // too many cells
+  EXPECT_THROW(Partition::world(Shape{2}, {0, 0}), distop::Error);  // duplicate rank
+  EXPECT_THROW(Partition::world(Shape{1}, {n}), distop::Error);     // no such rank
+  EXPECT_THROW(Partition::world(Shape{0}), distop::Error);          // empty extent
+  EXPECT_THROW(Partition::world(Shape{2, 1}, {0}), distop::Error);  // cells != ranks
   // Ranks that disagree about the grid all get the same error, none hangs.
   if (n >= 2) {
     try {
-      Partition::world(Shape{world_rank() == 0 ? 1 : 2}, world_rank() == 0 ? std::vector<int>{0}
-                                                                          : std::vector<int>{0, 1});
+      Partition::world(Shape{world_rank() == 0 ? 1 : 2},
+                       world_rank() == 0 ? std::vector<int>{0} : std::vector<int>{0, 1});
       ADD_FAILURE() << "disagreeing ranks were accepted";
     } catch (const distop::Error& e) {
       EXPECT_NE(std::string(e.what()).find("disagree"), std::string::npos) << e.what();
@@ -96,8 +100,37 @@ TEST(DistTensor, WrongLocalShapeOnOneRankIsAnErrorOnAll) {
   EXPECT_THROW(distop::DistTensor<float>(space, distop::Tensor<float>(local)), distop::Error);
 }
 
-#include "distop/dist/assemble.hpp"
+// inner and norm follow the sum convention: every rank's local entries count, replicated copies
+// each as its own component.
+TEST(DistTensor, InnerAndNormSumEveryRanksEntries) {
+  const int n = world_size();
+  const Partition p = Partition::world(Shape{n});
+  const distop::TensorSpace split(Shape{6}, p);
+  const distop::TensorSpace replicated(p,
+                                       distop::Decomposition::balanced(Shape{6}, p.shape(), {-1}));
+  for (const auto& [space, copies] : {std::pair{split, 1}, std::pair{replicated, n}}) {
+    SCOPED_TRACE(space.str());
+    distop::DistTensor<double> a(space), b(space);
+    // a_i = i + 1 and b_i = 2 at global index i: <a, b> = 2 (1 + ... + 6) = 42 per copy.
+    const auto idx = space.global_indices();
+    std::vector<double> av;
+    for (const auto i : idx) av.push_back(static_cast<double>(i + 1));
+    a.local().copy_from(distop::Tensor<double>::from_vector(space.local_shape(), av));
+    b.local().fill(2.0);
+    EXPECT_DOUBLE_EQ(distop::inner(a, b), 42.0 * copies);
+    EXPECT_DOUBLE_EQ(distop::norm(a), std::sqrt(91.0 * copies));  // 1 + 4 + ... + 36 = 91
+    distop::DistTensor<float> f(space);
+    f.local().fill(0.5f);
+    EXPECT_DOUBLE_EQ(distop::inner(f, f), 1.5 * copies);
+    EXPECT_DOUBLE_EQ(distop::norm(f), std::sqrt(1.5 * copies));
+  }
+  // Tensors of different spaces: an error on every rank (the spaces are the same everywhere).
+  distop::DistTensor<double> a(split), c(distop::TensorSpace(Shape{7}, p));
+  EXPECT_THROW(distop::inner(a, c), distop::Error);
+}
+
 #include "box_util.hpp"
+#include "distop/dist/assemble.hpp"
 
 TEST(Assemble, RoundTripsThroughBoxesWithReplication) {
   const int n = world_size();
