@@ -20,35 +20,7 @@ double dot(const Tensor<T>& a, const Tensor<T>& b) {
   return s;
 }
 
-template <class T>
-double sum(const Tensor<T>& a) {
-  auto av = a.view();
-  double s = 0;
-  Kokkos::parallel_reduce(
-      "distop::sum", Kokkos::RangePolicy<ExecSpace>(0, a.numel()),
-      KOKKOS_LAMBDA(std::int64_t i, double& acc) { acc += static_cast<double>(av(i)); }, s);
-  return s;
-}
-
-template <class T>
-double max_abs(const Tensor<T>& a) {
-  auto av = a.view();
-  double m = 0;
-  Kokkos::parallel_reduce(
-      "distop::max_abs", Kokkos::RangePolicy<ExecSpace>(0, a.numel()),
-      KOKKOS_LAMBDA(std::int64_t i, double& acc) {
-        const double v = static_cast<double>(av(i)) < 0 ? -static_cast<double>(av(i))
-                                                        : static_cast<double>(av(i));
-        if (v > acc) acc = v;
-      },
-      Kokkos::Max<double>(m));
-  return m;
-}
-
-#define DISTOP_INSTANTIATE(T)                                  \
-  template double dot(const Tensor<T>&, const Tensor<T>&);     \
-  template double sum(const Tensor<T>&);                       \
-  template double max_abs(const Tensor<T>&);
+#define DISTOP_INSTANTIATE(T) template double dot(const Tensor<T>&, const Tensor<T>&);
 DISTOP_INSTANTIATE(float)
 DISTOP_INSTANTIATE(double)
 #undef DISTOP_INSTANTIATE

@@ -1,5 +1,5 @@
 #pragma once
-// Reductions over local tensors, accumulated in double.
+// The inner product of local tensors, accumulated in double.
 
 #include "distop/core/tensor.hpp"
 
@@ -8,11 +8,5 @@ namespace distop::kernels {
 // sum_i a_i b_i (the element counts must match).
 template <class T>
 double dot(const Tensor<T>& a, const Tensor<T>& b);
-// sum_i a_i
-template <class T>
-double sum(const Tensor<T>& a);
-// max_i |a_i| (0 for an empty tensor)
-template <class T>
-double max_abs(const Tensor<T>& a);
 
 }  // namespace distop::kernels
