@@ -1,0 +1,90 @@
+// comm::Request destroyed without a wait: it neither blocks nor throws, a receive is cancelled and
+// does not take a later message, and a send still delivers its data with the buffer held for it.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "distop/comm/collectives.hpp"
+#include "distop/comm/mpi.hpp"
+#include "mpi_test_util.hpp"
+
+using distop::test::world_rank;
+using distop::test::world_size;
+
+namespace {
+
+constexpr int kTag = 7;
+
+// A value that names its sender and position.
+double tagged(int sender, std::int64_t i) { return 1e6 * sender + static_cast<double>(i); }
+
+}  // namespace
+
+TEST(Request, AbandonedReceiveIsCancelledAndTakesNoLaterMessage) {
+  const auto dup = distop::comm::Comm::duplicate(MPI_COMM_WORLD);
+  const MPI_Comm comm = dup.get();
+  const int n = world_size(), me = world_rank();
+  const int from = (me + n - 1) % n, to = (me + 1) % n;
+  std::vector<double> lost(4, -1.0);
+  {
+    auto r = distop::comm::irecv(lost.data(), 4, from, kTag, comm);
+    EXPECT_TRUE(r.active());
+  }  // nothing was sent: the receive is cancelled here
+  ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
+  // The same source and tag now reach a fresh receive, not the cancelled one.
+  std::vector<double> out{tagged(me, 0), tagged(me, 1), tagged(me, 2), tagged(me, 3)};
+  std::vector<double> in(4, -1.0);
+  auto recv = distop::comm::irecv(in.data(), 4, from, kTag, comm);
+  auto send = distop::comm::isend(out.data(), 4, to, kTag, comm);
+  send.wait();
+  recv.wait();
+  EXPECT_FALSE(recv.active());
+  for (std::int64_t i = 0; i < 4; ++i) EXPECT_EQ(in[static_cast<std::size_t>(i)], tagged(from, i));
+  EXPECT_EQ(lost, std::vector<double>(4, -1.0));
+}
+
+TEST(Request, AbandonedSendStillDeliversFromTheBufferItHolds) {
+  const auto dup = distop::comm::Comm::duplicate(MPI_COMM_WORLD);
+  const MPI_Comm comm = dup.get();
+  const int n = world_size(), me = world_rank();
+  const int from = (me + n - 1) % n, to = (me + 1) % n;
+  // 1 MiB: past the eager limit, so the data moves after the sender has let go of its request.
+  constexpr std::int64_t kCount = std::int64_t{1} << 17;
+  {
+    auto buffer = std::make_shared<std::vector<double>>(static_cast<std::size_t>(kCount));
+    for (std::int64_t i = 0; i < kCount; ++i)
+      (*buffer)[static_cast<std::size_t>(i)] = tagged(me, i);
+    auto r = distop::comm::isend(buffer->data(), kCount, to, kTag, comm);
+    r.keep_alive(buffer);
+  }  // the request and this scope's reference to the buffer are gone; the send is not complete
+  std::vector<double> in(static_cast<std::size_t>(kCount), -1.0);
+  ASSERT_EQ(MPI_Recv(in.data(), static_cast<int>(kCount), MPI_DOUBLE, from, kTag, comm,
+                     MPI_STATUS_IGNORE),
+            MPI_SUCCESS);
+  std::int64_t wrong = 0;
+  for (std::int64_t i = 0; i < kCount; ++i)
+    if (in[static_cast<std::size_t>(i)] != tagged(from, i)) ++wrong;
+  EXPECT_EQ(wrong, 0);
+  ASSERT_EQ(MPI_Barrier(comm), MPI_SUCCESS);
+}
+
+TEST(Request, MovedRequestIsWaitedForOnce) {
+  const auto dup = distop::comm::Comm::duplicate(MPI_COMM_WORLD);
+  const MPI_Comm comm = dup.get();
+  const int n = world_size(), me = world_rank();
+  double out = tagged(me, 0), in = -1;
+  auto recv = distop::comm::irecv(&in, 1, (me + n - 1) % n, kTag, comm);
+  distop::comm::Request moved(std::move(recv));
+  EXPECT_FALSE(recv.active());  // NOLINT(bugprone-use-after-move): moved-from state is defined
+  EXPECT_TRUE(moved.active());
+  auto send = distop::comm::isend(&out, 1, (me + 1) % n, kTag, comm);
+  recv.wait();  // a no-op
+  moved.wait();
+  send.wait();
+  EXPECT_EQ(in, tagged((me + n - 1) % n, 0));
+  EXPECT_FALSE(moved.active());
+  moved.wait();  // a no-op once complete
+}
