@@ -356,6 +356,15 @@ TEST(SafetensorsTest, WriterRejectsBadEntries) {
   EXPECT_TRUE(contains(
       error_of([&] { distop::io::write_safetensors(path, {TensorEntry("a", Shape{-1}, x)}); }),
       "non-negative extents"));
+  // JSON strings must be UTF-8: a name or a metadata value that is not cannot be encoded.
+  EXPECT_TRUE(contains(
+      error_of([&] { distop::io::write_safetensors(path, {TensorEntry("a\xff", Shape{1}, x)}); }),
+      "must be UTF-8"));
+  EXPECT_TRUE(contains(
+      error_of([&] {
+        distop::io::write_safetensors(path, {TensorEntry("a", Shape{1}, x)}, {{"note", "caf\xe9"}});
+      }),
+      "must be UTF-8"));
   EXPECT_FALSE(fs::exists(path));
   EXPECT_TRUE(leftovers(dir).empty());
 }
