@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "distop/autodiff/apply.hpp"
@@ -32,8 +33,11 @@ void set_affine(Layer& bn) {
     b.push_back(0.1 * static_cast<double>(k) - 0.2);
   }
   if (bn.weight().value().local_numel() == 0) return;  // outside the partition
-  bn.weight().value().local().copy_from(Tensor<double>::from_vector(Shape{c}, w));
-  bn.bias().value().local().copy_from(Tensor<double>::from_vector(Shape{c}, b));
+  using T = typename std::remove_reference_t<decltype(bn.weight().value().local())>::value_type;
+  bn.weight().value().local().copy_from(
+      Tensor<T>::from_vector(Shape{c}, std::vector<T>(w.begin(), w.end())));
+  bn.bias().value().local().copy_from(
+      Tensor<T>::from_vector(Shape{c}, std::vector<T>(b.begin(), b.end())));
 }
 
 // The entries of a whole tensor (host values) that `space`'s box on this rank holds.
@@ -142,6 +146,36 @@ std::vector<Case> cases() {
 
 TEST(DistributedBatchNorm, MatchesTheOneRankLayer) {
   for (const Case& c : cases()) check_case(c);
+}
+
+// The float layer (the one training runs) gives the double layer's outputs and gradients on the
+// same partitions, in training and in evaluation mode.
+TEST(DistributedBatchNorm, FloatMatchesDouble) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE("global " + c.global.str() + " on grid " + c.grid.str());
+    const Partition p = Partition::world(c.grid);
+    nn::DistributedBatchNorm<float> bf(c.global[1], p);
+    nn::DistributedBatchNorm<double> bd(c.global[1], p);
+    set_affine(bf);
+    set_affine(bd);
+    for (const bool training : {true, false}) {
+      SCOPED_TRACE(training ? "training" : "evaluation");
+      bf.train(training);
+      bd.train(training);
+      test::expect_float_matches_double(
+          TensorSpace(c.global, p), [&](Tape& t, const Var<double>& x) { return bd.forward(t, x); },
+          [&](Tape& t, const Var<float>& x) { return bf.forward(t, x); }, 1e-5, 107, -1.0, 3.0);
+      if (!p.active()) continue;
+      test::expect_near_all(bf.weight().grad().local().to_vector(),
+                            bd.weight().grad().local().to_vector(), 1e-5, "weight gradient");
+      test::expect_near_all(bf.bias().grad().local().to_vector(),
+                            bd.bias().grad().local().to_vector(), 1e-5, "bias gradient");
+      test::expect_near_all(bf.running_var().local().to_vector(),
+                            bd.running_var().local().to_vector(), 1e-5, "running variance");
+      for (auto* v : {&bf.weight(), &bf.bias()}) v->zero_grad();
+      for (auto* v : {&bd.weight(), &bd.bias()}) v->zero_grad();
+    }
+  }
 }
 
 TEST(DistributedBatchNorm, BadPartitionsAreErrorsOnEveryRank) {
