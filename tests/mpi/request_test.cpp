@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "distop/comm/collectives.hpp"
@@ -87,4 +88,21 @@ TEST(Request, MovedRequestIsWaitedForOnce) {
   EXPECT_EQ(in, tagged((me + n - 1) % n, 0));
   EXPECT_FALSE(moved.active());
   moved.wait();  // a no-op once complete
+}
+
+// An MPI call that fails returns its code (distop sets MPI_ERRORS_RETURN) and becomes a
+// distop::Error naming the operation, the call and MPI's own message.
+TEST(Request, AFailedMpiCallIsAnErrorWithMpisMessage) {
+  const auto dup = distop::comm::Comm::duplicate(MPI_COMM_WORLD);
+  const double x = 1;
+  try {
+    auto r = distop::comm::isend(&x, 1, world_size() + 3, kTag, dup.get());  // no such rank
+    ADD_FAILURE() << "a send to a rank outside the communicator was posted";
+  } catch (const distop::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("isend"), std::string::npos) << what;
+    EXPECT_NE(what.find("MPI_Isend"), std::string::npos) << what;
+    EXPECT_NE(what.find("failed: "), std::string::npos) << what;
+    EXPECT_GT(what.size(), what.find("failed: ") + 8) << "no MPI message: " << what;
+  }
 }
