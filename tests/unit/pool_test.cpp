@@ -103,6 +103,7 @@ std::vector<Case> cases() {
       {2, Shape{2, 2, 7, 6}, {3, 2}, {{2, 1}, {1, 1}, {2, 1}}},  // dilation 2, even kernel
       {2, Shape{1, 3, 8, 8}, {2}, {{}, {0}, {1}}},               // the classic 2x2 pooling
       {2, Shape{1, 2, 6, 10}, {3}, {{}, {0}, {1}}},              // 3x3 tiling, a column left over
+      {2, Shape{1, 2, 9, 11}, {9}, {{1}, {0}, {1}}},             // 81 taps: the generic kernel
       {3, Shape{1, 2, 5, 6, 4}, {2, 3, 2}, {{1, 2, 2}, {1, 1, 0}, {1, 1, 2}}},
   };
 }
