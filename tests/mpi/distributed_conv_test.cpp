@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "distop/autodiff/apply.hpp"
 #include "distop/core/timers.hpp"
@@ -202,8 +204,12 @@ TEST(DistributedPool, EqualsTheOneRankLayerInValuesAndGradients) {
       {"max3_s2_p1", nn::PoolKind::max, {3}, {{2}, {1}, {1}}},
       {"avg3x2_s2x1_p1x0", nn::PoolKind::avg, {3, 2}, {{2, 1}, {1, 0}, {1}}},
       {"max2_d2", nn::PoolKind::max, {2}, {{1}, {0}, {2}}}};
-  std::vector<Shape> grids{Shape{1, 1, 1, n}, Shape{1, 1, n, 1}};
-  if (n == 4) grids.push_back(Shape{1, 2, 2, 1});
+  // Grids over every rank, and at 3 ranks and more one of two ranks in reverse order whose other
+  // ranks are idle (they hold nothing, compute nothing, and get empty gradients).
+  std::vector<std::pair<Shape, std::vector<int>>> grids{{Shape{1, 1, 1, n}, {}},
+                                                        {Shape{1, 1, n, 1}, {}}};
+  if (n == 4) grids.push_back({Shape{1, 2, 2, 1}, {}});
+  if (n >= 3) grids.push_back({Shape{1, 1, 2, 1}, {n - 1, 0}});
   const Shape xs = with_batch_channels(kBatch, kIn, Shape{11, 9});
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -214,10 +220,10 @@ TEST(DistributedPool, EqualsTheOneRankLayerInValuesAndGradients) {
     auto Y = ref.forward(rt, X);
     Y.grad().local().copy_from(global_tensor<double>(Y.space().global_shape(), 6).local());
     rt.backward();
-    for (const auto& grid : grids) {
+    for (const auto& [grid, ranks] : grids) {
       SCOPED_TRACE(grid.str());
       nn::DistributedPool<double> layer(c.kind, 2, c.kernel, c.options);
-      DistTensor<double> x0(TensorSpace(xs, Partition::world(grid)));
+      DistTensor<double> x0(TensorSpace(xs, Partition::world(grid, ranks)));
       nn::uniform_init(x0, 5, 1.0);
       Var<double> x(x0, true);
       Tape tape;
