@@ -1,5 +1,6 @@
-// comm::Request destroyed without a wait: it neither blocks nor throws, a receive is cancelled and
-// does not take a later message, and a send still delivers its data with the buffer held for it.
+// comm::Request: destroyed without a wait it neither blocks nor throws, a receive is cancelled and
+// does not take a later message, and a send still delivers its data with the buffer held for it; a
+// moved request is waited for once; a failing MPI call is a distop::Error with MPI's message.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
