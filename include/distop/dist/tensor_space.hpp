@@ -14,7 +14,8 @@ namespace distop {
 // The space of a distributed tensor: the direct sum of the boxes that the decomposition gives the
 // partition's ranks. Its inner product sums every rank's local products (accumulated in double)
 // over the parent communicator; ranks outside the partition hold nothing. Replicated copies are
-// separate components (the sum convention of DESIGN.md). Cheap to copy: the description is shared.
+// separate components (the sum convention of docs/adjoints.md). Cheap to copy: the description
+// is shared.
 class TensorSpace {
  public:
   TensorSpace() = default;

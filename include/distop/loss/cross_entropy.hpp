@@ -15,9 +15,9 @@ namespace distop::loss {
 //
 // Returns a scalar of shape [1] replicated over the logits' partition: each rank's component is
 // the sum of its rows' -log softmax(logits)[label] divided by the global batch, so that the loss
-// (the sum of the components, DESIGN.md's sum convention) is the mean over the global batch. A
-// replicated batch axis counts each copy. Backward adds dL/d(component) (softmax - onehot) / batch
-// to the logits' gradient, from the probabilities saved by the forward pass.
+// (the sum of the components: the sum convention of docs/adjoints.md) is the mean over the global
+// batch. A replicated batch axis counts each copy. Backward adds dL/d(component) (softmax - onehot)
+// / batch to the logits' gradient, from the probabilities saved by the forward pass.
 //
 // Collective over the logits' parent communicator (one small allreduce): a wrong label count or a
 // label outside [0, classes) on any rank raises the same Error on every rank.

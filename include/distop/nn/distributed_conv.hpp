@@ -77,11 +77,11 @@ class DistributedConv {
 
  private:
   struct Plans {
-    std::shared_ptr<const HaloPad<T>> pad;                // null with halo
-    std::shared_ptr<const HaloExchange<T>> halo;        // null: no spatial split
-    std::shared_ptr<const Broadcast<T>> broadcast_x;     // null: P_co == 1
-    std::shared_ptr<const SumReduce<T>> reduce_y;        // null: P_ci == 1
-    TensorSpace z_space;                                 // the local convs' outputs on P_w
+    std::shared_ptr<const HaloPad<T>> pad;            // made with `halo`
+    std::shared_ptr<const HaloExchange<T>> halo;      // null: no window crosses a block
+    std::shared_ptr<const Broadcast<T>> broadcast_x;  // null: P_co == 1
+    std::shared_ptr<const SumReduce<T>> reduce_y;     // null: P_ci == 1
+    TensorSpace z_space;                              // the local convs' outputs on P_w
     TensorSpace out_space;
     kernels::WindowGeometry geometry;
   };

@@ -30,7 +30,7 @@ struct CommStats {
 };
 
 // A linear map F from domain() to range(), with its adjoint F*, defined by
-// <F x, y> = <x, F* y> under the spaces' inner products (DESIGN.md's sum convention).
+// <F x, y> = <x, F* y> under the spaces' inner products (the sum convention, docs/adjoints.md).
 //
 // - forward(x, y): y = F x. Overwrites y, which must already live in range() (a DistTensor made
 //   from range()); x must live in domain(). Collective as the operator's doc comment says.
