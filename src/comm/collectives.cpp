@@ -1,5 +1,7 @@
 #include "distop/comm/collectives.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
@@ -9,8 +11,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <sched.h>
 
 #include "distop/comm/mpi.hpp"
 #include "distop/core/tensor.hpp"
@@ -163,9 +163,12 @@ void bcast_with_copy(const T* send, T* copy_to, T* recv, std::int64_t count, int
     return;
   }
   T* buf = is_root ? const_cast<T*>(send) : recv;
-  const bool overlap = is_root && copy_to &&
-                       static_cast<std::size_t>(count) * sizeof(T) >= std::size_t{64} << 10;
-  if (overlap || yield_when_idle()) {
+  // From 64 KiB on, the root writes its own copy while the broadcast is in flight. A nonblocking
+  // broadcast matches only nonblocking ones, so every rank takes the same form, decided from what
+  // all of them know alike: the count and the (agreed) yield setting.
+  const bool nonblocking =
+      yield_when_idle() || static_cast<std::size_t>(count) * sizeof(T) >= std::size_t{64} << 10;
+  if (nonblocking) {
     MPI_Request r;
     DISTOP_MPI_CHECK(MPI_Ibcast(buf, n, type, root, comm, &r), "bcast");
     if (is_root && copy_to) copy(send, copy_to, count);
@@ -180,7 +183,8 @@ void bcast_with_copy(const T* send, T* copy_to, T* recv, std::int64_t count, int
 template <class T>
 T* scratch(std::int64_t count) {
   thread_local std::vector<T> buffer;
-  if (buffer.size() < static_cast<std::size_t>(count)) buffer.resize(static_cast<std::size_t>(count));
+  if (buffer.size() < static_cast<std::size_t>(count))
+    buffer.resize(static_cast<std::size_t>(count));
   return buffer.data();
 }
 

@@ -1,9 +1,10 @@
 // Broadcast and SumReduce: dot-product adjoint tests over a matrix of partitions, the sequential
 // definition (every destination holds its source's box), and errors.
+#include "distop/ops/broadcast.hpp"
+
 #include <gtest/gtest.h>
 
 #include "box_util.hpp"
-#include "distop/ops/broadcast.hpp"
 #include "distop/ops/sum_reduce.hpp"
 #include "distop/testing/adjoint_test.hpp"
 #include "mpi_test_util.hpp"
@@ -42,7 +43,8 @@ std::vector<Case> cases() {
 
 TensorSpace source_space(const Case& c) {
   Partition p = Partition::world(c.src_grid, c.src_ranks);
-  if (!c.blocks.empty()) return TensorSpace(p, Decomposition::blocks(c.tensor, c.src_grid, c.blocks));
+  if (!c.blocks.empty())
+    return TensorSpace(p, Decomposition::blocks(c.tensor, c.src_grid, c.blocks));
   return TensorSpace(c.tensor, p);
 }
 
@@ -81,6 +83,24 @@ TEST(Broadcast, EveryDestinationHoldsItsSourceBox) {
     auto y = b.apply(x);
     // The range space's boxes are those of the sources; their global indices are what arrives.
     ASSERT_TRUE(test::holds_global_index(y));
+  }
+}
+
+// From 64 KiB on, a root that keeps a copy writes it while the broadcast is in flight; every rank
+// of the group must then take the same (nonblocking) form. Sizes either side of the threshold,
+// through the forward (broadcast) and the adjoint (reduction) paths.
+TEST(Broadcast, BoxesEitherSideOf64KiBFromARootThatKeepsACopy) {
+  const int n = world_size();
+  for (const std::int64_t count : {std::int64_t{8191}, std::int64_t{8192}, std::int64_t{20000}}) {
+    SCOPED_TRACE(count);
+    TensorSpace src(Shape{count}, Partition::world(Shape{1}, {0}));
+    Broadcast<double> b(src, Partition::world(Shape{n}));
+    DistTensor<double> x(src);
+    test::fill_global_index(x);
+    auto y = b.apply(x);
+    ASSERT_TRUE(test::holds_global_index(y));
+    auto back = b.apply_adjoint(y);
+    ASSERT_TRUE(test::holds_global_index(back, n));
   }
 }
 
