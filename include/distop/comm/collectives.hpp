@@ -40,10 +40,12 @@ template <class T>
 void fill_zero(T* dst, std::int64_t count);
 
 // Whether waits yield the processor between tests of a nonblocking request instead of spinning:
-// true when this node runs more MPI ranks than it has cores (MPICH polls, so spinning ranks would
-// take the cores from the ranks doing the work), or as DISTOP_YIELD_WHEN_IDLE=1/0 says. Decided
-// once: by decide_yield_when_idle, which Environment calls (collective over `world`), or else
-// from the launcher's MPI_LOCALNRANKS without messages.
+// true when a node runs more MPI ranks than it has cores (MPICH polls, so spinning ranks would
+// take the cores from the ranks doing the work), or as DISTOP_YIELD_WHEN_IDLE=1/0 says. Where it
+// is true the collectives take their nonblocking forms, which do not match blocking ones, so the
+// setting is the same on every rank. Decided once: by decide_yield_when_idle, which Environment
+// calls (collective over `world`: true everywhere if it is true on any rank), or else, without an
+// Environment, true unless DISTOP_YIELD_WHEN_IDLE=0.
 bool yield_when_idle();
 void decide_yield_when_idle(MPI_Comm world);
 
