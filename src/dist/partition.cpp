@@ -5,9 +5,9 @@
 #include <map>
 #include <numeric>
 
+#include "distop/comm/agree.hpp"
 #include "distop/comm/mpi.hpp"
 #include "distop/core/error.hpp"
-#include "distop/core/random.hpp"
 
 namespace distop {
 
@@ -25,51 +25,57 @@ struct Partition::Impl {
 
 namespace {
 
-std::uint64_t fingerprint(const Shape& grid, const std::vector<int>& ranks) {
-  std::uint64_t h = random::mix(static_cast<std::uint64_t>(grid.rank()));
-  for (auto e : grid) h = random::mix(h ^ static_cast<std::uint64_t>(e));
-  h = random::mix(h ^ 0x5bd1e995ULL);
-  for (int r : ranks) h = random::mix(h ^ static_cast<std::uint64_t>(r));
-  return h;
+std::string list(const std::vector<int>& ranks) {
+  std::string s = "{";
+  for (std::size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "}";
 }
 
-// Every rank of `comm` must have passed the same description.
-void check_same_everywhere(MPI_Comm comm, const Shape& grid, const std::vector<int>& ranks) {
-  const std::uint64_t h = fingerprint(grid, ranks);
-  std::uint64_t v[2] = {h, ~h};
-  DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, comm), "Partition");
-  DISTOP_CHECK(v[0] == ~v[1], "Partition",
-               "ranks disagree on the partition: this rank asked for grid ", grid.str(),
-               " but another rank asked for a different grid or rank list");
+// What is wrong with a grid and rank list over a parent of `parent_size` ranks ("" if nothing).
+std::string check_grid(const Shape& grid, const std::vector<int>& ranks, int parent_size) {
+  try {
+    DISTOP_CHECK(grid.rank() >= 1, "Partition", "a partition needs at least one axis");
+    for (auto e : grid)
+      DISTOP_CHECK(e >= 1, "Partition", "grid extents must be at least 1, found ", grid.str());
+    DISTOP_CHECK(grid.numel() <= parent_size, "Partition", "grid ", grid.str(), " needs ",
+                 grid.numel(), " ranks, but only ", parent_size, " are running");
+    DISTOP_CHECK(static_cast<std::int64_t>(ranks.size()) == grid.numel(), "Partition", "grid ",
+                 grid.str(), " has ", grid.numel(), " cells but ", ranks.size(),
+                 " ranks were given");
+    std::vector<int> sorted = ranks;
+    std::sort(sorted.begin(), sorted.end());
+    DISTOP_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), "Partition",
+                 "a rank appears twice in the rank list");
+    DISTOP_CHECK(sorted.front() >= 0 && sorted.back() < parent_size, "Partition",
+                 "ranks must lie in [0, ", parent_size, "), found ", sorted.front(), "..",
+                 sorted.back());
+  } catch (const Error& e) {
+    return e.detail();
+  }
+  return {};
 }
 
 }  // namespace
 
-Partition Partition::make(std::shared_ptr<void> parent_void, Shape grid, std::vector<int> ranks) {
+Partition Partition::make(std::shared_ptr<void> parent_void, Shape grid, std::vector<int> ranks,
+                          const std::string& problem) {
   auto parent = std::static_pointer_cast<comm::Comm>(parent_void);
   auto impl = std::make_shared<Impl>();
   impl->parent = parent;
   impl->parent_rank = parent->rank();
   impl->parent_size = parent->size();
-  DISTOP_CHECK(grid.rank() >= 1, "Partition", "a partition needs at least one axis");
-  for (auto e : grid)
-    DISTOP_CHECK(e >= 1, "Partition", "grid extents must be at least 1, found ", grid.str());
-  if (ranks.empty()) {
-    ranks.resize(static_cast<std::size_t>(std::min<std::int64_t>(grid.numel(), impl->parent_size)));
+  if (ranks.empty() && grid.rank() >= 1) {
+    const std::int64_t n = std::max<std::int64_t>(grid.numel(), 0);
+    ranks.resize(static_cast<std::size_t>(std::min<std::int64_t>(n, impl->parent_size)));
     std::iota(ranks.begin(), ranks.end(), 0);
   }
-  check_same_everywhere(parent->get(), grid, ranks);
-  DISTOP_CHECK(grid.numel() <= impl->parent_size, "Partition", "grid ", grid.str(), " needs ",
-               grid.numel(), " ranks, but only ", impl->parent_size, " are running");
-  DISTOP_CHECK(static_cast<std::int64_t>(ranks.size()) == grid.numel(), "Partition", "grid ",
-               grid.str(), " has ", grid.numel(), " cells but ", ranks.size(), " ranks were given");
-  std::vector<int> sorted = ranks;
-  std::sort(sorted.begin(), sorted.end());
-  DISTOP_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), "Partition",
-               "a rank appears twice in the rank list");
-  DISTOP_CHECK(sorted.front() >= 0 && sorted.back() < impl->parent_size, "Partition",
-               "ranks must lie in [0, ", impl->parent_size, "), found ", sorted.front(), "..",
-               sorted.back());
+  // Every rank must pass the same grid and ranks, and an error in them is raised on all ranks.
+  comm::Fingerprint fp;
+  fp.add_all(grid.extents()).add(0x5bd1e995ULL).add_all(ranks);
+  comm::agree_on_arguments(parent->get(), "Partition", fp.value(),
+                           problem.empty() ? check_grid(grid, ranks, impl->parent_size) : problem,
+                           "ranks disagree on the partition: this rank asked for grid " +
+                               grid.str() + " of ranks " + list(ranks));
   impl->grid = std::move(grid);
   impl->ranks = std::move(ranks);
   auto it = std::find(impl->ranks.begin(), impl->ranks.end(), impl->parent_rank);
@@ -141,10 +147,16 @@ std::vector<int> Partition::coords_of_rank(int parent_rank) const {
 }
 
 Partition Partition::slice(int axis, int index) const {
-  DISTOP_CHECK(axis >= 0 && axis < dim(), "Partition::slice", "axis ", axis, " out of range for ",
-               str());
-  DISTOP_CHECK(index >= 0 && index < shape()[axis], "Partition::slice", "index ", index,
-               " out of range on axis ", axis, " of ", str());
+  // Bad arguments are agreed on (in make) like any other, so no rank is left waiting.
+  if (axis < 0 || axis >= dim() || index < 0 || index >= shape()[axis]) {
+    const std::string problem =
+        "Partition::slice: " +
+        (axis < 0 || axis >= dim() ? "axis " + std::to_string(axis) + " out of range for "
+                                   : "index " + std::to_string(index) + " out of range on axis " +
+                                         std::to_string(axis) + " of ") +
+        str();
+    return make(impl_->parent, shape(), impl_->ranks, problem);
+  }
   Shape grid = shape();
   grid[axis] = 1;
   std::vector<int> ranks;
@@ -154,9 +166,11 @@ Partition Partition::slice(int axis, int index) const {
 }
 
 Partition Partition::reshape(Shape grid) const {
-  DISTOP_CHECK(grid.numel() == size(), "Partition::reshape", "cannot arrange the ", size(),
-               " ranks of ", str(), " as ", grid.str());
-  return make(impl_->parent, std::move(grid), impl_->ranks);
+  std::string problem;
+  if (grid.numel() != size())
+    problem = "Partition::reshape: cannot arrange the " + std::to_string(size()) + " ranks of " +
+              str() + " as " + grid.str();
+  return make(impl_->parent, std::move(grid), impl_->ranks, problem);
 }
 
 Partition Partition::unite(const Partition& other) const {

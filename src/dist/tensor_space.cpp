@@ -1,5 +1,6 @@
 #include "distop/dist/tensor_space.hpp"
 
+#include "distop/comm/agree.hpp"
 #include "distop/core/error.hpp"
 
 namespace distop {
@@ -109,6 +110,14 @@ bool TensorSpace::operator==(const TensorSpace& other) const {
   if (!impl_ || !other.impl_) return false;
   return impl_->partition.same_as(other.impl_->partition) &&
          impl_->decomposition == other.impl_->decomposition;
+}
+
+std::uint64_t TensorSpace::fingerprint() const {
+  comm::Fingerprint fp;
+  fp.add_all(global_shape().extents()).add_all(partition().shape().extents());
+  fp.add_all(partition().ranks()).add_all(decomposition().axis_map());
+  for (int a = 0; a < rank(); ++a) fp.add_all(decomposition().bounds(a));
+  return fp.value();
 }
 
 std::string TensorSpace::str() const {

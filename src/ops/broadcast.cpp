@@ -6,7 +6,7 @@ namespace distop {
 
 template <class T>
 Broadcast<T>::Broadcast(const TensorSpace& src, const Partition& dst)
-    : Broadcast(std::make_shared<const BroadcastPlan>(src.partition(), dst), src) {}
+    : Broadcast(BroadcastPlan::agreed(src, dst, "Broadcast"), src) {}
 
 template <class T>
 Broadcast<T>::Broadcast(std::shared_ptr<const BroadcastPlan> plan, const TensorSpace& src)
@@ -26,7 +26,7 @@ void Broadcast<T>::adjoint(const DistTensor<T>& y, DistTensor<T>& x) const {
 
 template <class T>
 SumReduce<T>::SumReduce(const Partition& src, const TensorSpace& dst)
-    : SumReduce(std::make_shared<const BroadcastPlan>(dst.partition(), src), dst) {}
+    : SumReduce(BroadcastPlan::agreed(dst, src, "SumReduce"), dst) {}
 
 template <class T>
 SumReduce<T>::SumReduce(std::shared_ptr<const BroadcastPlan> plan, const TensorSpace& dst)
@@ -46,19 +46,23 @@ void SumReduce<T>::adjoint(const DistTensor<T>& y, DistTensor<T>& x) const {
 
 template <class T>
 CommStats Broadcast<T>::forward_stats() const {
-  return plan_->broadcast_stats(domain_.local_shape().numel(), range_.local_shape().numel(), sizeof(T));
+  return plan_->broadcast_stats(domain_.local_shape().numel(), range_.local_shape().numel(),
+                                sizeof(T));
 }
 template <class T>
 CommStats Broadcast<T>::adjoint_stats() const {
-  return plan_->reduce_stats(range_.local_shape().numel(), domain_.local_shape().numel(), sizeof(T));
+  return plan_->reduce_stats(range_.local_shape().numel(), domain_.local_shape().numel(),
+                             sizeof(T));
 }
 template <class T>
 CommStats SumReduce<T>::forward_stats() const {
-  return plan_->reduce_stats(domain_.local_shape().numel(), range_.local_shape().numel(), sizeof(T));
+  return plan_->reduce_stats(domain_.local_shape().numel(), range_.local_shape().numel(),
+                             sizeof(T));
 }
 template <class T>
 CommStats SumReduce<T>::adjoint_stats() const {
-  return plan_->broadcast_stats(range_.local_shape().numel(), domain_.local_shape().numel(), sizeof(T));
+  return plan_->broadcast_stats(range_.local_shape().numel(), domain_.local_shape().numel(),
+                                sizeof(T));
 }
 
 template class Broadcast<float>;

@@ -1,7 +1,9 @@
 #include "distop/ops/broadcast_plan.hpp"
 
 #include <algorithm>
+#include <climits>
 
+#include "distop/comm/agree.hpp"
 #include "distop/comm/collectives.hpp"
 #include "distop/core/error.hpp"
 
@@ -18,19 +20,32 @@ void check_counts(std::int64_t a, std::int64_t b, const char* what) {
 
 BroadcastPlan::BroadcastPlan(Partition src, Partition dst)
     : src_(std::move(src)), dst_(std::move(dst)) {
-  int same = MPI_UNEQUAL;
-  DISTOP_MPI_CHECK(MPI_Comm_compare(src_.parent(), dst_.parent(), &same), kOp);
-  DISTOP_CHECK(same == MPI_IDENT || same == MPI_CONGRUENT, kOp,
-               "the partitions come from different parent communicators");
-  DISTOP_CHECK(src_.dim() <= dst_.dim(), kOp, "cannot broadcast from ", src_.str(), " to ",
-               dst_.str(), ": the source grid has more axes");
-  pad_ = dst_.dim() - src_.dim();
-  for (int a = 0; a < dst_.dim(); ++a) {
-    const auto s = a < pad_ ? 1 : src_.shape()[a - pad_];
-    DISTOP_CHECK(s == 1 || s == dst_.shape()[a], kOp, "cannot broadcast from ", src_.str(), " to ",
-                 dst_.str(), ": grid axis ", a, " has extent ", s, " in the (left-padded) source and ",
-                 dst_.shape()[a], " in the destination; it must be equal or 1");
+  // The checks are agreed before the groups' communicators are created, so that no rank leaves
+  // the others waiting in MPI_Comm_create_group.
+  std::string problem;
+  try {
+    int same = MPI_UNEQUAL;
+    DISTOP_MPI_CHECK(MPI_Comm_compare(src_.parent(), dst_.parent(), &same), kOp);
+    DISTOP_CHECK(same == MPI_IDENT || same == MPI_CONGRUENT, kOp,
+                 "the partitions come from different parent communicators");
+    DISTOP_CHECK(src_.dim() <= dst_.dim(), kOp, "cannot broadcast from ", src_.str(), " to ",
+                 dst_.str(), ": the source grid has more axes");
+    pad_ = dst_.dim() - src_.dim();
+    for (int a = 0; a < dst_.dim(); ++a) {
+      const auto s = a < pad_ ? 1 : src_.shape()[a - pad_];
+      DISTOP_CHECK(s == 1 || s == dst_.shape()[a], kOp, "cannot broadcast from ", src_.str(),
+                   " to ", dst_.str(), ": grid axis ", a, " has extent ", s,
+                   " in the (left-padded) source and ", dst_.shape()[a],
+                   " in the destination; it must be equal or 1");
+    }
+  } catch (const Error& e) {
+    problem = e.detail();
   }
+  comm::Fingerprint fp;
+  fp.add_all(src_.shape().extents()).add_all(src_.ranks());
+  fp.add_all(dst_.shape().extents()).add_all(dst_.ranks());
+  comm::agree_on_arguments(src_.parent(), kOp, fp.value(), problem,
+                           "this rank asked to broadcast from " + src_.str() + " to " + dst_.str());
   // Members of each group, root first.
   std::vector<std::vector<int>> members(static_cast<std::size_t>(src_.size()));
   for (int g = 0; g < src_.size(); ++g) members[g].push_back(src_.ranks()[g]);
@@ -73,6 +88,23 @@ int BroadcastPlan::source_group(const std::vector<int>& dst_coords) const {
   return static_cast<int>(index);
 }
 
+std::shared_ptr<const BroadcastPlan> BroadcastPlan::agreed(const TensorSpace& src_space,
+                                                           const Partition& dst, const char* op) {
+  auto plan = std::make_shared<const BroadcastPlan>(src_space.partition(), dst);
+  std::string problem;
+  try {
+    (void)plan->broadcast_space(src_space);
+    const std::int64_t count = src_space.local_shape().numel();
+    DISTOP_CHECK(count <= INT_MAX, op, "a box of ", count, " entries (", src_space.str(),
+                 ") exceeds MPI's int count limit; split the tensor over more ranks");
+  } catch (const Error& e) {
+    problem = e.detail();
+  }
+  comm::agree_on_arguments(src_space.partition().parent(), op, src_space.fingerprint(), problem,
+                           "this rank passed " + src_space.str());
+  return plan;
+}
+
 TensorSpace BroadcastPlan::broadcast_space(const TensorSpace& src_space) const {
   DISTOP_CHECK(src_space.partition().same_as(src_), kOp, "a tensor of ", src_space.str(),
                " does not live on the plan's source ", src_.str());
@@ -92,8 +124,8 @@ TensorSpace BroadcastPlan::broadcast_space(const TensorSpace& src_space) const {
     }
     extents.push_back(std::move(e));
   }
-  return TensorSpace(dst_, Decomposition::blocks(src_space.global_shape(), dst_.shape(), extents,
-                                                 map));
+  return TensorSpace(dst_,
+                     Decomposition::blocks(src_space.global_shape(), dst_.shape(), extents, map));
 }
 
 template <class T>
@@ -107,8 +139,8 @@ void BroadcastPlan::broadcast(const T* x, std::int64_t x_count, T* y, std::int64
       // The root sends from x itself and writes its own copy while the message travels.
       comm::bcast_with_copy(x, own_copy, static_cast<T*>(nullptr), x_count, 0, g.comm.get());
     } else {
-      comm::bcast_with_copy(static_cast<const T*>(nullptr), static_cast<T*>(nullptr), y, y_count,
-                            0, g.comm.get());
+      comm::bcast_with_copy(static_cast<const T*>(nullptr), static_cast<T*>(nullptr), y, y_count, 0,
+                            g.comm.get());
     }
   }
 }

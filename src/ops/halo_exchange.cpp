@@ -3,6 +3,7 @@
 #include <array>
 #include <functional>
 
+#include "distop/comm/agree.hpp"
 #include "distop/comm/collectives.hpp"
 #include "distop/comm/exchange.hpp"
 #include "distop/comm/mpi.hpp"
@@ -29,29 +30,6 @@ std::int64_t contiguous_offset(const Shape& shape, const Box& box) {
   std::int64_t offset = 0;
   for (int b = 0; b < box.rank(); ++b) offset += box.offset[b] * strides[b];
   return offset;
-}
-
-// FNV-1a over 64-bit words: a digest of the constructor's arguments, compared across ranks.
-struct Digest {
-  std::uint64_t h = 1469598103934665603ull;
-  void add(std::int64_t v) {
-    auto u = static_cast<std::uint64_t>(v);
-    for (int i = 0; i < 8; ++i) {
-      h ^= (u >> (8 * i)) & 0xffu;
-      h *= 1099511628211ull;
-    }
-  }
-};
-
-void digest_space(Digest& d, const TensorSpace& s) {
-  d.add(s.rank());
-  for (auto e : s.global_shape()) d.add(e);
-  for (auto e : s.partition().shape()) d.add(e);
-  for (auto r : s.partition().ranks()) d.add(r);
-  for (int a = 0; a < s.rank(); ++a) {
-    d.add(s.decomposition().axis_map()[a]);
-    for (auto b : s.decomposition().bounds(a)) d.add(b);
-  }
 }
 
 std::int64_t block_extent(const TensorSpace& interior, int axis, std::int64_t part) {
@@ -212,29 +190,26 @@ class HaloPlan {
 namespace {
 
 // Builds the plan after one allreduce over the parent that checks every rank passed the same
-// arguments. Argument errors are caught first and raised only after that allreduce, so ranks never
-// part ways on the collective: with equal arguments every rank raises the same error.
-std::shared_ptr<const detail::HaloPlan> make_plan(const TensorSpace& interior,
-                                                  const std::function<HaloSpec()>& make_spec,
-                                                  const std::function<void(Digest&)>& digest_args) {
+// arguments and found no error in them (comm::agree_on_arguments): ranks never part ways on the
+// collective, and every rank raises the same error.
+std::shared_ptr<const detail::HaloPlan> make_plan(
+    const TensorSpace& interior, const std::function<HaloSpec()>& make_spec,
+    const std::function<void(comm::Fingerprint&)>& digest_args) {
   std::string error;
   HaloSpec spec;
-  Digest digest;
+  comm::Fingerprint digest;
   try {
-    digest_space(digest, interior);
+    digest.add(interior.fingerprint());
     digest_args(digest);
     spec = make_spec();
     validate(interior, spec);
   } catch (const Error& e) {
     error = e.detail();
   }
-  std::uint64_t v[2] = {digest.h, ~digest.h};
-  DISTOP_MPI_CHECK(
-      MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MIN, interior.partition().parent()), kOp);
-  DISTOP_CHECK(v[0] == ~v[1], kOp,
-               "the ranks passed different arguments (tensor spaces, ghost widths or windows) to "
-               "the constructor, which is collective over the parent");
-  if (!error.empty()) throw Error(kOp, error);
+  comm::agree_on_arguments(interior.partition().parent(), kOp, digest.value(), error,
+                           "this rank passed " + interior.str() +
+                               " and its ghost widths or windows to the constructor, which is "
+                               "collective over the parent");
   return std::make_shared<const detail::HaloPlan>(interior, std::move(spec));
 }
 
@@ -258,13 +233,13 @@ template <class T>
 HaloExchange<T>::HaloExchange(const TensorSpace& interior, HaloSpec spec)
     : plan_(make_plan(
           interior, [&] { return spec; },
-          [&](Digest& d) {
-            d.add(static_cast<std::int64_t>(spec.size()));
+          [&](comm::Fingerprint& d) {
+            d.add(spec.size());
             for (const auto& axis : spec) {
-              d.add(static_cast<std::int64_t>(axis.size()));
+              d.add(axis.size());
               for (const auto& w : axis) {
-                d.add(w.left);
-                d.add(w.right);
+                d.add(static_cast<std::uint64_t>(w.left));
+                d.add(static_cast<std::uint64_t>(w.right));
               }
             }
           })),
@@ -283,13 +258,13 @@ HaloExchange<T>::HaloExchange(const TensorSpace& interior, const std::vector<Con
                 interior.str(), " is not balanced");
             return halo_spec(interior.global_shape(), interior.partition().shape(), windows);
           },
-          [&](Digest& d) {
-            d.add(static_cast<std::int64_t>(windows.size()));
+          [&](comm::Fingerprint& d) {
+            d.add(windows.size());
             for (const auto& w : windows) {
-              d.add(w.kernel);
-              d.add(w.stride);
-              d.add(w.padding);
-              d.add(w.dilation);
+              d.add(static_cast<std::uint64_t>(w.kernel));
+              d.add(static_cast<std::uint64_t>(w.stride));
+              d.add(static_cast<std::uint64_t>(w.padding));
+              d.add(static_cast<std::uint64_t>(w.dilation));
             }
           })),
       interior_(interior),

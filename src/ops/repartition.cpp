@@ -1,5 +1,8 @@
 #include "distop/ops/repartition.hpp"
 
+#include <climits>
+
+#include "distop/comm/agree.hpp"
 #include "distop/comm/exchange.hpp"
 #include "distop/comm/mpi.hpp"
 
@@ -12,7 +15,8 @@ constexpr int kTag = 31;
 
 // The global box of a grid cell.
 Box box_of(const TensorSpace& s, const std::vector<int>& coords) {
-  return Box{s.decomposition().local_offset(coords), s.decomposition().local_shape(coords).extents()};
+  return Box{s.decomposition().local_offset(coords),
+             s.decomposition().local_shape(coords).extents()};
 }
 
 bool canonical(const TensorSpace& s, const std::vector<int>& coords) {
@@ -25,6 +29,22 @@ bool canonical(const TensorSpace& s, const std::vector<int>& coords) {
 
 RepartitionPlan::RepartitionPlan(TensorSpace src, TensorSpace dst)
     : src_(std::move(src)), dst_(std::move(dst)) {
+  std::string problem;
+  try {
+    build();
+  } catch (const Error& e) {
+    problem = e.detail();
+  }
+  comm::Fingerprint fp;
+  fp.add(src_.fingerprint()).add(dst_.fingerprint());
+  // Both spaces on one partition (an all-gather, say): its ranks alone take part.
+  const bool one_partition = src_.partition().same_as(dst_.partition());
+  comm::agree_on_arguments(one_partition ? src_.partition().comm() : src_.partition().parent(), kOp,
+                           fp.value(), problem,
+                           "this rank asked to move " + src_.str() + " to " + dst_.str());
+}
+
+void RepartitionPlan::build() {
   DISTOP_CHECK(src_.global_shape() == dst_.global_shape(), kOp, "source shape ",
                src_.global_shape().str(), " differs from destination shape ",
                dst_.global_shape().str());
@@ -50,7 +70,8 @@ RepartitionPlan::RepartitionPlan(TensorSpace src, TensorSpace dst)
       if (overlap.empty()) continue;
       const int peer = sp.ranks()[i];
       if (peer == me) {
-        local_.push_back({overlap.relative_to(mine_src.offset), overlap.relative_to(mine_dst.offset)});
+        local_.push_back(
+            {overlap.relative_to(mine_src.offset), overlap.relative_to(mine_dst.offset)});
       } else {
         recvs_.push_back({peer, overlap.relative_to(mine_dst.offset)});
       }
@@ -64,6 +85,11 @@ RepartitionPlan::RepartitionPlan(TensorSpace src, TensorSpace dst)
       if (!overlap.empty()) sends_.push_back({peer, overlap.relative_to(mine_src.offset)});
     }
   }
+  for (const auto* list : {&sends_, &recvs_})
+    for (const auto& t : *list)
+      DISTOP_CHECK(t.box.numel() <= INT_MAX, kOp, "a message of ", t.box.numel(),
+                   " entries between ranks ", me, " and ", t.peer,
+                   " exceeds MPI's int count limit; split the tensor over more ranks");
 }
 
 namespace {

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "distop/comm/agree.hpp"
-#include "distop/core/random.hpp"
 
 namespace distop {
 
@@ -18,45 +17,15 @@ constexpr const char* kOp = "SendRecv";
 constexpr int kForwardTag = 1;
 constexpr int kAdjointTag = 2;
 
-class Fingerprint {
- public:
-  Fingerprint& add(std::uint64_t v) {
-    h_ = random::mix(h_ ^ v);
-    return *this;
-  }
-  template <class Int>
-  Fingerprint& add_all(const std::vector<Int>& v) {
-    add(v.size());
-    for (auto e : v) add(static_cast<std::uint64_t>(e));
-    return *this;
-  }
-  std::uint64_t value() const noexcept { return h_; }
-
- private:
-  std::uint64_t h_ = 0x53656e6452656376ULL;
-};
-
 template <class T>
 const char* type_name() {
   return sizeof(T) == sizeof(double) ? "double" : "float";
 }
 
-// Every rank of `comm` must have passed the same arguments (hashed to `h`) and found no `problem`
-// with them; otherwise every rank throws the same Error, carrying the lowest failing rank's
-// problem, or `mine` from the lowest rank whose arguments differ from another's. One allreduce when
-// all is well.
+// SendRecv's agreement: a mismatch names the shapes each side asked for.
 void agree_on_arguments(MPI_Comm comm, std::uint64_t h, const std::string& problem,
                         const std::string& mine) {
-  std::uint64_t v[3] = {h, ~h, problem.empty() ? 0U : 1U};
-  DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_UINT64_T, MPI_MAX, comm), kOp);
-  const bool mismatch = v[0] != ~v[1];
-  if (!mismatch && v[2] == 0) return;
-  const bool ok = problem.empty() && !(mismatch && h != v[0]);
-  comm::agree_ok(comm, kOp, ok,
-                 problem.empty() ? "mismatched Send/Recv shapes: " + mine +
-                                       ", but another rank passed different arguments"
-                                 : problem);
-  throw Error(kOp, "ranks disagree on the arguments");  // not reached: agree_ok threw
+  comm::agree_on_arguments(comm, kOp, h, problem, "mismatched Send/Recv shapes: " + mine);
 }
 
 bool valid_extents(const Shape& shape) {
@@ -81,7 +50,7 @@ typename SendRecv<T>::Spaces SendRecv<T>::make_spaces(MPI_Comm comm, const Shape
     problem = "ranks " + std::to_string(src) + " -> " + std::to_string(dst) +
               " out of range: the communicator has ranks 0.." + std::to_string(size - 1);
   }
-  Fingerprint fp;
+  comm::Fingerprint fp;
   fp.add(sizeof(T)).add_all(shape.extents()).add(static_cast<std::uint64_t>(src));
   fp.add(static_cast<std::uint64_t>(dst));
   agree_on_arguments(comm, fp.value(), problem,
@@ -116,7 +85,7 @@ SendRecv<T>::SendRecv(const TensorSpace& src, const Partition& dst) : domain_(sr
     if (same != MPI_IDENT && same != MPI_CONGRUENT)
       problem = "the source and destination partitions come from different parent communicators";
   }
-  Fingerprint fp;
+  comm::Fingerprint fp;
   fp.add(sizeof(T)).add_all(global.extents()).add_all(ps.shape().extents()).add_all(ps.ranks());
   fp.add_all(dst.shape().extents()).add_all(dst.ranks()).add_all(src.decomposition().axis_map());
   agree_on_arguments(ps.parent(), fp.value(), problem,

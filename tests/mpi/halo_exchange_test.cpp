@@ -349,16 +349,7 @@ TEST(HaloExchange, ForwardReceivesTheGhostVolume) {
 
 namespace {
 
-// The message of the Error `f` throws, or "" (and a failure) when it throws none.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
+using distop::test::error_of;
 
 bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
 

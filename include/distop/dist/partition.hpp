@@ -18,8 +18,8 @@ namespace distop {
 // collectively over the parent. Copies share the same communicators.
 //
 // Invariants, checked loudly and identically on every rank: every extent >= 1; the grid has as many
-// cells as ranks listed; ranks are distinct ranks of the parent; every rank passed the same grid and
-// ranks (checked with one allreduce).
+// cells as ranks listed; ranks are distinct ranks of the parent; every rank passed the same grid
+// and ranks (checked with one allreduce).
 class Partition {
  public:
   // Collective over `parent`. `ranks` are parent ranks in row-major grid order; empty means the
@@ -73,7 +73,10 @@ class Partition {
 
  private:
   explicit Partition(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
-  static Partition make(std::shared_ptr<void> parent, Shape grid, std::vector<int> ranks);
+  // Collective over the parent: checks the grid and ranks (and a caller's `problem`, if any) and
+  // agrees on them, then creates the communicator.
+  static Partition make(std::shared_ptr<void> parent, Shape grid, std::vector<int> ranks,
+                        const std::string& problem = {});
   std::shared_ptr<Impl> impl_;
 };
 

@@ -48,6 +48,9 @@ class TensorSpace {
   // Whether both are copies of the same space object (then equal, on the very same partition and
   // communicators): a check of one pointer, for caches keyed by a space.
   bool same_object(const TensorSpace& other) const noexcept { return impl_ == other.impl_; }
+  // A hash of the whole description (global shape, grid, ranks, axis map and every block bound),
+  // which collective constructors compare across ranks: equal spaces hash alike on every rank.
+  std::uint64_t fingerprint() const;
   std::string str() const;
 
  private:

@@ -28,8 +28,14 @@ namespace distop {
 // shape can share one plan without further communication.
 class BroadcastPlan {
  public:
-  // Collective over the parent communicator of both partitions (which must be congruent).
+  // Collective over the parent communicator of both partitions (which must be congruent): every
+  // rank must pass the same partitions, or all of them raise the same Error.
   BroadcastPlan(Partition src, Partition dst);
+  // The plan from src_space's partition to `dst`, agreed also on src_space (the same on every
+  // rank, its boxes within MPI's int count) for the operator `op` built on it: the collective
+  // constructors Broadcast(src_space, dst) and SumReduce(dst, src_space).
+  static std::shared_ptr<const BroadcastPlan> agreed(const TensorSpace& src_space,
+                                                     const Partition& dst, const char* op);
 
   const Partition& src() const noexcept { return src_; }
   const Partition& dst() const noexcept { return dst_; }
@@ -66,8 +72,8 @@ class BroadcastPlan {
 
   Partition src_;
   Partition dst_;
-  int pad_ = 0;                 // destination rank minus source rank
-  std::vector<Group> groups_;   // this rank's groups (at most two), in increasing id order
+  int pad_ = 0;                // destination rank minus source rank
+  std::vector<Group> groups_;  // this rank's groups (at most two), in increasing id order
 };
 
 }  // namespace distop

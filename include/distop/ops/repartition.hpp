@@ -12,8 +12,11 @@ namespace distop {
 // The plan of a repartition: for every pair of ranks, the intersection of the source rank's box
 // with the destination rank's box. Entries held by several source ranks (a replicating grid axis)
 // are read from one of them only, the canonical copy: the rank with coordinate 0 on every
-// replicating axis. A rank's overlap with itself is a local copy. Built from metadata alone, with
-// no messages; identical source and destination spaces make a pass-through.
+// replicating axis. A rank's overlap with itself is a local copy. Built from metadata, then
+// agreed: the constructor is collective over the parent (over the partition's ranks alone when
+// both spaces share one partition; one allreduce), so that spaces that differ between ranks (an
+// explicit decomposition, say), a message over MPI's int count limit, or any other error raise
+// the same Error on every rank. Identical source and destination spaces make a pass-through.
 class RepartitionPlan {
  public:
   RepartitionPlan(TensorSpace src, TensorSpace dst);
@@ -43,6 +46,7 @@ class RepartitionPlan {
     Box src;  // in the source tensor's local coordinates
     Box dst;  // in the destination tensor's local coordinates
   };
+  void build();
   TensorSpace src_;
   TensorSpace dst_;
   bool pass_through_ = false;
@@ -57,8 +61,9 @@ class RepartitionPlan {
 //     source box that holds the same global index.
 //   adjoint (x = R* y): R is a 0/1 matrix with one 1 per row, so R* sends every destination
 //     entry back to its canonical source and sums there; non-canonical copies get zero.
-//   collective over: the ranks of either partition (point-to-point messages only; idle ranks
-//     return at once). Identical spaces: a pass-through that shares x's storage, no copy.
+//   collective over: the parent at construction (see RepartitionPlan); then the ranks of either
+//     partition (point-to-point messages only; idle ranks return at once). Identical spaces: a
+//     pass-through that shares x's storage, no copy.
 template <class T>
 class Repartition : public LinearOperator<T> {
  public:
@@ -83,7 +88,8 @@ class Repartition : public LinearOperator<T> {
 template <class T>
 class ReversedRepartition : public LinearOperator<T> {
  public:
-  explicit ReversedRepartition(std::shared_ptr<const RepartitionPlan> plan) : plan_(std::move(plan)) {}
+  explicit ReversedRepartition(std::shared_ptr<const RepartitionPlan> plan)
+      : plan_(std::move(plan)) {}
   const TensorSpace& domain() const override { return plan_->dst(); }
   const TensorSpace& range() const override { return plan_->src(); }
   void forward(const DistTensor<T>& x, DistTensor<T>& y) const override;
