@@ -13,13 +13,14 @@
 //   void load(const data::Dataset&, const std::vector<std::int64_t>& order,
 //             const data::BatchRange&, const TensorSpace&, DistTensor<float>& x);
 
-#include <CLI/CLI.hpp>
-#include <distop/distop.hpp>
+#include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <distop/distop.hpp>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -145,6 +146,19 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
   DISTOP_CHECK(!o.resume || !o.checkpoint_dir.empty(), name, "--resume needs --checkpoint-dir");
   DISTOP_CHECK(!(o.resume && !o.init.empty()), name,
                "--resume and --init both set the weights; give one of them");
+  DISTOP_CHECK(test.rows == train.rows && test.cols == train.cols, name, "the test images are ",
+               test.rows, " x ", test.cols, " but the training images ", train.rows, " x ",
+               train.cols);
+  if (!o.save.empty()) {
+    // Found out now rather than after the whole run: --save must name a writable directory.
+    comm::agree(MPI_COMM_WORLD, name, [&] {
+      if (rank != 0) return;
+      const auto dir = std::filesystem::absolute(o.save).parent_path();
+      DISTOP_CHECK(std::filesystem::is_directory(dir) && ::access(dir.c_str(), W_OK) == 0, name,
+                   "cannot write --save ", o.save, ": ", dir.string(),
+                   " is not a writable directory");
+    });
+  }
   if (!o.init.empty()) io::load_parameters(o.init, model.named_parameters());
   if (talk)
     std::fprintf(stderr, "distop %s: %d rank%s, %lld training and %lld test images\n%s", name,
@@ -157,12 +171,36 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
   sgd.weight_decay = o.weight_decay;
   optim::SGD<float> opt(model.parameters(), sgd);
   const auto named = model.named_parameters();
+  data::Sampler sampler(train.size, o.batch_size, {!o.no_shuffle, false, o.seed});
+  const auto batches = sampler.batches();
+  const auto per_epoch = static_cast<std::int64_t>(batches.size());
+  // The settings a checkpoint's position and schedule depend on; a resumed run must repeat them.
+  const io::Metadata settings{{"batch_size", std::to_string(o.batch_size)},
+                              {"shuffle", o.no_shuffle ? "false" : "true"},
+                              {"epochs", std::to_string(o.epochs)},
+                              {"lr_schedule", o.lr_schedule}};
   io::CheckpointInfo position;
   position.seed = o.seed;
   if (o.resume) {
     position = io::load_checkpoint(o.checkpoint_dir, named, opt);
-    DISTOP_CHECK(position.seed == o.seed, name, "the checkpoint in ", o.checkpoint_dir,
-                 " was made with --seed ", position.seed, ", not ", o.seed);
+    // The same on every rank (load_checkpoint agrees on what it read), so are these checks.
+    const std::string from = "the checkpoint in " + o.checkpoint_dir + " was made with ";
+    DISTOP_CHECK(position.seed == o.seed, name, from, "--seed ", position.seed, ", not ", o.seed);
+    for (const auto& [key, value] : settings) {
+      const auto it = position.metadata.find(key);
+      DISTOP_CHECK(it == position.metadata.end() || it->second == value, name, from, key, " ",
+                   it->second, ", not ", value, "; resume with the settings of the run");
+    }
+    DISTOP_CHECK(
+        opt.options().momentum == o.momentum && opt.options().weight_decay == o.weight_decay, name,
+        from, "--momentum ", opt.options().momentum, " and --weight-decay ",
+        opt.options().weight_decay, ", not ", o.momentum, " and ", o.weight_decay);
+    DISTOP_CHECK(position.epoch >= 0 && position.step_in_epoch >= 0 &&
+                     position.step_in_epoch < per_epoch &&
+                     position.global_step == position.epoch * per_epoch + position.step_in_epoch,
+                 name, "the checkpoint in ", o.checkpoint_dir, " is at epoch ", position.epoch,
+                 ", step ", position.step_in_epoch, " of it, ", position.global_step,
+                 " steps in all, which does not fit ", per_epoch, " steps per epoch");
     if (talk)
       std::fprintf(stderr, "resuming at epoch %lld, step %lld of it (%lld steps done)\n",
                    static_cast<long long>(position.epoch + 1),
@@ -180,12 +218,9 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
       MPI_COMM_WORLD, metrics_path,
       o.resume ? std::optional<int>(static_cast<int>(position.epoch)) : std::nullopt);
 
-  data::Sampler sampler(train.size, o.batch_size, {!o.no_shuffle, false, o.seed});
-  std::FILE* log = nullptr;
-  if (rank == 0 && !o.loss_log.empty()) {
-    log = std::fopen(o.loss_log.c_str(), o.resume ? "a" : "w");
-    DISTOP_CHECK(log != nullptr, name, "cannot write the loss log ", o.loss_log);
-  }
+  auto log =
+      LossLog::open(MPI_COMM_WORLD, o.loss_log,
+                    o.resume ? std::optional<std::int64_t>(position.global_step) : std::nullopt);
   auto checkpoint = [&](std::int64_t epoch, std::int64_t in_epoch) {
     if (o.checkpoint_dir.empty()) return;
     io::CheckpointInfo info;
@@ -193,7 +228,8 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
     info.step_in_epoch = in_epoch;
     info.global_step = position.global_step;
     info.seed = o.seed;
-    info.metadata = {{"model", name}};
+    info.metadata = settings;
+    info.metadata.emplace("model", name);
     io::save_checkpoint(o.checkpoint_dir, named, opt, info);
   };
 
@@ -209,8 +245,6 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
            (1.0 + std::cos(kPi * static_cast<double>(t) / static_cast<double>(total_steps)));
   };
   std::vector<std::int32_t> labels;
-  const auto batches = sampler.batches();
-  const auto per_epoch = static_cast<std::int64_t>(batches.size());
   for (std::int64_t epoch = position.epoch; epoch < o.epochs && !stop; ++epoch) {
     const auto order = sampler.order(static_cast<std::uint64_t>(epoch));
     const std::int64_t first = epoch == position.epoch ? position.step_in_epoch : 0;
@@ -241,7 +275,7 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
         const double l = loss.value().local().to_vector()[0];
         m.loss += l * static_cast<double>(range.size());
         m.correct += loss::count_correct(logits.value(), labels);
-        if (log) std::fprintf(log, "%lld %.9g\n", static_cast<long long>(step), l);
+        log.append(step, l);
       }
       m.seen += range.size();
       progress.update(b + 1, m.seen, m.loss / static_cast<double>(m.seen), m.accuracy());
@@ -250,8 +284,9 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
     }
     stop = o.steps > 0 && step >= o.steps;
     const bool finished = last == per_epoch;
-    checkpoint(finished ? epoch + 1 : epoch, finished ? 0 : last);
     if (finished) {
+      // The epoch's row is written before the checkpoint that moves past the epoch: a run that
+      // dies between the two resumes inside the epoch, and the resumed run writes the row again.
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const auto t = detail::evaluate(model, test, load);
@@ -262,8 +297,8 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
         std::fprintf(stderr, "epoch %lld: test accuracy %.2f%% (loss %.4f)\n",
                      static_cast<long long>(epoch + 1), 100.0 * t.accuracy(), t.loss);
     }
+    checkpoint(finished ? epoch + 1 : epoch, finished ? 0 : last);
   }
-  if (log) std::fclose(log);
 
   const auto t = detail::evaluate(model, test, load);
   if (talk)

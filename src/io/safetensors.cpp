@@ -125,11 +125,30 @@ void sync_directory(const std::string& path) {
   ::close(fd);
 }
 
+// Whether `j` nests no deeper than `levels` (recursing no further than that).
+bool nests_within(const json& j, int levels) {
+  if (!j.is_structured()) return true;
+  if (levels == 0) return false;
+  for (const json& e : j)
+    if (!nests_within(e, levels - 1)) return false;
+  return true;
+}
+
+// A header value as an error message shows it: its JSON text, cut at 200 characters, or for a
+// value nested deeper than a few levels (whose text a hostile file could make deep enough to
+// exhaust the stack) its type alone.
+std::string brief(const json& j) {
+  if (!nests_within(j, 4)) return std::string("a JSON ") + j.type_name() + " nested deeper than 4";
+  std::string text = j.dump();
+  if (text.size() > 200) text = text.substr(0, 200) + "...";
+  return text;
+}
+
 const json& require(const json& entry, const char* key, const std::string& name,
                     const std::string& path) {
   const auto it = entry.find(key);
   DISTOP_CHECK(it != entry.end(), kOp, "tensor ", in_quotes(name), " in file ", path, " has no \"",
-               key, "\" in its header entry ", entry.dump());
+               key, "\" in its header entry ", brief(entry));
   return *it;
 }
 
@@ -287,7 +306,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     Entry entry;
     const json& dtype = require(value, "dtype", key, path);
     DISTOP_CHECK(dtype.is_string(), kOp, "tensor ", in_quotes(key), " in file ", path,
-                 " has dtype ", dtype.dump(), ", expected a string");
+                 " has dtype ", brief(dtype), ", expected a string");
     entry.dtype = dtype.get<std::string>();
     const std::size_t element = find_dtype_size(entry.dtype);
     DISTOP_CHECK(element != 0, kOp, "tensor ", in_quotes(key), " in file ", path,
@@ -296,23 +315,25 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     const json& shape = require(value, "shape", key, path);
     bool shape_ok = shape.is_array();
     std::vector<std::int64_t> extents;
-    for (const json& e : shape_ok ? shape : json::array()) {
-      if (!e.is_number_unsigned() ||
-          e.get<std::uint64_t>() >
-              static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-        shape_ok = false;
-      else
-        extents.push_back(static_cast<std::int64_t>(e.get<std::uint64_t>()));
+    if (shape_ok) {
+      for (const json& e : shape) {
+        if (!e.is_number_unsigned() ||
+            e.get<std::uint64_t>() >
+                static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+          shape_ok = false;
+        else
+          extents.push_back(static_cast<std::int64_t>(e.get<std::uint64_t>()));
+      }
     }
     DISTOP_CHECK(shape_ok, kOp, "tensor ", in_quotes(key), " in file ", path, " has shape ",
-                 shape.dump(), ", expected an array of non-negative integers");
+                 brief(shape), ", expected an array of non-negative integers");
     entry.shape = Shape(std::move(extents));
 
     const json& offsets = require(value, "data_offsets", key, path);
     DISTOP_CHECK(offsets.is_array() && offsets.size() == 2 && offsets[0].is_number_unsigned() &&
                      offsets[1].is_number_unsigned(),
                  kOp, "tensor ", in_quotes(key), " in file ", path, " has data_offsets ",
-                 offsets.dump(), ", expected [begin, end] of non-negative integers");
+                 brief(offsets), ", expected [begin, end] of non-negative integers");
     entry.begin = offsets[0].get<std::uint64_t>();
     entry.end = offsets[1].get<std::uint64_t>();
     DISTOP_CHECK(entry.begin <= entry.end && entry.end <= buffer, kOp, "tensor ", in_quotes(key),
@@ -419,8 +440,8 @@ std::vector<To> convert(const std::vector<From>& from, const std::string& name,
                         const std::string& path) {
   std::vector<To> to(from.size());
   for (std::size_t i = 0; i < from.size(); ++i) {
-    DISTOP_CHECK(holds<To>(from[i]), kOp, "tensor ", in_quotes(name), " in file ", path,
-                 " holds ", +from[i], " at index ", i, ", which ", dtype_of<To>(),
+    DISTOP_CHECK(holds<To>(from[i]), kOp, "tensor ", in_quotes(name), " in file ", path, " holds ",
+                 +from[i], " at index ", i, ", which ", dtype_of<To>(),
                  " cannot hold (read_as truncates floating values toward zero; NaN, infinities "
                  "and values out of range are errors)");
     to[i] = static_cast<To>(from[i]);

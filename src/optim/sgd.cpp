@@ -1,5 +1,6 @@
 #include "distop/optim/sgd.hpp"
 
+#include <cmath>
 #include <utility>
 
 #include "distop/core/error.hpp"
@@ -9,9 +10,13 @@ namespace distop::optim {
 
 namespace {
 void check_options(const SGDOptions& o) {
-  DISTOP_CHECK(o.lr >= 0, "SGD", "learning rate must be >= 0, found ", o.lr);
-  DISTOP_CHECK(o.momentum >= 0, "SGD", "momentum must be >= 0, found ", o.momentum);
-  DISTOP_CHECK(o.weight_decay >= 0, "SGD", "weight decay must be >= 0, found ", o.weight_decay);
+  DISTOP_CHECK(o.lr >= 0 && std::isfinite(o.lr), "SGD",
+               "learning rate must be finite and >= 0, found ", o.lr);
+  DISTOP_CHECK(o.momentum >= 0 && std::isfinite(o.momentum), "SGD",
+               "momentum must be finite and >= 0, found ", o.momentum);
+  DISTOP_CHECK(std::isfinite(o.dampening), "SGD", "dampening must be finite, found ", o.dampening);
+  DISTOP_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay), "SGD",
+               "weight decay must be finite and >= 0, found ", o.weight_decay);
   DISTOP_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD",
                "Nesterov momentum needs momentum > 0 and dampening 0, found momentum ", o.momentum,
                " and dampening ", o.dampening);

@@ -32,8 +32,8 @@ std::vector<std::string> lines(const fs::path& p) {
 void expect_clean_failure(const Outcome& o, const std::string& needle) {
   EXPECT_NE(o.status, 0) << o.output;
   EXPECT_NE(o.status, 124) << "the example hung:\n" << o.output;
-  EXPECT_NE(o.output.find(needle), std::string::npos)
-      << "expected '" << needle << "' in:\n" << o.output;
+  EXPECT_NE(o.output.find(needle), std::string::npos) << "expected '" << needle << "' in:\n"
+                                                      << o.output;
   EXPECT_EQ(o.output.find("MPI_Abort"), std::string::npos) << o.output;
 }
 
@@ -48,7 +48,8 @@ class Lenet5 : public ::testing::Test {
 };
 
 // Twelve steps in one go, and six steps, a stop, and six more from the checkpoint: the losses of
-// steps 7-12 are the same to the last digit, and so are the final weights.
+// steps 7-12 are the same to the last digit (and each step is logged once), and so are the final
+// weights.
 TEST_F(Lenet5, ResumeContinuesExactlyAsAnUninterruptedRun) {
   const auto w = work();
   auto a = run_lenet(2, "--steps 12 --loss-log " + (w / "a.txt").string() + " --save " +
@@ -59,14 +60,18 @@ TEST_F(Lenet5, ResumeContinuesExactlyAsAnUninterruptedRun) {
                              (w / "ckpt-b").string());
   ASSERT_EQ(b1.status, 0) << b1.output;
   ASSERT_TRUE(fs::exists(w / "ckpt-b" / "checkpoint.safetensors"));
-  auto b2 = run_lenet(2, "--steps 12 --resume --loss-log " + (w / "b.txt").string() +
-                             " --save " + (w / "b.safetensors").string() + " --checkpoint-dir " +
+  // As if the run had gone on past its checkpoint before it died: the resumed run drops the
+  // losses of steps after the checkpoint and logs them again.
+  std::ofstream(w / "b.txt", std::ios::app) << "7 123\n8 456\n9 7";
+  auto b2 = run_lenet(2, "--steps 12 --resume --loss-log " + (w / "b.txt").string() + " --save " +
+                             (w / "b.safetensors").string() + " --checkpoint-dir " +
                              (w / "ckpt-b").string());
   ASSERT_EQ(b2.status, 0) << b2.output;
   const auto la = lines(w / "a.txt"), lb = lines(w / "b.txt");
   ASSERT_EQ(la.size(), 12u);
   EXPECT_EQ(la, lb);
-  std::ifstream fa(w / "a.safetensors", std::ios::binary), fb(w / "b.safetensors", std::ios::binary);
+  std::ifstream fa(w / "a.safetensors", std::ios::binary),
+      fb(w / "b.safetensors", std::ios::binary);
   std::stringstream sa, sb;
   sa << fa.rdbuf();
   sb << fb.rdbuf();

@@ -19,21 +19,23 @@ using distop::test::Outcome;
 
 // Runs the example under mpiexec with a time limit (exit 124 means it hung).
 Outcome run_mlp(int ranks, const std::string& args) {
-  return distop::test::run_example(DISTOP_MPIEXEC, DISTOP_MLP, ranks, std::string("--quiet ") + args);
+  return distop::test::run_example(DISTOP_MPIEXEC, DISTOP_MLP, ranks,
+                                   std::string("--quiet ") + args);
 }
 
 void expect_clean_failure(const Outcome& o, const std::string& needle) {
   EXPECT_NE(o.status, 0) << o.output;
   EXPECT_NE(o.status, 124) << "the example hung:\n" << o.output;
-  EXPECT_NE(o.output.find(needle), std::string::npos)
-      << "expected '" << needle << "' in:\n" << o.output;
+  EXPECT_NE(o.output.find(needle), std::string::npos) << "expected '" << needle << "' in:\n"
+                                                      << o.output;
   EXPECT_EQ(o.output.find("MPI_Abort"), std::string::npos) << o.output;
 }
 
 fs::path work() { return fs::path(DISTOP_MLP_WORK_DIR) / "errors"; }
 
 // A safetensors file with the MLP's tensors at the given shapes, leaving out `skip`.
-void write_weights(const fs::path& path, const std::vector<std::pair<std::string, distop::Shape>>& t,
+void write_weights(const fs::path& path,
+                   const std::vector<std::pair<std::string, distop::Shape>>& t,
                    const std::string& skip = "") {
   std::vector<std::vector<float>> storage;
   std::vector<distop::io::TensorEntry> entries;
@@ -47,7 +49,7 @@ void write_weights(const fs::path& path, const std::vector<std::pair<std::string
 }
 
 const std::vector<std::pair<std::string, distop::Shape>> kMlp = {
-    {"fc1.weight", {256, 784}}, {"fc1.bias", {256}}, {"fc2.weight", {128, 256}},
+    {"fc1.weight", {256, 784}}, {"fc1.bias", {256}},       {"fc2.weight", {128, 256}},
     {"fc2.bias", {128}},        {"fc3.weight", {10, 128}}, {"fc3.bias", {10}}};
 
 }  // namespace
@@ -110,13 +112,44 @@ TEST_F(MlpErrors, BadFlags) {
   EXPECT_NE(o.output.find("no-such-flag"), std::string::npos) << o.output;
 }
 
+TEST_F(MlpErrors, NonFiniteLearningRate) {
+  expect_clean_failure(run_mlp(2, "--steps 1 --lr inf"), "learning rate must be finite");
+}
+
+// Files rank 0 writes are checked on rank 0 and agreed: no rank waits for one that failed.
+TEST_F(MlpErrors, UnwritableOutputFilesFailAtTheStart) {
+  const auto nowhere = work() / "no-such-dir";
+  fs::remove_all(nowhere);
+  expect_clean_failure(run_mlp(2, "--steps 1 --loss-log " + (nowhere / "loss.txt").string()),
+                       "loss.txt");
+  const auto o = run_mlp(2, "--steps 1 --save " + (nowhere / "w.safetensors").string());
+  expect_clean_failure(o, "is not a writable directory");
+  EXPECT_EQ(o.output.find("test accuracy"), std::string::npos)
+      << "the bad --save path was found only after training:\n"
+      << o.output;
+}
+
+// A run resumed with settings that its checkpoint's position or schedule depends on would go on
+// from the wrong place or with another schedule; it stops with the setting it needs.
+TEST_F(MlpErrors, ResumingWithOtherSettingsIsAnError) {
+  const auto dir = work() / "resume-settings";
+  fs::remove_all(dir);
+  ASSERT_EQ(run_mlp(2, "--steps 2 --checkpoint-dir " + dir.string()).status, 0);
+  const std::string resume = "--steps 4 --resume --checkpoint-dir " + dir.string();
+  expect_clean_failure(run_mlp(2, resume + " --batch-size 30000"), "batch_size 32, not 30000");
+  expect_clean_failure(run_mlp(2, resume + " --no-shuffle"), "shuffle true, not false");
+  expect_clean_failure(run_mlp(2, resume + " --epochs 7"), "epochs 5, not 7");
+  expect_clean_failure(run_mlp(2, resume + " --momentum 0.5"), "--momentum 0.9");
+  EXPECT_EQ(run_mlp(2, resume).status, 0);
+}
+
 TEST_F(MlpErrors, BadHostCacheSettingIsReportedAndTheDefaultUsed) {
   // DISTOP_HOST_CACHE_MB bounds the pool of recycled tensor storage; a value that is not a number
   // of MiB is named on stderr and the run goes on with the default. 0 (no caching) is valid.
   auto run_with = [](const std::string& value) {
-    return distop::test::run_example(std::string("env DISTOP_HOST_CACHE_MB=") + value + " " +
-                                         DISTOP_MPIEXEC,
-                                     DISTOP_MLP, 1, "--quiet --steps 2");
+    return distop::test::run_example(
+        std::string("env DISTOP_HOST_CACHE_MB=") + value + " " + DISTOP_MPIEXEC, DISTOP_MLP, 1,
+        "--quiet --steps 2");
   };
   for (const char* bad : {"abc", "-5", "12MB"}) {
     const auto o = run_with(bad);

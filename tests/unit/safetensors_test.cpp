@@ -434,6 +434,27 @@ TEST(SafetensorsTest, BadFieldValues) {
       contains(open_error(dir, R"({"__metadata__": [1]})"), "expected an object of strings"));
 }
 
+// A hostile header nests a value a million levels deep (2 MB of brackets): the error names its type
+// instead of printing it, which would recurse once per level and exhaust the stack.
+TEST(SafetensorsTest, DeeplyNestedHeaderValuesAreErrorsNotCrashes) {
+  TempDir dir;
+  const std::size_t depth = 1000000;
+  const std::string nested = std::string(depth, '[') + std::string(depth, ']');
+  for (const std::string field : {"shape", "dtype", "data_offsets"}) {
+    std::string header = R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})";
+    const std::string old = field == "shape"   ? R"("shape": [2])"
+                            : field == "dtype" ? R"("dtype": "F32")"
+                                               : R"("data_offsets": [0, 8])";
+    header.replace(header.find(old), old.size(), "\"" + field + "\": " + nested);
+    const std::string msg = open_error(dir, header, 8);
+    EXPECT_TRUE(contains(msg, "a JSON array nested deeper than 4")) << msg.substr(0, 300);
+  }
+  // A missing field next to a deep one: the entry is described, not printed.
+  const std::string msg = open_error(
+      dir, R"({"w": {"dtype": "F32", "data_offsets": [0, 8], "extra": )" + nested + "}}", 8);
+  EXPECT_TRUE(contains(msg, "has no \"shape\" in its header entry a JSON object")) << msg;
+}
+
 TEST(SafetensorsTest, OffsetsOutOfRange) {
   TempDir dir;
   const std::string msg =

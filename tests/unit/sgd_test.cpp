@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -86,8 +87,16 @@ TEST(Sgd, BadOptionsAreErrors) {
   EXPECT_THROW(SGD<double>({p}, {.lr = 0.1, .nesterov = true}), distop::Error);
   EXPECT_THROW(SGD<double>({p}, {.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .nesterov = true}),
                distop::Error);
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THROW(SGD<double>({p}, {.lr = inf}), distop::Error);
+  EXPECT_THROW(SGD<double>({p}, {.lr = nan}), distop::Error);
+  EXPECT_THROW(SGD<double>({p}, {.lr = 0.1, .momentum = inf}), distop::Error);
+  EXPECT_THROW(SGD<double>({p}, {.lr = 0.1, .dampening = nan}), distop::Error);
+  EXPECT_THROW(SGD<double>({p}, {.lr = 0.1, .weight_decay = inf}), distop::Error);
   SGD<double> sgd({p}, {.lr = 0.1});
   EXPECT_THROW(sgd.set_lr(-0.1), distop::Error);
+  EXPECT_THROW(sgd.set_lr(inf), distop::Error);
   sgd.set_lr(0.2);
   EXPECT_EQ(sgd.options().lr, 0.2);
 }
