@@ -206,7 +206,14 @@ MPI_Comm Partition::axes_comm(std::vector<int> axes) const {
 }
 
 bool Partition::same_as(const Partition& other) const noexcept {
-  return impl_ == other.impl_ || (shape() == other.shape() && ranks() == other.ranks());
+  if (impl_ == other.impl_) return true;
+  if (shape() != other.shape() || ranks() != other.ranks()) return false;
+  // The ranks are parent ranks: they name the same processes only under congruent parents (two
+  // duplicates of one communicator are; a communicator that orders its processes otherwise is not).
+  if (impl_->parent == other.impl_->parent) return true;
+  int same = MPI_UNEQUAL;
+  if (MPI_Comm_compare(parent(), other.parent(), &same) != MPI_SUCCESS) return false;
+  return same == MPI_IDENT || same == MPI_CONGRUENT;
 }
 
 std::string Partition::str() const {

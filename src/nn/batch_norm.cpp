@@ -213,8 +213,7 @@ Var<T> BatchNorm<T>::forward(Tape& tape, const Var<T>& x) {
   const TensorSpace& xs = x.space();
   check_input(xs, channels_, "BatchNorm");
   const bool has_data = x.value().local_numel() > 0;
-  DISTOP_CHECK(!has_data || partition_.active(), "BatchNorm",
-               "this rank holds a box of the input but is not in the layer's ", partition_.str());
+  detail::check_input_ranks(xs, partition_, true, "BatchNorm");
   const Context ctx{"BatchNorm",
                     channels_,
                     &options_,

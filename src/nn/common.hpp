@@ -1,12 +1,32 @@
 #pragma once
 // Internal to the nn layer: helpers its layers share.
 
+#include <algorithm>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "distop/autodiff/var.hpp"
 
 namespace distop::nn::detail {
+
+// Every rank that holds a box of the input (any rank of its partition, or with `boxes_only` only
+// those whose box is not empty) must be in the layer's partition `layer`. From metadata alone, so
+// that the check holds or fails alike on every rank.
+inline void check_input_ranks(const TensorSpace& xs, const Partition& layer, bool boxes_only,
+                              const char* op) {
+  const Partition& p = xs.partition();
+  if (p.same_as(layer)) return;
+  std::vector<int> members = layer.ranks();
+  std::sort(members.begin(), members.end());
+  for (int i = 0; i < p.size(); ++i) {
+    const int r = p.ranks()[static_cast<std::size_t>(i)];
+    if (std::binary_search(members.begin(), members.end(), r)) continue;
+    if (boxes_only && xs.local_shape_at(p.coords_of(i)).numel() == 0) continue;
+    DISTOP_CHECK(false, op, "rank ", r, " holds a box of the input (", xs.str(),
+                 ") but is not in the layer's ", layer.str());
+  }
+}
 
 // The space of a parameter of global shape `shape` replicated over every rank of the partition.
 inline TensorSpace replicated(const Partition& p, const Shape& shape) {

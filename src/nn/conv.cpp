@@ -185,8 +185,7 @@ template <class T>
 Var<T> Conv<T>::forward(Tape& tape, const Var<T>& x) const {
   const TensorSpace& xs = x.space();
   const TensorSpace ys = output_space(xs);
-  DISTOP_CHECK(!xs.partition().active() || partition_.active(), "Conv",
-               "this rank holds a box of the input but is not in the layer's ", partition_.str());
+  detail::check_input_ranks(xs, partition_, false, "Conv");
   const Shape& s = xs.global_shape();
   const auto g = kernels::WindowGeometry::ordinary(
       Shape(std::vector<std::int64_t>(s.begin() + 2, s.end())), windows_);

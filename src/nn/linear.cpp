@@ -65,8 +65,7 @@ Var<T> Linear<T>::forward(Tape& tape, const Var<T>& x) const {
                "] with the feature axis unsplit, found ", xs.str());
   // Whether this rank holds a box of the input (and so computes).
   const bool active = xs.partition().active();
-  DISTOP_CHECK(!active || partition_.active(), "Linear",
-               "this rank holds a box of the input but is not in the layer's ", partition_.str());
+  detail::check_input_ranks(xs, partition_, false, "Linear");
 
   auto y_value = DistTensor<T>::uninitialized(output_space(xs));
   if (active) {

@@ -8,7 +8,10 @@
 #include <functional>
 #include <string>
 
+#include "distop/autodiff/var.hpp"
 #include "distop/dist/partition.hpp"
+#include "distop/nn/batch_norm.hpp"
+#include "distop/nn/linear.hpp"
 #include "distop/ops/all_gather.hpp"
 #include "distop/ops/all_sum_reduce.hpp"
 #include "distop/ops/broadcast.hpp"
@@ -144,4 +147,37 @@ TEST(Agreement, MessagesBeyondMpisIntCountAreRefusedAtConstruction) {
       Gather<float>(TensorSpace(Partition::world(Shape{2}, {0, 1}),
                                 Decomposition::blocks(Shape{fits + 1}, Shape{2}, {{1, fits}})),
                     0));
+}
+
+// A layer's input held by ranks outside the layer's partition: every rank raises the error (it was
+// raised on those ranks alone, leaving the others to wait in the next collective).
+TEST(Agreement, LayerInputOutsideTheLayersPartitionIsAnErrorOnEveryRank) {
+  DISTOP_REQUIRE_RANKS(2);
+  const Partition both = Partition::world(Shape{2, 1}, {0, 1});
+  nn::Linear<double> fc(3, 2, 1, Partition::world(Shape{1, 1}, {0}));
+  Tape tape;
+  Var<double> x(DistTensor<double>(TensorSpace(Shape{4, 3}, both)));
+  auto msg = error_of([&] { fc.forward(tape, x); });
+  EXPECT_TRUE(contains(msg, "rank 1 holds a box of the input")) << msg;
+  nn::BatchNorm<double> bn(3, {}, Partition::world(Shape{1, 1}, {0}));
+  msg = error_of([&] { bn.forward(tape, x); });
+  EXPECT_TRUE(contains(msg, "rank 1 holds a box of the input")) << msg;
+}
+
+// Partitions name parent ranks: equal grids and rank lists under parents that order the processes
+// differently are different partitions; made separately from one communicator, they are the same.
+TEST(Agreement, PartitionsUnderDifferentlyOrderedParentsDiffer) {
+  DISTOP_REQUIRE_RANKS(2);
+  const int n = world_size();
+  MPI_Comm reversed = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, 0, n - 1 - world_rank(), &reversed);
+  {
+    const Partition a = Partition::world(Shape{n});
+    const Partition b = Partition::world(Shape{n});
+    const Partition r(reversed, Shape{n});
+    EXPECT_TRUE(a.same_as(b));
+    EXPECT_FALSE(a.same_as(r));
+    EXPECT_FALSE(TensorSpace(Shape{2 * n}, a) == TensorSpace(Shape{2 * n}, r));
+  }
+  MPI_Comm_free(&reversed);
 }

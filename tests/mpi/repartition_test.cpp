@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "box_util.hpp"
+#include "distop/autodiff/apply.hpp"
+#include "distop/nn/activation.hpp"
 #include "distop/ops/all_gather.hpp"
 #include "distop/ops/gather.hpp"
 #include "distop/testing/adjoint_test.hpp"
@@ -18,8 +20,8 @@ namespace {
 struct SpaceSpec {
   Shape grid;
   std::vector<int> ranks;
-  std::vector<int> axis_map;                       // empty: identity
-  std::vector<std::vector<std::int64_t>> blocks;   // empty: balanced
+  std::vector<int> axis_map;                      // empty: identity
+  std::vector<std::vector<std::int64_t>> blocks;  // empty: balanced
 };
 
 struct Case {
@@ -31,7 +33,8 @@ struct Case {
 
 TensorSpace make(const Shape& tensor, const SpaceSpec& s) {
   Partition p = Partition::world(s.grid, s.ranks);
-  if (!s.blocks.empty()) return TensorSpace(p, Decomposition::blocks(tensor, s.grid, s.blocks, s.axis_map));
+  if (!s.blocks.empty())
+    return TensorSpace(p, Decomposition::blocks(tensor, s.grid, s.blocks, s.axis_map));
   return TensorSpace(p, Decomposition::balanced(tensor, s.grid, s.axis_map));
 }
 
@@ -47,9 +50,21 @@ std::vector<Case> cases() {
       {"overlapping_idle", 4, {11, 3}, {{2, 1}, {0, 1}, {}, {}}, {{3, 1}, {3, 2, 1}, {}, {}}},
       {"unbalanced_source", 3, {9}, {{3}, {2, 0, 1}, {}, {{1, 6, 2}}}, {{2}, {0, 1}, {}, {}}},
       {"3d", 4, {3, 4, 5}, {{1, 2, 2}, {0, 1, 2, 3}, {}, {}}, {{2, 2, 1}, {3, 2, 1, 0}, {}, {}}},
-      {"4d", 4, {2, 3, 4, 5}, {{1, 1, 2, 2}, {0, 1, 2, 3}, {}, {}}, {{2, 1, 1, 2}, {0, 1, 2, 3}, {}, {}}},
-      {"replicated_source", 4, {4, 6}, {{2, 2}, {0, 1, 2, 3}, {-1, 1}, {}}, {{2, 2}, {0, 1, 2, 3}, {}, {}}},
-      {"replicated_destination", 2, {4, 6}, {{2, 1}, {0, 1}, {}, {}}, {{1, 2}, {1, 0}, {-1, -1}, {}}},
+      {"4d",
+       4,
+       {2, 3, 4, 5},
+       {{1, 1, 2, 2}, {0, 1, 2, 3}, {}, {}},
+       {{2, 1, 1, 2}, {0, 1, 2, 3}, {}, {}}},
+      {"replicated_source",
+       4,
+       {4, 6},
+       {{2, 2}, {0, 1, 2, 3}, {-1, 1}, {}},
+       {{2, 2}, {0, 1, 2, 3}, {}, {}}},
+      {"replicated_destination",
+       2,
+       {4, 6},
+       {{2, 1}, {0, 1}, {}, {}},
+       {{1, 2}, {1, 0}, {-1, -1}, {}}},
       {"identical", 1, {6 + N}, {{N}, all, {}, {}}, {{N}, all, {}, {}}},
   };
 }
@@ -116,7 +131,8 @@ TEST(Repartition, MovesExactlyTheEntriesWhoseOwnerChanges) {
         bool canonical = true;
         for (int g = 0; g < sp.dim(); ++g)
           if (src.decomposition().replicates(g) && sp.coords()[g] != 0) canonical = false;
-        if (canonical) kept = Box{src.local_offset(), src.local_shape().extents()}.intersect(mine_dst).numel();
+        if (canonical)
+          kept = Box{src.local_offset(), src.local_shape().extents()}.intersect(mine_dst).numel();
       }
       expected = mine_dst.numel() - kept;
     }
@@ -141,10 +157,30 @@ TEST(Repartition, IdenticalSpacesPassThroughWithoutACopy) {
   EXPECT_EQ(r.forward_stats(), CommStats{});
 }
 
+// On the tape, the pass-through's adjoint hands back y's gradient itself; x must get a copy, or
+// what x's other uses add to its gradient later would show up in y's.
+TEST(Repartition, PassThroughOnTheTapeKeepsTheGradientsApart) {
+  const int n = world_size();
+  TensorSpace s(Shape{4 * n}, Partition::world(Shape{n}));
+  auto r = std::make_shared<const Repartition<double>>(s, s);
+  DistTensor<double> xv(s);
+  xv.local().fill(1.0);
+  Var<double> x(xv, true);
+  Tape tape;
+  Var<double> a = nn::relu(tape, x);  // recorded first, so its adjoint runs last
+  Var<double> y = apply<double>(tape, r, x);
+  a.grad().local().fill(10.0);
+  y.grad().local().fill(1.0);
+  tape.backward();
+  for (double v : x.grad().local().to_vector()) EXPECT_EQ(v, 11.0);
+  for (double v : y.grad().local().to_vector()) EXPECT_EQ(v, 1.0);
+}
+
 TEST(GatherScatter, AdjointsAndData) {
   const int n = world_size();
   const int root = n - 1;
-  TensorSpace split(Partition::world(Shape{n, 1}), Decomposition::balanced(Shape{2 * n + 1, 3}, Shape{n, 1}));
+  TensorSpace split(Partition::world(Shape{n, 1}),
+                    Decomposition::balanced(Shape{2 * n + 1, 3}, Shape{n, 1}));
   Gather<double> g(split, root);
   EXPECT_TRUE(distop::testing::adjoint_test(g).passed);
   Scatter<float> s(split, root);

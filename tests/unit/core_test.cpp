@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "distop/autodiff/tape.hpp"
+#include "distop/autodiff/var.hpp"
 #include "distop/core/random.hpp"
 #include "distop/core/tensor.hpp"
 
@@ -198,6 +199,16 @@ TEST(Tape, MovesWithItsEntriesAndRejectsAnEmptyAdjoint) {
   EXPECT_EQ(*live, 0);
   EXPECT_THROW(c.record("empty", distop::Tape::Backward()), distop::Error);
   EXPECT_EQ(c.size(), 0u);
+}
+
+TEST(Var, AnUndefinedVarIsAnErrorNotACrash) {
+  const distop::Var<double> v;
+  EXPECT_FALSE(v.defined());
+  EXPECT_THROW(v.value(), distop::Error);
+  EXPECT_THROW(v.space(), distop::Error);
+  EXPECT_THROW(v.grad(), distop::Error);
+  EXPECT_FALSE(v.has_grad());
+  EXPECT_FALSE(v.requires_grad());
 }
 
 TEST(Error, CarriesOperationAndDetail) {

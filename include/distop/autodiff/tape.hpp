@@ -1,6 +1,7 @@
 #pragma once
 // Tape: records operations in program order and replays their adjoints in exact reverse order.
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -95,7 +96,9 @@ void Tape::record(std::string name, F&& backward) {
   }
   static_assert(alignof(D) <= alignof(std::max_align_t),
                 "Tape::record: over-aligned closures are not supported");
-  entries_.reserve(entries_.size() + 1);  // so that push_back below cannot throw
+  // Room for one more entry, so that push_back below cannot throw; grown geometrically.
+  if (entries_.size() == entries_.capacity())
+    entries_.reserve(std::max<std::size_t>(64, 2 * entries_.capacity()));
   void* const p = arena_.allocate(sizeof(D), alignof(D));
   ::new (p) D(std::forward<F>(backward));
   entries_.push_back(Entry{std::move(name), p, &run_closure<D>, &destroy_closure<D>});

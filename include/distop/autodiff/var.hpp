@@ -23,40 +23,44 @@ class Var {
       : node_(std::make_shared<Node>(Node{std::move(value), std::nullopt, false, requires_grad})) {}
 
   bool defined() const noexcept { return node_ != nullptr; }
-  // A Var is a handle: const refers to the handle, not to the variable it shares.
-  DistTensor<T>& value() const { return node_->value; }
-  const TensorSpace& space() const { return node_->value.space(); }
+  // A Var is a handle: const refers to the handle, not to the variable it shares. value(),
+  // space() and the gradient of an undefined (default-constructed) Var are errors.
+  DistTensor<T>& value() const { return node().value; }
+  const TensorSpace& space() const { return node().value.space(); }
   bool requires_grad() const noexcept { return node_ && node_->requires_grad; }
 
   bool has_grad() const noexcept { return node_ && node_->has_grad; }
   // The gradient; a zero tensor is made on first access.
   DistTensor<T>& grad() const {
-    if (!node_->has_grad) {
-      if (reusable_grad())
-        node_->grad->local().fill(T(0));
+    Node& n = node();
+    if (!n.has_grad) {
+      if (reusable_grad(n))
+        n.grad->local().fill(T(0));
       else
-        node_->grad.emplace(node_->value.space());
-      node_->has_grad = true;
+        n.grad.emplace(n.value.space());
+      n.has_grad = true;
     }
-    return *node_->grad;
+    return *n.grad;
   }
   // For a Var without a gradient yet: makes its gradient and returns it, for the caller to
   // overwrite every entry of (they are unspecified until then). The storage of the gradient that
   // zero_grad() forgot is reused when nothing else refers to it.
   DistTensor<T>& new_grad_for_overwrite() const {
-    DISTOP_CHECK(!node_->has_grad, "Var::new_grad_for_overwrite", "the Var has a gradient already");
-    if (!reusable_grad()) node_->grad = DistTensor<T>::uninitialized(node_->value.space());
-    node_->has_grad = true;
-    return *node_->grad;
+    Node& n = node();
+    DISTOP_CHECK(!n.has_grad, "Var::new_grad_for_overwrite", "the Var has a gradient already");
+    if (!reusable_grad(n)) n.grad = DistTensor<T>::uninitialized(n.value.space());
+    n.has_grad = true;
+    return *n.grad;
   }
   // grad += g. Takes g's storage when there is no gradient yet (g must not be used afterwards).
   void accumulate_grad(DistTensor<T> g) const {
-    check_space(g, space(), "Var::accumulate_grad", "the gradient");
-    if (!node_->has_grad) {
-      node_->grad = std::move(g);
-      node_->has_grad = true;
+    Node& n = node();
+    check_space(g, n.value.space(), "Var::accumulate_grad", "the gradient");
+    if (!n.has_grad) {
+      n.grad = std::move(g);
+      n.has_grad = true;
     } else {
-      kernels::axpy(T(1), g.local(), node_->grad->local());
+      kernels::axpy(T(1), g.local(), n.grad->local());
     }
   }
   // Forgets the gradient: the next accumulation starts from zero. Its storage is kept for that
@@ -68,9 +72,10 @@ class Var {
   // Moves the gradient out, leaving the Var without one (a zero tensor if it had none). For a
   // tape entry handing a gradient on once nothing else will read it.
   DistTensor<T> take_grad() const {
-    DistTensor<T> g = node_->has_grad ? std::move(*node_->grad) : DistTensor<T>(space());
-    node_->grad.reset();
-    node_->has_grad = false;
+    Node& n = node();
+    DistTensor<T> g = n.has_grad ? std::move(*n.grad) : DistTensor<T>(n.value.space());
+    n.grad.reset();
+    n.has_grad = false;
     return g;
   }
   // Forgets the gradient and frees its storage.
@@ -89,10 +94,14 @@ class Var {
     bool has_grad;
     bool requires_grad;
   };
+  Node& node() const {
+    DISTOP_CHECK(node_ != nullptr, "Var", "use of an undefined (default-constructed) Var");
+    return *node_;
+  }
   // Whether the forgotten gradient's storage can hold the next one.
-  bool reusable_grad() const noexcept {
-    const std::optional<DistTensor<T>>& g = node_->grad;
-    return g && g->space() == node_->value.space() && !g->local().empty() &&
+  static bool reusable_grad(const Node& n) noexcept {
+    const std::optional<DistTensor<T>>& g = n.grad;
+    return g && g->space() == n.value.space() && !g->local().empty() &&
            !g->local().shares_storage();
   }
 

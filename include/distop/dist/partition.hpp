@@ -64,7 +64,8 @@ class Partition {
   // time it is asked for; cached afterwards. MPI_COMM_NULL when inactive.
   MPI_Comm axes_comm(std::vector<int> axes) const;
 
-  // Same parent ranks in the same order under the same grid shape.
+  // Same parent ranks in the same order under the same grid shape, with congruent parents (the
+  // same processes in the same order: partitions made separately from one communicator are).
   bool same_as(const Partition& other) const noexcept;
   // "Partition[2, 2] of ranks {0, 1, 2, 3}"
   std::string str() const;
