@@ -2,16 +2,21 @@
 # Installs what is missing, builds, and trains LeNet-5 on Fashion-MNIST over 4 MPI ranks, its
 # convolutions spatially partitioned 2 x 2. Extra arguments go to the example (see --help);
 # DISTOP_RANKS changes the rank count (1, 2, 4 or 8) and DISTOP_EXAMPLE=mlp runs the model-parallel
-# MLP instead.
+# MLP instead. Relative paths in the arguments (--checkpoint-dir, --data, --save, ...) are taken
+# from the directory the script is run in.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+caller=$PWD
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
 source scripts/env.sh
 build=${DISTOP_BUILD_DIR:-build}
+[[ "$build" = /* ]] || build="$root/$build"
 example=${DISTOP_EXAMPLE:-lenet5}
 case "$example" in
   lenet5|mlp) ;;
   *) echo "run-example.sh: DISTOP_EXAMPLE must be lenet5 or mlp, not '$example'" >&2; exit 2 ;;
 esac
 bash scripts/build.sh >/dev/null
+cd "$caller"
 launcher=$(command -v mpiexec.mpich || command -v mpiexec)
 exec "$launcher" -n "${DISTOP_RANKS:-4}" "$build/examples/$example/$example" "$@"

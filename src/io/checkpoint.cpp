@@ -2,9 +2,12 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -27,6 +30,19 @@ constexpr const char* kVersion = "1";
 constexpr const char* kReserved = "optimizer.";
 constexpr const char* kMomentum = "optimizer.momentum.";
 constexpr const char* kUser = "user.";
+
+// Adds the bytes of `values` to a fingerprint, eight at a time.
+template <class T>
+void add_bytes(comm::Fingerprint& fp, const std::vector<T>& values) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(values.data());
+  const std::size_t n = values.size() * sizeof(T);
+  fp.add(n);
+  for (std::size_t i = 0; i < n; i += 8) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, bytes + i, std::min<std::size_t>(8, n - i));
+    fp.add(word);
+  }
+}
 
 template <class T>
 MPI_Comm parent_of(const NamedParameters<T>& parameters) {
@@ -240,6 +256,24 @@ CheckpointInfo load_checkpoint(const std::string& dir, const NamedParameters<T>&
                    "', which the model (or its optimizer) lacks: is it a checkpoint of another "
                    "model?");
   });
+
+  // Every rank read the file on its own. A file replaced meanwhile (another run checkpointing into
+  // the same directory) could give ranks different positions or weights, and training would part
+  // ways; so the ranks compare what they read.
+  comm::Fingerprint read;
+  read.add(static_cast<std::uint64_t>(info.epoch))
+      .add(static_cast<std::uint64_t>(info.step_in_epoch));
+  read.add(static_cast<std::uint64_t>(info.global_step)).add(info.seed);
+  for (const auto& w : weights) add_bytes(read, w);
+  for (const auto& m : momenta)
+    if (m) add_bytes(read, *m);
+  std::uint64_t v[2] = {read.value(), ~read.value()};
+  DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, parent_of(parameters)),
+                   kLoadOp);
+  comm::agree_ok(parent_of(parameters), kLoadOp, v[0] == ~v[1],
+                 "the ranks read different contents from checkpoint " + path +
+                     ": it changed while it was read (is another run writing to the same "
+                     "directory?)");
 
   // Every check has passed on every rank: from here on nothing can fail on one rank alone.
   std::vector<std::optional<Tensor<T>>> buffers(slot.size());

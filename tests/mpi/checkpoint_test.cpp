@@ -318,6 +318,24 @@ TEST(Checkpoint, ALeftoverTemporaryFileFromACrashedWriteIsIgnored) {
   EXPECT_EQ(b.local(), a.local());
 }
 
+// Every rank reads the file on its own; if ranks read different contents (the file replaced
+// between their reads, here two directories), they all raise an error rather than train apart.
+TEST(Checkpoint, RanksThatReadDifferentContentsAllFail) {
+  DISTOP_REQUIRE_RANKS(2);
+  SharedDir one, two;
+  Model<double> a(1);
+  optim::SGD<double> opt(a.parameters(), kOptions);
+  io::save_checkpoint(one.str(), a.named(), opt, {.epoch = 1});
+  train(a, opt, 0, 1);
+  io::save_checkpoint(two.str(), a.named(), opt, {.epoch = 1});
+  Model<double> b(5);
+  optim::SGD<double> opt_b(b.parameters(), kOptions);
+  const Snapshot<double> before(b, opt_b);
+  expect_load_error(world_rank() == 0 ? one.str() : two.str(), b, opt_b,
+                    "changed while it was read");
+  before.expect_unchanged(b, opt_b);
+}
+
 TEST(Checkpoint, SaveErrorsAreRaisedOnEveryRank) {
   SharedDir dir;
   Model<double> a(1);
