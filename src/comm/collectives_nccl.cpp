@@ -1,26 +1,27 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <Kokkos_Core.hpp>
 #include <type_traits>
 
 #include "distop/comm/mpi.hpp"
 #include "distop/core/error.hpp"
 #include "nccl_backend.hpp"
 
-#define DISTOP_NCCL_CHECK(call, op)                                                       \
-  do {                                                                                    \
-    const ncclResult_t distop_nccl_rc_ = (call);                                          \
-    if (distop_nccl_rc_ != ncclSuccess)                                                   \
-      throw ::distop::Error((op), std::string(#call) + " failed: " +                      \
-                                      ncclGetErrorString(distop_nccl_rc_));               \
+#define DISTOP_NCCL_CHECK(call, op)                                                      \
+  do {                                                                                   \
+    const ncclResult_t distop_nccl_rc_ = (call);                                         \
+    if (distop_nccl_rc_ != ncclSuccess)                                                  \
+      throw ::distop::Error(                                                             \
+          (op), std::string(#call) + " failed: " + ncclGetErrorString(distop_nccl_rc_)); \
   } while (0)
 
-#define DISTOP_CUDA_CHECK(call, op)                                                       \
-  do {                                                                                    \
-    const cudaError_t distop_cuda_rc_ = (call);                                           \
-    if (distop_cuda_rc_ != cudaSuccess)                                                   \
-      throw ::distop::Error((op), std::string(#call) + " failed: " +                      \
-                                      cudaGetErrorString(distop_cuda_rc_));               \
+#define DISTOP_CUDA_CHECK(call, op)                                                      \
+  do {                                                                                   \
+    const cudaError_t distop_cuda_rc_ = (call);                                          \
+    if (distop_cuda_rc_ != cudaSuccess)                                                  \
+      throw ::distop::Error(                                                             \
+          (op), std::string(#call) + " failed: " + cudaGetErrorString(distop_cuda_rc_)); \
   } while (0)
 
 namespace distop::comm::nccl {
@@ -71,9 +72,15 @@ Context& context(MPI_Comm comm) {
 
 template <class T>
 ncclDataType_t nccl_type() {
-  if constexpr (std::is_same_v<T, float>) return ncclFloat32;
-  else return ncclFloat64;
+  if constexpr (std::is_same_v<T, float>)
+    return ncclFloat32;
+  else
+    return ncclFloat64;
 }
+
+// NCCL runs on its own stream; the kernels (and cuBLAS calls) that wrote the buffers run on
+// Kokkos' and may still be running: they finish first.
+void wait_for_kernels() { Kokkos::fence(); }
 
 void finish(Context& ctx, const char* op) {
   DISTOP_CUDA_CHECK(cudaStreamSynchronize(ctx.stream), op);
@@ -84,6 +91,7 @@ void finish(Context& ctx, const char* op) {
 template <class T>
 void bcast(T* buf, std::int64_t count, int root, MPI_Comm comm) {
   auto& ctx = context(comm);
+  wait_for_kernels();
   DISTOP_NCCL_CHECK(ncclBroadcast(buf, buf, static_cast<std::size_t>(count), nccl_type<T>(), root,
                                   ctx.comm, ctx.stream),
                     "bcast");
@@ -93,6 +101,7 @@ void bcast(T* buf, std::int64_t count, int root, MPI_Comm comm) {
 template <class T>
 void reduce_sum(const T* send, T* recv, std::int64_t count, int root, MPI_Comm comm) {
   auto& ctx = context(comm);
+  wait_for_kernels();
   DISTOP_NCCL_CHECK(ncclReduce(send, recv, static_cast<std::size_t>(count), nccl_type<T>(), ncclSum,
                                root, ctx.comm, ctx.stream),
                     "reduce_sum");
@@ -102,15 +111,16 @@ void reduce_sum(const T* send, T* recv, std::int64_t count, int root, MPI_Comm c
 template <class T>
 void allreduce_sum(const T* send, T* recv, std::int64_t count, MPI_Comm comm) {
   auto& ctx = context(comm);
+  wait_for_kernels();
   DISTOP_NCCL_CHECK(ncclAllReduce(send, recv, static_cast<std::size_t>(count), nccl_type<T>(),
                                   ncclSum, ctx.comm, ctx.stream),
                     "allreduce_sum");
   finish(ctx, "allreduce_sum");
 }
 
-#define DISTOP_INSTANTIATE(T)                                                   \
-  template void bcast(T*, std::int64_t, int, MPI_Comm);                         \
-  template void reduce_sum(const T*, T*, std::int64_t, int, MPI_Comm);          \
+#define DISTOP_INSTANTIATE(T)                                          \
+  template void bcast(T*, std::int64_t, int, MPI_Comm);                \
+  template void reduce_sum(const T*, T*, std::int64_t, int, MPI_Comm); \
   template void allreduce_sum(const T*, T*, std::int64_t, MPI_Comm);
 DISTOP_INSTANTIATE(float)
 DISTOP_INSTANTIATE(double)

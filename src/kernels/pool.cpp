@@ -331,6 +331,8 @@ void max_pool_tiled_rows(const Geometry3& g, std::int64_t planes, const T* x, T*
   Kokkos::parallel_for(
       "distop::max_pool_forward", Kokkos::RangePolicy<ExecSpace>(0, planes * g.out[0]),
       KOKKOS_LAMBDA(std::int64_t w) {
+        // nvcc will not let a lambda first capture a variable inside `if constexpr`.
+        (void)simd;
         const std::int64_t o0 = w % g.out[0];
         const std::int64_t base = (w / g.out[0]) * g.in_plane;
         if (simd_planes) {

@@ -3,12 +3,15 @@
 // never on the order of drawing or on how a tensor is partitioned, so a distributed tensor and its
 // one-rank counterpart can be filled with identical values.
 
+#include <Kokkos_Macros.hpp>
 #include <cstdint>
 
+// The constexpr functions also run inside device kernels (dropout's masks): without
+// KOKKOS_INLINE_FUNCTION, nvcc compiles a device call to them as nothing.
 namespace distop::random {
 
 // SplitMix64's finaliser: a bijective 64-bit mix.
-constexpr std::uint64_t mix(std::uint64_t z) noexcept {
+KOKKOS_INLINE_FUNCTION constexpr std::uint64_t mix(std::uint64_t z) noexcept {
   z += 0x9e3779b97f4a7c15ULL;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
@@ -16,12 +19,13 @@ constexpr std::uint64_t mix(std::uint64_t z) noexcept {
 }
 
 // A 64-bit value for element `index` of stream `seed`.
-constexpr std::uint64_t bits(std::uint64_t seed, std::uint64_t index) noexcept {
+KOKKOS_INLINE_FUNCTION constexpr std::uint64_t bits(std::uint64_t seed,
+                                                    std::uint64_t index) noexcept {
   return mix(mix(seed) ^ (index * 0xd1b54a32d192ed03ULL));
 }
 
 // Uniform in [0, 1), with 53 random bits.
-constexpr double uniform(std::uint64_t seed, std::uint64_t index) noexcept {
+KOKKOS_INLINE_FUNCTION constexpr double uniform(std::uint64_t seed, std::uint64_t index) noexcept {
   return static_cast<double>(bits(seed, index) >> 11) * 0x1.0p-53;
 }
 
