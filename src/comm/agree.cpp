@@ -61,17 +61,22 @@ Fingerprint& Fingerprint::add(std::uint64_t v) noexcept {
 
 void agree_on_arguments(MPI_Comm comm, const std::string& op, std::uint64_t fingerprint,
                         const std::string& problem, const std::string& mine) {
+  agree_on_fingerprint(comm, op, fingerprint, problem,
+                       mine + ", but another rank passed different arguments");
+}
+
+void agree_on_fingerprint(MPI_Comm comm, const std::string& op, std::uint64_t fingerprint,
+                          const std::string& problem, const std::string& mismatch) {
   if (comm == MPI_COMM_NULL) {
     if (!problem.empty()) throw Error(op, problem);
     return;
   }
   std::uint64_t v[3] = {fingerprint, ~fingerprint, problem.empty() ? 0U : 1U};
   DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 3, MPI_UINT64_T, MPI_MAX, comm), op);
-  const bool mismatch = v[0] != ~v[1];
-  if (!mismatch && v[2] == 0) return;
-  const bool ok = problem.empty() && !(mismatch && fingerprint != v[0]);
-  agree_ok(comm, op, ok,
-           problem.empty() ? mine + ", but another rank passed different arguments" : problem);
+  const bool differ = v[0] != ~v[1];
+  if (!differ && v[2] == 0) return;
+  const bool ok = problem.empty() && !(differ && fingerprint != v[0]);
+  agree_ok(comm, op, ok, problem.empty() ? mismatch : problem);
   throw Error(op, "ranks disagree on the arguments");  // not reached: agree_ok threw
 }
 

@@ -267,13 +267,10 @@ CheckpointInfo load_checkpoint(const std::string& dir, const NamedParameters<T>&
   for (const auto& w : weights) add_bytes(read, w);
   for (const auto& m : momenta)
     if (m) add_bytes(read, *m);
-  std::uint64_t v[2] = {read.value(), ~read.value()};
-  DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, parent_of(parameters)),
-                   kLoadOp);
-  comm::agree_ok(parent_of(parameters), kLoadOp, v[0] == ~v[1],
-                 "the ranks read different contents from checkpoint " + path +
-                     ": it changed while it was read (is another run writing to the same "
-                     "directory?)");
+  comm::agree_on_fingerprint(parent_of(parameters), kLoadOp, read.value(), "",
+                             "the ranks read different contents from checkpoint " + path +
+                                 ": it changed while it was read (is another run writing to the "
+                                 "same directory?)");
 
   // Every check has passed on every rank: from here on nothing can fail on one rank alone.
   std::vector<std::optional<Tensor<T>>> buffers(slot.size());

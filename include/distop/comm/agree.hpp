@@ -44,5 +44,10 @@ class Fingerprint {
 // allreduce when all is well. With MPI_COMM_NULL only this rank's problem is checked.
 void agree_on_arguments(MPI_Comm comm, const std::string& op, std::uint64_t fingerprint,
                         const std::string& problem, const std::string& mine);
+// The same with `mismatch` as the whole message of a fingerprint that differs between ranks (from
+// the lowest rank whose fingerprint differs from another's), for what ranks computed rather than
+// passed.
+void agree_on_fingerprint(MPI_Comm comm, const std::string& op, std::uint64_t fingerprint,
+                          const std::string& problem, const std::string& mismatch);
 
 }  // namespace distop::comm
