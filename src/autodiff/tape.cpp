@@ -1,6 +1,7 @@
 #include "distop/autodiff/tape.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "distop/core/timers.hpp"
 
@@ -32,7 +33,9 @@ void* Tape::Arena::allocate(std::size_t bytes, std::size_t align) {
 }
 
 Tape::Tape(Tape&& other) noexcept
-    : entries_(std::move(other.entries_)), arena_(std::move(other.arena_)) {
+    : entries_(std::move(other.entries_)),
+      arena_(std::move(other.arena_)),
+      replayed_(std::exchange(other.replayed_, false)) {
   other.entries_.clear();
   other.arena_ = Arena();
 }
@@ -42,6 +45,7 @@ Tape& Tape::operator=(Tape&& other) noexcept {
     clear();
     entries_ = std::move(other.entries_);
     arena_ = std::move(other.arena_);
+    replayed_ = std::exchange(other.replayed_, false);
     other.entries_.clear();
     other.arena_ = Arena();
   }
@@ -58,6 +62,7 @@ void Tape::destroy_all(std::vector<Entry>& entries) noexcept {
 void Tape::backward() {
   auto entries = std::move(entries_);
   entries_.clear();
+  replayed_ = true;
   // Each closure is destroyed right after its adjoint runs; if an adjoint throws, the rest are
   // destroyed unrun, so the saved context is released either way.
   std::size_t left = entries.size();
@@ -90,6 +95,7 @@ void Tape::backward() {
 void Tape::clear() noexcept {
   destroy_all(entries_);
   arena_.rewind();
+  replayed_ = false;
 }
 
 std::vector<std::string> Tape::names() const {

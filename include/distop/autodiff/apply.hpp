@@ -33,9 +33,15 @@ Var<T> apply(Tape& tape, std::shared_ptr<const LinearOperator<T>> op, const Var<
 }
 
 // Seeds dL/dL = 1 on every entry of `loss` (each rank's component, under the sum convention the
-// loss is the sum of its components) and replays the tape.
+// loss is the sum of its components) and replays the tape. A tape replays once: calling this again
+// for the same loss, with nothing recorded since, is an error (it would add nothing to the
+// gradients); record a new forward pass instead. Every rank reaches the same verdict, since all
+// record the same entries.
 template <class T>
 void backward(Tape& tape, Var<T>& loss) {
+  DISTOP_CHECK(!(tape.replayed() && loss.has_grad()), "backward",
+               "the tape was replayed for this loss already and nothing was recorded since; a "
+               "tape replays once, so run the forward pass again to get new gradients");
   loss.grad().local().fill(T(1));
   tape.backward();
 }

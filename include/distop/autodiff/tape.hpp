@@ -42,9 +42,12 @@ class Tape {
   template <class F>
   void record(std::string name, F&& backward);
   // Replays every entry in reverse order, then clears the tape (releasing the saved context).
+  // A tape replays once: a second backward() without a new recording between replays nothing.
   void backward();
   void clear() noexcept;
   std::size_t size() const noexcept { return entries_.size(); }
+  // Whether backward() has run and nothing was recorded (or cleared) since.
+  bool replayed() const noexcept { return replayed_; }
   // The names of the recorded operations, in recording order.
   std::vector<std::string> names() const;
 
@@ -85,6 +88,7 @@ class Tape {
 
   std::vector<Entry> entries_;
   Arena arena_;
+  bool replayed_ = false;
 };
 
 template <class F>
@@ -102,6 +106,7 @@ void Tape::record(std::string name, F&& backward) {
   void* const p = arena_.allocate(sizeof(D), alignof(D));
   ::new (p) D(std::forward<F>(backward));
   entries_.push_back(Entry{std::move(name), p, &run_closure<D>, &destroy_closure<D>});
+  replayed_ = false;
 }
 
 }  // namespace distop
