@@ -313,8 +313,9 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
 }
 
 // main() of an example: sets up distop, parses the options (every rank parses the same arguments,
-// so every rank leaves alike on a bad flag) and runs `run`, turning a distop::Error (agreed on
-// every rank) into a message from rank 0 and exit status 1.
+// so every rank leaves alike on a bad flag) and runs `run`. An error raised on every rank (as
+// distop's are) becomes a message from rank 0 and exit status 1; one raised on some ranks only
+// aborts the job with each such rank's message (Environment::report_error).
 inline int example_main(int argc, char** argv, CLI::App& app, const char* name,
                         const std::function<int()>& run) {
   distop::Environment env(argc, argv);
@@ -327,14 +328,9 @@ inline int example_main(int argc, char** argv, CLI::App& app, const char* name,
   }
   try {
     return run();
-  } catch (const distop::Error& e) {
-    if (rank == 0) std::fprintf(stderr, "%s: error: %s\n", name, e.what());
-    return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error on rank %d: %s\n", name, rank, e.what());
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    return env.report_error(e, name);
   }
-  return 1;
 }
 
 }  // namespace distop::examples

@@ -3,9 +3,8 @@
 // index, so you can follow every value.
 //
 //   mpiexec -n 4 build/examples/primitives/primitives
-#include <distop/distop.hpp>
-
 #include <cstdio>
+#include <distop/distop.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -28,12 +27,14 @@ void print_ranks(const std::string& mine) {
     total += lengths[r];
   }
   std::string all(static_cast<std::size_t>(total), ' ');
-  MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, 0,
-              MPI_COMM_WORLD);
+  MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR,
+              0, MPI_COMM_WORLD);
   if (rank == 0)
     for (int r = 0; r < size; ++r)
-      std::printf("    rank %d: %s\n", r, all.substr(static_cast<std::size_t>(offsets[r]),
-                                                    static_cast<std::size_t>(lengths[r])).c_str());
+      std::printf(
+          "    rank %d: %s\n", r,
+          all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(lengths[r]))
+              .c_str());
 }
 
 std::string show(const DistTensor<double>& t) {
@@ -110,8 +111,7 @@ int main(int argc, char** argv) {
   Environment env(argc, argv);
   try {
     return run();
-  } catch (const Error& e) {  // agreed on every rank
-    if (world_rank() == 0) std::fprintf(stderr, "primitives: error: %s\n", e.what());
-    return 1;
+  } catch (const std::exception& e) {
+    return env.report_error(e, "primitives");
   }
 }

@@ -111,8 +111,7 @@ int main(int argc, char** argv) {
   }
   try {
     return run(steps);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "tutorial: %s\n", e.what());
-    return 1;
+  } catch (const std::exception& e) {
+    return env.report_error(e, "tutorial");  // rank 0 prints an error every rank raised
   }
 }

@@ -5,11 +5,11 @@
 
 namespace distop::detail {
 
-void select_cuda_device() {
+int select_cuda_device() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     cudaGetLastError();  // no GPU: host paths only; clear the sticky error
-    return;
+    return -1;
   }
   MPI_Comm node = MPI_COMM_NULL;
   int world = 0, local = 0;
@@ -20,6 +20,7 @@ void select_cuda_device() {
     MPI_Comm_free(&node);
   }
   cudaSetDevice(local % count);
+  return local % count;
 }
 
 }  // namespace distop::detail

@@ -1,19 +1,19 @@
 #include "distop/core/environment.hpp"
 
+#include <malloc.h>
 #include <mpi.h>
+#include <sched.h>
 
 #include <Kokkos_Core.hpp>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
 
 #include "distop/comm/collectives.hpp"
 #include "distop/core/error.hpp"
 #include "storage.hpp"
-
-#include <malloc.h>
-
-#include <cstdio>
-#include <cstring>
-#include <vector>
 
 #ifdef DISTOP_HAVE_OPENBLAS
 extern "C" void openblas_set_num_threads(int num_threads);
@@ -24,8 +24,9 @@ namespace distop {
 
 #ifdef DISTOP_HAVE_CUDA
 namespace detail {
-void select_cuda_device();
-}
+// The device this rank took, or -1 where there is no GPU.
+int select_cuda_device();
+}  // namespace detail
 #endif
 
 namespace {
@@ -35,9 +36,9 @@ namespace {
 void warn_about_slow_blas_kernels(int rank) {
 #ifdef DISTOP_HAVE_OPENBLAS
   const char* core = openblas_get_corename();
-  const bool old_kernels = core && (std::strcmp(core, "Prescott") == 0 ||
-                                    std::strcmp(core, "Core2") == 0 ||
-                                    std::strcmp(core, "Nehalem") == 0);
+  const bool old_kernels =
+      core && (std::strcmp(core, "Prescott") == 0 || std::strcmp(core, "Core2") == 0 ||
+               std::strcmp(core, "Nehalem") == 0);
   if (rank == 0 && old_kernels && __builtin_cpu_supports("avx2") &&
       std::getenv("OPENBLAS_CORETYPE") == nullptr)
     std::fprintf(stderr,
@@ -48,6 +49,23 @@ void warn_about_slow_blas_kernels(int rank) {
   (void)rank;
 #endif
 }
+
+#if defined(DISTOP_HAVE_CUDA) && defined(KOKKOS_ENABLE_CUDA)
+// Whether the program chose Kokkos' device itself, on its command line or in Kokkos' environment
+// variables. distop's choice then gives way: Kokkos makes its device current when it initialises,
+// and cuBLAS and NCCL, set up later, use the current device.
+bool kokkos_device_chosen(int argc, char** argv) {
+  for (const char* var : {"KOKKOS_DEVICE_ID", "KOKKOS_MAP_DEVICE_ID_BY", "KOKKOS_NUM_DEVICES",
+                          "KOKKOS_VISIBLE_DEVICES"})
+    if (std::getenv(var) != nullptr) return true;
+  for (int i = 1; i < argc; ++i)
+    for (const char* flag :
+         {"--kokkos-device-id", "--kokkos-map-device-id-by", "--kokkos-num-devices",
+          "--kokkos-ndevices", "--kokkos-visible-devices", "--device-id"})
+      if (std::strncmp(argv[i], flag, std::strlen(flag)) == 0) return true;
+  return false;
+}
+#endif
 
 }  // namespace
 
@@ -66,25 +84,39 @@ Environment::Environment(int& argc, char**& argv, EnvironmentOptions options) {
     owns_mpi_ = true;
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_dup(MPI_COMM_WORLD, &errors_);
   comm::decide_yield_when_idle(MPI_COMM_WORLD);
 #ifdef DISTOP_HAVE_CUDA
-  detail::select_cuda_device();
+  [[maybe_unused]] const int device = detail::select_cuda_device();
 #endif
   if (!Kokkos::is_initialized()) {
     // Kokkos answers an unprefixed --help with its own text; leave --help to the program
     // (--kokkos-help still reaches Kokkos). Kokkos may rewrite its copy of the arguments.
     std::vector<char*> args, help;
     for (int i = 0; i < argc; ++i) {
-      const bool is_help = i > 0 && (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0);
+      const bool is_help =
+          i > 0 && (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0);
       (is_help ? help : args).push_back(argv[i]);
     }
+    std::string device_flag;  // an argument for Kokkos alone, never the program's
+#if defined(DISTOP_HAVE_CUDA) && defined(KOKKOS_ENABLE_CUDA)
+    // Kokkos picks a device again when it initialises (by the launcher's local rank where it
+    // recognises the launcher, else device 0, which would put every rank of a node on one GPU and
+    // make NCCL refuse the communicator). Kokkos, cuBLAS and NCCL must share the one distop chose.
+    if (device >= 0 && !kokkos_device_chosen(argc, argv)) {
+      device_flag = "--kokkos-device-id=" + std::to_string(device);
+      args.push_back(device_flag.data());
+    }
+#endif
     int n = static_cast<int>(args.size());
     args.push_back(nullptr);
     Kokkos::initialize(n, args.data());
     owns_kokkos_ = true;
-    // The program sees its arguments without Kokkos' (as Kokkos would leave them), help included.
+    // The program sees its arguments without Kokkos' (as Kokkos would leave them) and without the
+    // device flag, help included.
     argc = 0;
-    for (int i = 0; i < n; ++i) argv[argc++] = args[i];
+    for (int i = 0; i < n; ++i)
+      if (device_flag.empty() || args[i] != device_flag.data()) argv[argc++] = args[i];
     for (char* h : help) argv[argc++] = h;
     argv[argc] = nullptr;
   }
@@ -97,7 +129,38 @@ Environment::Environment(int& argc, char**& argv, EnvironmentOptions options) {
   warn_about_slow_blas_kernels(world_rank());
 }
 
+int Environment::report_error(const std::exception& e, const char* program, int status,
+                              double patience_s) const {
+  // A barrier on a communicator of its own, so that it can never match a collective of the run
+  // that the ranks without an error may be waiting in.
+  const int rank = world_rank();
+  MPI_Request barrier = MPI_REQUEST_NULL;
+  int all_here = 0;
+  if (errors_ != MPI_COMM_NULL && MPI_Ibarrier(errors_, &barrier) == MPI_SUCCESS) {
+    const double deadline = MPI_Wtime() + patience_s;
+    while (MPI_Test(&barrier, &all_here, MPI_STATUS_IGNORE) == MPI_SUCCESS && !all_here &&
+           MPI_Wtime() < deadline)
+      sched_yield();
+  }
+  if (all_here) {
+    if (rank == 0) std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    return status;
+  }
+  std::fprintf(stderr,
+               "%s: error on rank %d: %s\n%s: not every rank reported an error within %g s; "
+               "aborting the job, since the others would wait for this rank for ever\n",
+               program, rank, e.what(), program, patience_s);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, status);
+  return status;  // not reached
+}
+
 Environment::~Environment() {
+  if (errors_ != MPI_COMM_NULL) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&errors_);
+  }
   if (owns_kokkos_) Kokkos::finalize();
   detail::release_cached_host_storage();
   if (owns_mpi_) {

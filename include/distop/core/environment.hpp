@@ -1,6 +1,10 @@
 #pragma once
 // Environment: the scope inside which distop may be used.
 
+#include <mpi.h>
+
+#include <exception>
+
 namespace distop {
 
 struct EnvironmentOptions {
@@ -20,9 +24,20 @@ class Environment {
   Environment(const Environment&) = delete;
   Environment& operator=(const Environment&) = delete;
 
+  // For main's catch of an error, on the ranks that caught one. distop raises its errors on bad
+  // input alike on every rank; then rank 0 prints "program: error: <what>" and every rank gets
+  // `status` back to return from main. An error raised on some ranks only (a rank's local batch
+  // too small for its BatchNorm, a file one node could not write, a bad_alloc) would leave the
+  // other ranks waiting in their next collective for ever: when not every rank has reported
+  // within `patience_s` seconds, each rank that caught one prints it with its rank and the whole
+  // job is aborted (MPI_Abort with `status`). Collective in that sense; waits yield the processor.
+  int report_error(const std::exception& e, const char* program, int status = 1,
+                   double patience_s = 10) const;
+
  private:
   bool owns_mpi_ = false;
   bool owns_kokkos_ = false;
+  MPI_Comm errors_ = MPI_COMM_NULL;  // a copy of MPI_COMM_WORLD for report_error alone
 };
 
 // Sets the number of BLAS threads of this process (OpenBLAS); a no-op for other BLAS libraries.
