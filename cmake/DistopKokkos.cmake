@@ -5,8 +5,9 @@
 # KokkosConfig.cmake that points at a non-existent include directory and targets without include
 # paths; the version requests below reject it, and the headers and libraries are found directly.
 #
-# Sets DISTOP_KOKKOS_FLAVOR (upstream | trilinos), DISTOP_KOKKOS_VERSION (x.y.z) and
-# DISTOP_KOKKOS_HAS_CUDA (ON/OFF). An installed distopConfig.cmake sets
+# Sets DISTOP_KOKKOS_FLAVOR (upstream | trilinos), DISTOP_KOKKOS_VERSION (x.y.z),
+# DISTOP_KOKKOS_HAS_CUDA (ON/OFF) and DISTOP_KOKKOS_NVCC (ON where nvcc compiles the code that uses
+# Kokkos). An installed distopConfig.cmake sets
 # DISTOP_KOKKOS_REQUIRED_FLAVOR and DISTOP_KOKKOS_HINT_DIR first, so that a consumer finds the
 # Kokkos distop was built against rather than whichever comes first on its search path.
 
@@ -15,6 +16,7 @@ if(TARGET distop::kokkos)
 endif()
 
 set(DISTOP_KOKKOS_HAS_CUDA OFF)
+set(DISTOP_KOKKOS_NVCC OFF)
 if(NOT DISTOP_KOKKOS_REQUIRED_FLAVOR STREQUAL "trilinos")
   find_package(Kokkos 4 CONFIG QUIET HINTS ${DISTOP_KOKKOS_HINT_DIR})
   if(NOT Kokkos_FOUND)
@@ -38,6 +40,9 @@ if(Kokkos_FOUND AND TARGET Kokkos::kokkos)
   set_target_properties(distop::kokkos PROPERTIES INTERFACE_LINK_LIBRARIES Kokkos::kokkos)
   if(DEFINED Kokkos_DEVICES AND "CUDA" IN_LIST Kokkos_DEVICES)
     set(DISTOP_KOKKOS_HAS_CUDA ON)
+    if(Kokkos_CXX_COMPILER_ID STREQUAL "NVIDIA")
+      set(DISTOP_KOKKOS_NVCC ON)
+    endif()
   endif()
   message(STATUS "distop: upstream Kokkos ${Kokkos_VERSION} (devices: ${Kokkos_DEVICES})")
 else()

@@ -1,7 +1,9 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <sched.h>
 
 #include <Kokkos_Core.hpp>
+#include <string>
 #include <type_traits>
 
 #include "distop/comm/mpi.hpp"
@@ -56,7 +58,12 @@ Context& context(MPI_Comm comm) {
   void* value = nullptr;
   int found = 0;
   DISTOP_MPI_CHECK(MPI_Comm_get_attr(comm, keyval(), &value, &found), "nccl");
-  if (found) return *static_cast<Context*>(value);
+  if (found) {
+    auto& ctx = *static_cast<Context*>(value);
+    DISTOP_CHECK(ctx.comm != nullptr, "nccl",
+                 "this communicator's NCCL communicator was aborted after an earlier error");
+    return ctx;
+  }
   int rank = 0, size = 0;
   DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &rank), "nccl");
   DISTOP_MPI_CHECK(MPI_Comm_size(comm, &size), "nccl");
@@ -82,8 +89,24 @@ ncclDataType_t nccl_type() {
 // Kokkos' and may still be running: they finish first.
 void wait_for_kernels() { Kokkos::fence(); }
 
+// Waits for the collective, polling NCCL for asynchronous errors (a peer that failed or left)
+// instead of blocking in cudaStreamSynchronize, which would never return. On such an error the
+// communicator is aborted, which also ends the collective, and the error is thrown.
 void finish(Context& ctx, const char* op) {
-  DISTOP_CUDA_CHECK(cudaStreamSynchronize(ctx.stream), op);
+  for (;;) {
+    const cudaError_t done = cudaStreamQuery(ctx.stream);
+    if (done == cudaSuccess) return;
+    if (done != cudaErrorNotReady) DISTOP_CUDA_CHECK(done, op);
+    ncclResult_t async = ncclSuccess;
+    DISTOP_NCCL_CHECK(ncclCommGetAsyncError(ctx.comm, &async), op);
+    if (async != ncclSuccess) {
+      ncclCommAbort(ctx.comm);
+      ctx.comm = nullptr;
+      throw Error(op, std::string("NCCL reported an asynchronous error (") +
+                          ncclGetErrorString(async) + "); the communicator was aborted");
+    }
+    sched_yield();
+  }
 }
 
 }  // namespace

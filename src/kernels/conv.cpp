@@ -839,9 +839,12 @@ void conv_forward(const Tensor<T>& x, const Tensor<T>& w, const Tensor<T>& bias,
     return;
   }
   const std::int64_t nb = chunk_samples(n, rows_k, p, sizeof(T));
-  if (use_bands(geo)) {
-    band_forward(xp, wp, bp, n, c, o, geo, nb, yp, keep);
-    return;
+  // The band kernels read runs with host code: not instantiated for a device.
+  if constexpr (kHostKernels) {
+    if (use_bands(geo)) {
+      band_forward(xp, wp, bp, n, c, o, geo, nb, yp, keep);
+      return;
+    }
   }
   // The chunk of samples from s on has its matrix at cols(s): in one kept tensor for the whole
   // batch, or else in one scratch buffer that every chunk reuses.
@@ -894,9 +897,12 @@ void conv_backward_input(const Tensor<T>& dy, const Tensor<T>& w, T beta, Tensor
     return;
   }
   const std::int64_t nb = chunk_samples(n, rows_k, p, sizeof(T));
-  if (use_bands(geo)) {
-    band_backward_input(dyp, wp, n, c, o, geo, nb, beta, dxp);
-    return;
+  // Host kernels only, as above.
+  if constexpr (kHostKernels) {
+    if (use_bands(geo)) {
+      band_backward_input(dyp, wp, n, c, o, geo, nb, beta, dxp);
+      return;
+    }
   }
   Scratch<T> col(rows_k * nb * p);
   if (nb == 1) {
@@ -936,10 +942,13 @@ void conv_backward_weight(const Tensor<T>& dy, const Tensor<T>& x, T beta, Tenso
                                         kept_frames(kept, direct_geo(geo), n, c));
     return;
   }
-  if (use_bands(geo)) {
-    band_backward_weight(dyp, xp, n, c, o, geo, chunk_samples(n, rows_k, p, sizeof(T)), beta, dwp,
-                         kept);
-    return;
+  // Host kernels only, as above.
+  if constexpr (kHostKernels) {
+    if (use_bands(geo)) {
+      band_backward_weight(dyp, xp, n, c, o, geo, chunk_samples(n, rows_k, p, sizeof(T)), beta, dwp,
+                           kept);
+      return;
+    }
   }
   // BLAS runs this product faster with the long side as m (OpenBLAS: 15-40% on these shapes),
   // so the GEMMs accumulate dW^T [C taps, O] in scratch; one small transpose adds it to dw.

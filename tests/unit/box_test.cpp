@@ -47,8 +47,11 @@ std::vector<std::pair<Shape, Box>> cases() {
 TEST(Box, PackMatchesIndexMath) {
   for (const auto& [shape, box] : cases()) {
     auto t = iota(shape);
-    std::vector<double> out(static_cast<std::size_t>(box.numel()), -1);
-    distop::kernels::pack(t, box, out.data());
+    // The flat buffers are tensors too: the kernels read and write distop's memory space.
+    Tensor<double> buffer(Shape{box.numel()});
+    buffer.fill(-1);
+    distop::kernels::pack(t, box, buffer.data());
+    const auto out = buffer.to_vector();
     for (std::int64_t i = 0; i < box.numel(); ++i)
       ASSERT_EQ(out[i], static_cast<double>(offset_of(shape, box, i))) << shape.str() << box.str();
   }
@@ -58,10 +61,11 @@ TEST(Box, UnpackOverwritesOrAccumulatesOnlyTheBox) {
   for (const auto& [shape, box] : cases()) {
     std::vector<double> in(static_cast<std::size_t>(box.numel()));
     for (std::size_t i = 0; i < in.size(); ++i) in[i] = 1000.0 + static_cast<double>(i);
+    const auto buffer = Tensor<double>::from_vector(Shape{box.numel()}, in);
     auto t = iota(shape);
-    distop::kernels::unpack(in.data(), box, t, false);
+    distop::kernels::unpack(buffer.data(), box, t, false);
     auto u = iota(shape);
-    distop::kernels::unpack(in.data(), box, u, true);
+    distop::kernels::unpack(buffer.data(), box, u, true);
     auto tv = t.to_vector(), uv = u.to_vector();
     std::vector<int> inside(tv.size(), -1);
     for (std::int64_t i = 0; i < box.numel(); ++i)
@@ -122,8 +126,11 @@ void expect_box_kernels_match_index_math(std::int64_t run, std::int64_t pad) {
   for (std::int64_t i = 0; i < n; ++i)
     inside[static_cast<std::size_t>(offset_of(shape, box, i))] = i;
 
-  std::vector<T> packed(static_cast<std::size_t>(n), T(-1));
-  distop::kernels::pack(t, box, packed.data());
+  Tensor<T> packed_buffer(Shape{n});
+  packed_buffer.fill(T(-1));
+  distop::kernels::pack(t, box, packed_buffer.data());
+  const std::vector<T> packed = packed_buffer.to_vector();
+  const auto in_buffer = Tensor<T>::from_vector(Shape{n}, in);
   for (std::int64_t i = 0; i < n; ++i)
     ASSERT_EQ(packed[static_cast<std::size_t>(i)],
               values[static_cast<std::size_t>(offset_of(shape, box, i))])
@@ -132,9 +139,9 @@ void expect_box_kernels_match_index_math(std::int64_t run, std::int64_t pad) {
   for (bool accumulate : {false, true}) {
     // unpack from `in`, and copy_box from a tensor holding `in` in the same box.
     auto u = Tensor<T>::from_vector(shape, values);
-    distop::kernels::unpack(in.data(), box, u, accumulate);
+    distop::kernels::unpack(in_buffer.data(), box, u, accumulate);
     auto source = Tensor<T>::from_vector(shape, values);
-    distop::kernels::unpack(in.data(), box, source, false);
+    distop::kernels::unpack(in_buffer.data(), box, source, false);
     auto c = Tensor<T>::from_vector(shape, values);
     distop::kernels::copy_box(source, box, c, box, accumulate);
     for (const auto& [what, result] :
