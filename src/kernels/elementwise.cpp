@@ -23,7 +23,7 @@ void check_counts(const Tensor<T>& a, const Tensor<T>& b, const char* op) {
 struct Relu {
   template <class T>
   KOKKOS_INLINE_FUNCTION T operator()(T x) const {
-    return x > T(0) ? x : T(0);
+    return x < T(0) ? T(0) : x;  // a NaN passes on (x > 0 ? x : 0 would make it 0)
   }
 };
 struct ReluGrad {  // from the input x

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "gradcheck.hpp"
 
@@ -66,6 +67,21 @@ TEST(Activation, ValuesAndNoRecordingWithoutGradient) {
   Var<float> xg(xv, true);
   distop::nn::tanh(tape, xg);
   EXPECT_EQ(tape.names(), (std::vector<std::string>{"tanh"}));
+}
+
+// A NaN reaching relu (weights that diverged, say) stays NaN, as in PyTorch: were it zeroed, the
+// layers after it would see zeros and the loss could stay finite, hiding the divergence.
+TEST(Activation, ReluPassesNaNOn) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  DistTensor<float> xv(test::local_batch_space(1, 4));
+  xv.local().copy_from(
+      distop::Tensor<float>::from_vector(distop::Shape{1, 4}, {-1, nan, 2, -0.5f}));
+  Tape tape;
+  const auto y = distop::nn::relu(tape, Var<float>(xv, false)).value().local().to_vector();
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_TRUE(std::isnan(y[1]));
+  EXPECT_EQ(y[2], 2.0f);
+  EXPECT_EQ(y[3], 0.0f);
 }
 
 }  // namespace
