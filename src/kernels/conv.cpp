@@ -456,9 +456,11 @@ bool use_direct(const Geo& g, std::int64_t c, std::int64_t o, Pass pass) {
     return false;
   } else {
     if (g_conv_method == ConvMethod::im2col || g_conv_method == ConvMethod::bands) return false;
+    // The kernels have no first of three axes: a 3-D window fits only where that axis is one
+    // output reading the one input entry (an offset there would read padding instead).
     const bool fits = !g.pointwise && g.in[0] == 1 && g.out[0] == 1 && g.k[0] == 1 &&
-                      (g.s[1] == 1 || g.out[1] == 1) && (g.s[2] == 1 || g.out[2] == 1) &&
-                      host_simd_bytes() != 0;
+                      g.off[0] == 0 && (g.s[1] == 1 || g.out[1] == 1) &&
+                      (g.s[2] == 1 || g.out[2] == 1) && host_simd_bytes() != 0;
     if (!fits) return false;
     // Their scratch (kept per thread) holds one sample's padded planes of every channel, input
     // and output: within kMaxScratchBytes, as the GEMM forms' (a 1024 x 1024 image with 3 -> 16

@@ -75,6 +75,10 @@ std::vector<Case> cases() {
       // (partial blocks of kernel columns), a dilated width.
       {"2d_many_outputs_wide_kernel", geometry({9, 12}, {2, 7}, {1, 1}, {1, 1}, {1, 3}), 2, 3, 11},
       {"2d_width_dilation", geometry({7, 11}, {2, 3}, {1, 1}, {1, 2}, {1, 2}), 2, 2, 5},
+      // A depth of one input, one tap and one output whose tap reads the padding (the last rank of
+      // a depth-split 1 x 3 x 3 layer with padding 1): the 2-D direct kernels do not apply.
+      {"3d_flat_depth_in_padding",
+       geometry({1, 5, 6}, {1, 3, 3}, {1, 1, 1}, {1, 1, 1}, {-1, 1, 1}, {1, 5, 6}), 2, 2, 3},
   };
 }
 
