@@ -84,9 +84,11 @@ void log_softmax(const Tensor<T>& logits, Tensor<T>& out) {
       KOKKOS_LAMBDA(std::int64_t r) {
         double max, sum_exp;
         row_stats(xv, r, classes, max, sum_exp);
-        const double lse = max + kmath::log(sum_exp);
+        // (x - max) - log(sum), not x - (max + log(sum)): max + log(sum) rounds away the digits
+        // of log(sum) below max's precision (all of log 2 once |max| reaches 1e17).
+        const double log_sum = kmath::log(sum_exp);
         for (std::int64_t j = r * classes; j < (r + 1) * classes; ++j)
-          ov(j) = static_cast<T>(static_cast<double>(xv(j)) - lse);
+          ov(j) = static_cast<T>((static_cast<double>(xv(j)) - max) - log_sum);
       });
 }
 
@@ -136,7 +138,7 @@ double softmax_cross_entropy(const Tensor<T>& logits, const std::vector<std::int
         double max, sum_exp;
         row_stats(xv, r, classes, max, sum_exp);
         const std::int64_t base = r * classes;
-        acc += max + kmath::log(sum_exp) - static_cast<double>(xv(base + lv(r)));
+        acc += kmath::log(sum_exp) - (static_cast<double>(xv(base + lv(r))) - max);
         if (write_probs)
           for (std::int64_t j = base; j < base + classes; ++j)
             pv(j) = static_cast<T>(kmath::exp(static_cast<double>(xv(j)) - max) / sum_exp);

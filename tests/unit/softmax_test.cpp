@@ -69,6 +69,28 @@ TYPED_TEST(SoftmaxTest, HugeLogitsStayFinite) {
   EXPECT_NEAR(probs.to_vector()[4], 0.5, 1e-7);
 }
 
+// Logits so large that max + log(sum of exp) rounds log(sum) away, in float and in double alike:
+// log softmax and the cross-entropy subtract the row maximum first, and keep log 2.
+TYPED_TEST(SoftmaxTest, HugeLogitsKeepTheLogOfTheSum) {
+  using T = TypeParam;
+  const double tol = std::is_same_v<T, float> ? 1e-6 : 1e-14;
+  const double log2 = std::log(2.0);
+  auto x = Tensor<T>::from_vector(Shape{2, 3}, {T(1e20), T(1e20), T(-1e20),  //
+                                                T(-1e20), T(1e20), T(1e20)});
+  Tensor<T> lp(Shape{2, 3}), probs(Shape{2, 3});
+  kernels::log_softmax(x, lp);
+  const auto v = lp.to_vector();
+  EXPECT_NEAR(v[0], -log2, tol);
+  EXPECT_NEAR(v[1], -log2, tol);
+  EXPECT_NEAR(v[4], -log2, tol);
+  EXPECT_NEAR(v[5], -log2, tol);
+  EXPECT_NEAR(v[2], -2e20, 1e-6 * 2e20);
+  EXPECT_NEAR(v[3], -2e20, 1e-6 * 2e20);
+  EXPECT_NEAR(kernels::softmax_cross_entropy(x, {0, 2}, &probs), 2 * log2, 2 * tol);
+  EXPECT_NEAR(kernels::softmax_cross_entropy(x, {2, 0}), 4e20, 1e-6 * 4e20);
+  for (std::size_t i : {0, 1, 4, 5}) EXPECT_NEAR(probs.to_vector()[i], 0.5, tol);
+}
+
 TEST(Softmax, BadLabelsAreErrors) {
   auto x = Tensor<double>::from_vector(Shape{2, 3}, {1, 2, 3, 4, 5, 6});
   EXPECT_THROW(kernels::softmax_cross_entropy(x, {0, 3}), distop::Error);
