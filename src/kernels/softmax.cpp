@@ -38,7 +38,14 @@ LabelView upload_labels(const std::vector<std::int32_t>& labels, std::int64_t ro
   return v;
 }
 
-// The maximum of row r and the sum of exp(x - max) over it, in double.
+// The rows the row kernels visit: none when there are no classes (nothing to write, and no entry
+// to take a row's maximum from).
+template <class T>
+std::int64_t rows_with_classes(const Tensor<T>& logits) {
+  return logits.extent(1) == 0 ? 0 : logits.extent(0);
+}
+
+// The maximum of row r (classes >= 1) and the sum of exp(x - max) over it, in double.
 template <class V>
 KOKKOS_INLINE_FUNCTION void row_stats(const V& x, std::int64_t r, std::int64_t classes, double& max,
                                       double& sum_exp) {
@@ -63,7 +70,7 @@ void softmax(const Tensor<T>& logits, Tensor<T>& probs) {
   auto xv = logits.view();
   auto pv = probs.view();
   Kokkos::parallel_for(
-      "distop::softmax", Kokkos::RangePolicy<ExecSpace>(0, logits.extent(0)),
+      "distop::softmax", Kokkos::RangePolicy<ExecSpace>(0, rows_with_classes(logits)),
       KOKKOS_LAMBDA(std::int64_t r) {
         double max, sum_exp;
         row_stats(xv, r, classes, max, sum_exp);
@@ -80,7 +87,7 @@ void log_softmax(const Tensor<T>& logits, Tensor<T>& out) {
   auto xv = logits.view();
   auto ov = out.view();
   Kokkos::parallel_for(
-      "distop::log_softmax", Kokkos::RangePolicy<ExecSpace>(0, logits.extent(0)),
+      "distop::log_softmax", Kokkos::RangePolicy<ExecSpace>(0, rows_with_classes(logits)),
       KOKKOS_LAMBDA(std::int64_t r) {
         double max, sum_exp;
         row_stats(xv, r, classes, max, sum_exp);

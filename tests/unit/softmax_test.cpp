@@ -91,6 +91,22 @@ TYPED_TEST(SoftmaxTest, HugeLogitsKeepTheLogOfTheSum) {
   for (std::size_t i : {0, 1, 4, 5}) EXPECT_NEAR(probs.to_vector()[i], 0.5, tol);
 }
 
+// Rows of no classes: nothing to compute and nothing to write (no row maximum is read).
+TYPED_TEST(SoftmaxTest, RowsOfNoClassesAreEmpty) {
+  using T = TypeParam;
+  for (const Shape& s : {Shape{3, 0}, Shape{0, 4}, Shape{0, 0}}) {
+    SCOPED_TRACE(s.str());
+    Tensor<T> x(s), y(s), dx(s);
+    kernels::softmax(x, y);
+    kernels::log_softmax(x, y);
+    kernels::log_softmax_backward(y, x, T(0), dx);
+    EXPECT_EQ(y.numel(), 0);
+  }
+  Tensor<T> none(Shape{0, 0});
+  EXPECT_EQ(kernels::softmax_cross_entropy(none, {}), 0.0);
+  EXPECT_EQ(kernels::count_correct(none, {}), 0);
+}
+
 TEST(Softmax, BadLabelsAreErrors) {
   auto x = Tensor<double>::from_vector(Shape{2, 3}, {1, 2, 3, 4, 5, 6});
   EXPECT_THROW(kernels::softmax_cross_entropy(x, {0, 3}), distop::Error);
