@@ -237,6 +237,64 @@ TEST(DistributedPool, EqualsTheOneRankLayerInValuesAndGradients) {
   }
 }
 
+// Windows whose halo is zero on one side, or negative (owned input that no output reads, which
+// the layer trims), or that read only padding on some parts: strides larger than the kernel,
+// padding larger than the kernel's reach, dilation. Convolution and max pooling along each spatial
+// axis in turn, against the one-rank layers.
+TEST(DistributedConv, SurplusAndOneSidedHalos) {
+  const int n = world_size();
+  const std::vector<ConvWindow> windows{{1, 3, 0, 1}, {2, 3, 0, 1}, {3, 2, 0, 2},
+                                        {4, 3, 2, 1}, {3, 1, 3, 1}, {2, 2, 1, 2}};
+  const Shape spatial{13, 11};
+  const Shape xs = with_batch_channels(2, 3, spatial);
+  for (const auto& w : windows) {
+    SCOPED_TRACE(w.str());
+    const nn::ConvOptions o{{w.stride}, {w.padding}, {w.dilation}, true};
+    nn::Conv<double> ref(2, 3, 2, {w.kernel}, o, kSeed);
+    Var<double> X(global_tensor<double>(xs, 3), true);
+    Tape rt;
+    auto Y = ref.forward(rt, X);
+    Y.grad().local().copy_from(global_tensor<double>(Y.space().global_shape(), 4).local());
+    rt.backward();
+    const bool poolable = 2 * w.padding <= w.kernel;
+    const nn::PoolOptions po{{w.stride}, {w.padding}, {w.dilation}};
+    Var<double> Xp(global_tensor<double>(xs, 5), true);
+    Var<double> Yp;
+    Tape pt;
+    if (poolable) {
+      Yp = nn::Pool<double>(nn::PoolKind::max, 2, {w.kernel}, po).forward(pt, Xp);
+      Yp.grad().local().copy_from(global_tensor<double>(Yp.space().global_shape(), 6).local());
+      pt.backward();
+    }
+    for (const Shape& grid : {Shape{1, 1, n, 1}, Shape{1, 1, 1, n}}) {
+      SCOPED_TRACE(grid.str());
+      nn::DistributedConv<double> layer(2, 3, 2, {w.kernel}, o, Partition::world(grid), kSeed);
+      DistTensor<double> x0(layer.input_space(2, spatial));
+      nn::uniform_init(x0, 3, 1.0);
+      Var<double> x(x0, true);
+      Tape tape;
+      auto y = layer.forward(tape, x);
+      expect_box(y.value(), Y.value(), "y");
+      nn::uniform_init(y.grad(), 4, 1.0);
+      tape.backward();
+      expect_box(x.grad(), X.grad(), "dx");
+      expect_box(layer.weight().grad(), ref.weight().grad(), "dW");
+      expect_box(layer.bias().grad(), ref.bias().grad(), "db");
+      if (!poolable) continue;
+      nn::DistributedPool<double> pool(nn::PoolKind::max, 2, {w.kernel}, po);
+      DistTensor<double> p0(TensorSpace(xs, Partition::world(grid)));
+      nn::uniform_init(p0, 5, 1.0);
+      Var<double> xp(p0, true);
+      Tape ptape;
+      auto yp = pool.forward(ptape, xp);
+      expect_box(yp.value(), Yp.value(), "pooled y");
+      nn::uniform_init(yp.grad(), 6, 1.0);
+      ptape.backward();
+      expect_box(xp.grad(), Xp.grad(), "pooled dx");
+    }
+  }
+}
+
 // Windows that stay inside every rank's block (2 x 2 pooling, each block twice its outputs) need no
 // halo: the layer runs no HaloExchange and no HaloPad (no copy of its input); windows that cross
 // the blocks do, as soon as the height is split.
