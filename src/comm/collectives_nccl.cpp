@@ -10,21 +10,16 @@
 #include "distop/core/error.hpp"
 #include "nccl_backend.hpp"
 
-#define DISTOP_NCCL_CHECK(call, op)                                                      \
-  do {                                                                                   \
-    const ncclResult_t distop_nccl_rc_ = (call);                                         \
-    if (distop_nccl_rc_ != ncclSuccess)                                                  \
-      throw ::distop::Error(                                                             \
-          (op), std::string(#call) + " failed: " + ncclGetErrorString(distop_nccl_rc_)); \
+// Calls a CUDA or NCCL function and throws distop::Error(op, ...) with `describe`'s text for its
+// status unless it returned `success`.
+#define DISTOP_STATUS_CHECK(call, op, success, describe)                                    \
+  do {                                                                                      \
+    const auto distop_rc_ = (call);                                                         \
+    if (distop_rc_ != (success))                                                            \
+      throw ::distop::Error((op), std::string(#call) + " failed: " + describe(distop_rc_)); \
   } while (0)
-
-#define DISTOP_CUDA_CHECK(call, op)                                                      \
-  do {                                                                                   \
-    const cudaError_t distop_cuda_rc_ = (call);                                          \
-    if (distop_cuda_rc_ != cudaSuccess)                                                  \
-      throw ::distop::Error(                                                             \
-          (op), std::string(#call) + " failed: " + cudaGetErrorString(distop_cuda_rc_)); \
-  } while (0)
+#define DISTOP_NCCL_CHECK(call, op) DISTOP_STATUS_CHECK(call, op, ncclSuccess, ncclGetErrorString)
+#define DISTOP_CUDA_CHECK(call, op) DISTOP_STATUS_CHECK(call, op, cudaSuccess, cudaGetErrorString)
 
 namespace distop::comm::nccl {
 

@@ -84,6 +84,18 @@ void expect_box(const DistTensor<double>& got, const DistTensor<double>& global,
     ASSERT_NEAR(v[i], g[static_cast<std::size_t>(idx[i])], tol) << what << " entry " << i;
 }
 
+// y = layer(x) on a tape of its own, then backward from dL/dy drawn with uniform_init(dy_seed),
+// which fills every partitioning of a tensor with the same global values: a one-rank layer and
+// its distributed counterpart run alike from the same seeds.
+template <class Layer>
+Var<double> forward_backward(Layer& layer, const Var<double>& x, std::uint64_t dy_seed) {
+  Tape tape;
+  Var<double> y = layer.forward(tape, x);
+  nn::uniform_init(y.grad(), dy_seed, 1.0);
+  tape.backward();
+  return y;
+}
+
 Shape with_batch_channels(std::int64_t n, std::int64_t c, const Shape& spatial) {
   std::vector<std::int64_t> v{n, c};
   v.insert(v.end(), spatial.begin(), spatial.end());
@@ -99,11 +111,7 @@ TEST(DistributedConv, EqualsTheOneRankLayerInValuesAndGradients) {
     nn::Conv<double> ref(2, kIn, kOut, cc.kernel, cc.options, kSeed);
     const Shape xs = with_batch_channels(kBatch, kIn, kSpatial);
     Var<double> X(global_tensor<double>(xs, 3), true);
-    Tape rt;
-    auto Y = ref.forward(rt, X);
-    auto dY = global_tensor<double>(Y.space().global_shape(), 4);
-    Y.grad().local().copy_from(dY.local());
-    rt.backward();
+    const auto Y = forward_backward(ref, X, 4);
 
     for (const auto& c : grid_cases_2d()) {
       if (world_size() < c.ranks_needed) continue;
@@ -113,12 +121,9 @@ TEST(DistributedConv, EqualsTheOneRankLayerInValuesAndGradients) {
       DistTensor<double> x0(layer.input_space(kBatch, kSpatial));
       nn::uniform_init(x0, 3, 1.0);
       Var<double> x(x0, true);
-      Tape tape;
-      auto y = layer.forward(tape, x);
+      const auto y = forward_backward(layer, x, 4);
       ASSERT_EQ(y.space(), layer.output_space(kBatch, kSpatial));
       expect_box(y.value(), Y.value(), "y");
-      nn::uniform_init(y.grad(), 4, 1.0);
-      tape.backward();
       expect_box(x.grad(), X.grad(), "dx");
       expect_box(layer.weight().value(), ref.weight().value(), "W");
       expect_box(layer.weight().grad(), ref.weight().grad(), "dW");
@@ -173,19 +178,13 @@ TEST(DistributedConv, OneAndThreeSpatialAxes) {
     nn::ConvOptions o{{1}, {1}, {1}, true};
     nn::Conv<double> ref(c.dims, 2, 3, {3}, o, kSeed);
     Var<double> X(global_tensor<double>(with_batch_channels(2, 2, c.spatial), 3), true);
-    Tape rt;
-    auto Y = ref.forward(rt, X);
-    Y.grad().local().copy_from(global_tensor<double>(Y.space().global_shape(), 4).local());
-    rt.backward();
+    const auto Y = forward_backward(ref, X, 4);
     nn::DistributedConv<double> layer(c.dims, 2, 3, {3}, o, Partition::world(c.grid), kSeed);
     DistTensor<double> x0(layer.input_space(2, c.spatial));
     nn::uniform_init(x0, 3, 1.0);
     Var<double> x(x0, true);
-    Tape tape;
-    auto y = layer.forward(tape, x);
+    const auto y = forward_backward(layer, x, 4);
     expect_box(y.value(), Y.value(), "y");
-    nn::uniform_init(y.grad(), 4, 1.0);
-    tape.backward();
     expect_box(x.grad(), X.grad(), "dx");
     expect_box(layer.weight().grad(), ref.weight().grad(), "dW");
   }
@@ -216,22 +215,16 @@ TEST(DistributedPool, EqualsTheOneRankLayerInValuesAndGradients) {
     nn::Pool<double> ref(c.kind, 2, c.kernel, c.options);
     // Distinct values (no ties), so the max is the same wherever it is computed.
     Var<double> X(global_tensor<double>(xs, 5), true);
-    Tape rt;
-    auto Y = ref.forward(rt, X);
-    Y.grad().local().copy_from(global_tensor<double>(Y.space().global_shape(), 6).local());
-    rt.backward();
+    const auto Y = forward_backward(ref, X, 6);
     for (const auto& [grid, ranks] : grids) {
       SCOPED_TRACE(grid.str());
       nn::DistributedPool<double> layer(c.kind, 2, c.kernel, c.options);
       DistTensor<double> x0(TensorSpace(xs, Partition::world(grid, ranks)));
       nn::uniform_init(x0, 5, 1.0);
       Var<double> x(x0, true);
-      Tape tape;
-      auto y = layer.forward(tape, x);
+      const auto y = forward_backward(layer, x, 6);
       ASSERT_EQ(y.space(), layer.output_space(x.space()));
       expect_box(y.value(), Y.value(), "y");
-      nn::uniform_init(y.grad(), 6, 1.0);
-      tape.backward();
       expect_box(x.grad(), X.grad(), "dx");
     }
   }
@@ -252,19 +245,14 @@ TEST(DistributedConv, SurplusAndOneSidedHalos) {
     const nn::ConvOptions o{{w.stride}, {w.padding}, {w.dilation}, true};
     nn::Conv<double> ref(2, 3, 2, {w.kernel}, o, kSeed);
     Var<double> X(global_tensor<double>(xs, 3), true);
-    Tape rt;
-    auto Y = ref.forward(rt, X);
-    Y.grad().local().copy_from(global_tensor<double>(Y.space().global_shape(), 4).local());
-    rt.backward();
+    const auto Y = forward_backward(ref, X, 4);
     const bool poolable = 2 * w.padding <= w.kernel;
     const nn::PoolOptions po{{w.stride}, {w.padding}, {w.dilation}};
     Var<double> Xp(global_tensor<double>(xs, 5), true);
     Var<double> Yp;
-    Tape pt;
     if (poolable) {
-      Yp = nn::Pool<double>(nn::PoolKind::max, 2, {w.kernel}, po).forward(pt, Xp);
-      Yp.grad().local().copy_from(global_tensor<double>(Yp.space().global_shape(), 6).local());
-      pt.backward();
+      nn::Pool<double> ref_pool(nn::PoolKind::max, 2, {w.kernel}, po);
+      Yp = forward_backward(ref_pool, Xp, 6);
     }
     for (const Shape& grid : {Shape{1, 1, n, 1}, Shape{1, 1, 1, n}}) {
       SCOPED_TRACE(grid.str());
@@ -272,11 +260,8 @@ TEST(DistributedConv, SurplusAndOneSidedHalos) {
       DistTensor<double> x0(layer.input_space(2, spatial));
       nn::uniform_init(x0, 3, 1.0);
       Var<double> x(x0, true);
-      Tape tape;
-      auto y = layer.forward(tape, x);
+      const auto y = forward_backward(layer, x, 4);
       expect_box(y.value(), Y.value(), "y");
-      nn::uniform_init(y.grad(), 4, 1.0);
-      tape.backward();
       expect_box(x.grad(), X.grad(), "dx");
       expect_box(layer.weight().grad(), ref.weight().grad(), "dW");
       expect_box(layer.bias().grad(), ref.bias().grad(), "db");
@@ -285,11 +270,8 @@ TEST(DistributedConv, SurplusAndOneSidedHalos) {
       DistTensor<double> p0(TensorSpace(xs, Partition::world(grid)));
       nn::uniform_init(p0, 5, 1.0);
       Var<double> xp(p0, true);
-      Tape ptape;
-      auto yp = pool.forward(ptape, xp);
+      const auto yp = forward_backward(pool, xp, 6);
       expect_box(yp.value(), Yp.value(), "pooled y");
-      nn::uniform_init(yp.grad(), 6, 1.0);
-      ptape.backward();
       expect_box(xp.grad(), Xp.grad(), "pooled dx");
     }
   }
@@ -308,10 +290,7 @@ TEST(DistributedPool, ExchangesHalosOnlyWhereWindowsCrossBlocks) {
     Var<double> x(x0, true);
     timers::reset();
     timers::enable(true);
-    Tape tape;
-    auto y = layer.forward(tape, x);
-    nn::uniform_init(y.grad(), 4, 1.0);
-    tape.backward();
+    forward_backward(layer, x, 4);
     timers::enable(false);
     long long calls = 0;
     for (const auto& [name, e] : timers::snapshot())
