@@ -10,8 +10,9 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 build=${DISTOP_BUILD_DIR:-build-fuzz}
 bash scripts/install-deps.sh clang libclang-rt-14-dev
-DISTOP_BUILD_DIR=$build bash scripts/build.sh -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_CXX_COMPILER=clang++ "-DCMAKE_CXX_FLAGS=-O1 -g" -DDISTOP_ENABLE_WERROR=ON \
+# Line tables only for debug information: crash reports keep their files and lines.
+DISTOP_BUILD_DIR=$build bash scripts/build.sh -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_CXX_FLAGS=-O1 -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only -DDISTOP_ENABLE_WERROR=ON \
   -DDISTOP_ENABLE_TESTS=OFF -DDISTOP_ENABLE_EXAMPLES=OFF -DDISTOP_ENABLE_BENCHMARKS=OFF \
   -DDISTOP_ENABLE_FUZZERS=ON "-DDISTOP_FUZZ_SECONDS=${DISTOP_FUZZ_SECONDS:-60}" "$@"
 ctest --test-dir "$build" -L fuzz -j"$(nproc)" --output-on-failure

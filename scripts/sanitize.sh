@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Builds distop with AddressSanitizer and UndefinedBehaviorSanitizer (-O1, debug info) in
+# Builds distop with AddressSanitizer and UndefinedBehaviorSanitizer (-O1, line tables) in
 # ${DISTOP_BUILD_DIR:-build-sanitize} and runs the test suite under them: any out-of-bounds access,
 # use after free, misaligned or invalid allocation, or undefined arithmetic fails its test.
 # Leak reports are off (MPICH's and hwloc's plugins keep allocations to exit). Not run: the install
 # test (its consumer is built without the sanitizers) and, unless --all, the many-ranks tests.
-# About 8 minutes to build and 3 to test on 2 cores.
+# Debug information is line tables only (-g1): the sanitizers' stack traces keep their files, lines
+# and inlined frames, and the build takes about 40 % less time than with full -g.
+# About 5 minutes to build and 4 to test on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -14,9 +16,9 @@ if [ "${1:-}" = --all ]; then exclude=(-LE install); shift; fi
 # Set before the build too: it runs the test programs to list their tests.
 export ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}
 export UBSAN_OPTIONS=print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}
-flags="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined"
-DISTOP_BUILD_DIR=$build bash scripts/build.sh -DCMAKE_BUILD_TYPE=Debug -DDISTOP_ENABLE_WERROR=ON \
-  -DDISTOP_ENABLE_BENCHMARKS=OFF "-DCMAKE_CXX_FLAGS=$flags" \
+flags="-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined"
+DISTOP_BUILD_DIR=$build bash scripts/build.sh -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 \
+  -DDISTOP_ENABLE_WERROR=ON -DDISTOP_ENABLE_BENCHMARKS=OFF "-DCMAKE_CXX_FLAGS=$flags" \
   "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined" \
   "-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined" "$@"
 ctest --test-dir "$build" -j"$(nproc)" --output-on-failure --timeout 900 "${exclude[@]}"
