@@ -19,9 +19,16 @@ Box box_of(const TensorSpace& s, const std::vector<int>& coords) {
              s.decomposition().local_shape(coords).extents()};
 }
 
-bool canonical(const TensorSpace& s, const std::vector<int>& coords) {
-  for (int g = 0; g < s.partition().dim(); ++g)
-    if (s.decomposition().replicates(g) && coords[g] != 0) return false;
+// Whether the destination cell at `dst_coords` reads the source cell at `src_coords` where their
+// boxes meet. Where the source replicates along a grid axis, one replica is read: on one shared
+// partition, the replica with the destination's own coordinate on that axis (each replica group
+// serves its own ranks, as an MPI collective over the group does); between two partitions, the
+// canonical copy, coordinate 0.
+bool reads(const TensorSpace& src, const std::vector<int>& src_coords, bool one_partition,
+           const std::vector<int>& dst_coords) {
+  for (int g = 0; g < src.partition().dim(); ++g)
+    if (src.decomposition().replicates(g) && src_coords[g] != (one_partition ? dst_coords[g] : 0))
+      return false;
   return true;
 }
 
@@ -58,14 +65,15 @@ void RepartitionPlan::build() {
   const int me = src_.partition().parent_rank();
   const auto& sp = src_.partition();
   const auto& dp = dst_.partition();
-  const bool src_active = sp.active() && canonical(src_, sp.coords());
+  const bool one_partition = sp.same_as(dp);
+  const bool src_active = sp.active();
   const bool dst_active = dp.active();
   const Box mine_src = src_active ? box_of(src_, sp.coords()) : Box{};
   const Box mine_dst = dst_active ? box_of(dst_, dp.coords()) : Box{};
   if (dst_active) {
     for (int i = 0; i < sp.size(); ++i) {
       const auto c = sp.coords_of(i);
-      if (!canonical(src_, c)) continue;
+      if (!reads(src_, c, one_partition, dp.coords())) continue;
       const Box overlap = box_of(src_, c).intersect(mine_dst);
       if (overlap.empty()) continue;
       const int peer = sp.ranks()[i];
@@ -80,8 +88,9 @@ void RepartitionPlan::build() {
   if (src_active) {
     for (int i = 0; i < dp.size(); ++i) {
       const int peer = dp.ranks()[i];
-      if (peer == me) continue;
-      const Box overlap = box_of(dst_, dp.coords_of(i)).intersect(mine_src);
+      const auto c = dp.coords_of(i);
+      if (peer == me || !reads(src_, sp.coords(), one_partition, c)) continue;
+      const Box overlap = box_of(dst_, c).intersect(mine_src);
       if (!overlap.empty()) sends_.push_back({peer, overlap.relative_to(mine_src.offset)});
     }
   }
@@ -135,7 +144,7 @@ bool tiles(const std::vector<const Box*>& boxes, std::int64_t numel) {
 
 template <class T>
 void RepartitionPlan::copy_forward(const Tensor<T>& x, Tensor<T>& y) const {
-  // Every entry of y comes from exactly one canonical source entry: receives and local copies
+  // Every entry of y comes from exactly one source entry: receives and local copies
   // overwrite, and no fill is needed. Contiguous boxes travel straight from x and into y.
   comm::Exchange<T> ex(src_.partition().parent(), kTag);
   std::vector<Tensor<T>> in(recvs_.size());

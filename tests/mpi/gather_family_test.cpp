@@ -43,7 +43,8 @@ std::vector<Case> cases() {
 
 TensorSpace make(const Case& c) {
   Partition p = Partition::world(c.grid, c.ranks);
-  if (!c.blocks.empty()) return TensorSpace(p, Decomposition::blocks(c.tensor, c.grid, c.blocks, c.axis_map));
+  if (!c.blocks.empty())
+    return TensorSpace(p, Decomposition::blocks(c.tensor, c.grid, c.blocks, c.axis_map));
   return TensorSpace(p, Decomposition::balanced(c.tensor, c.grid, c.axis_map));
 }
 
@@ -89,4 +90,36 @@ TEST(GatherFamily, GatherAssemblesAndAllGatherCopiesEverywhere) {
     auto y = ag.apply(x);
     ASSERT_TRUE(test::holds_global_index(y));
   }
+}
+
+// On a grid whose second axis replicates the tensor, AllGather along the first axis gathers within
+// each replica group (the ranks sharing a coordinate on the second axis), as MPI_Allgatherv over
+// the group does: every group assembles its own members' blocks, in g - 1 messages per rank, and
+// ReduceScatter gives every member the sum over its own group.
+TEST(GatherFamily, AllGatherStaysWithinEachReplicaGroup) {
+  DISTOP_REQUIRE_RANKS(4);
+  Partition p = Partition::world(Shape{2, 2}, {0, 1, 2, 3});
+  const TensorSpace s(p, Decomposition::balanced(Shape{6, 3}, Shape{2, 2}, {0, -1}));
+  const int group = p.coords()[1];
+  DistTensor<double> x(s);
+  const auto gi = s.global_indices();
+  std::vector<double> v;
+  for (const auto g : gi) v.push_back(static_cast<double>(g + 100 * group));
+  x.local().copy_from(Tensor<double>::from_vector(s.local_shape(), v));
+  AllGather<double> ag(s, {0});
+  auto y = ag.apply(x).local().to_vector();
+  ASSERT_EQ(y.size(), 18u);
+  for (std::size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], static_cast<double>(i + 100 * group));
+  const auto f = ag.forward_stats();
+  EXPECT_EQ(f.messages_received, 1);
+  EXPECT_EQ(f.bytes_received, 9 * 8);
+  EXPECT_EQ(f.messages_sent, 1);
+
+  ReduceScatter<double> rs(s, {0});
+  DistTensor<double> whole(rs.domain());
+  whole.local().fill(1.0 + group);
+  auto part = rs.apply(whole).local().to_vector();
+  for (double e : part) EXPECT_EQ(e, 2.0 * (1.0 + group));
+  auto rep = distop::testing::adjoint_test(rs);
+  EXPECT_TRUE(rep.passed) << rep.str();
 }

@@ -121,17 +121,22 @@ TEST(Repartition, MovesExactlyTheEntriesWhoseOwnerChanges) {
     auto src = make(c.tensor, c.src);
     auto dst = make(c.tensor, c.dst);
     Repartition<float> r(src, dst);
-    // Closed form: every destination entry not already held by this rank's canonical source box.
+    // Closed form: every destination entry not already held by the source box this rank reads
+    // from itself (its own box on a shared partition; between partitions, only a canonical
+    // replica's).
     std::int64_t expected = 0;
     if (dst.partition().active() && !(src == dst)) {
       const Box mine_dst{dst.local_offset(), dst.local_shape().extents()};
       std::int64_t kept = 0;
       const auto& sp = src.partition();
       if (sp.active()) {
-        bool canonical = true;
-        for (int g = 0; g < sp.dim(); ++g)
-          if (src.decomposition().replicates(g) && sp.coords()[g] != 0) canonical = false;
-        if (canonical)
+        bool reads_itself = sp.same_as(dst.partition());
+        if (!reads_itself) {
+          reads_itself = true;
+          for (int g = 0; g < sp.dim(); ++g)
+            if (src.decomposition().replicates(g) && sp.coords()[g] != 0) reads_itself = false;
+        }
+        if (reads_itself)
           kept = Box{src.local_offset(), src.local_shape().extents()}.intersect(mine_dst).numel();
       }
       expected = mine_dst.numel() - kept;
@@ -155,6 +160,68 @@ TEST(Repartition, IdenticalSpacesPassThroughWithoutACopy) {
   r.forward(x, y);
   EXPECT_EQ(y.data(), x.data());
   EXPECT_EQ(r.forward_stats(), CommStats{});
+}
+
+// On one partition, each replica serves the ranks that share its coordinate on the replicating
+// axis: a replicated tensor split along that axis is sliced from each rank's own copy, no message,
+// and the adjoint gives each copy the gradient of its own slice. Replicas differ here, so reading
+// the canonical copy instead would show.
+TEST(Repartition, OnOnePartitionEachReplicaServesItsOwnCoordinate) {
+  DISTOP_REQUIRE_RANKS(2);
+  const int n = world_size();
+  const int me = world_rank();
+  Partition p = Partition::world(Shape{n});
+  TensorSpace whole(p, Decomposition::balanced(Shape{2 * n}, Shape{n}, {-1}));
+  TensorSpace split(p, Decomposition::balanced(Shape{2 * n}, Shape{n}, {0}));
+  Repartition<double> r(whole, split);
+  DistTensor<double> x(whole);
+  x.local().fill(1.0 + me);
+  auto y = DistTensor<double>::uninitialized(split);
+  r.forward(x, y);
+  for (double v : y.local().to_vector()) EXPECT_EQ(v, 1.0 + me);
+  EXPECT_EQ(r.forward_stats(), CommStats{});
+  DistTensor<double> dy(split);
+  dy.local().fill(1.0);
+  auto dx = DistTensor<double>::uninitialized(whole);
+  r.adjoint(dy, dx);
+  const auto g = dx.local().to_vector();
+  for (int i = 0; i < 2 * n; ++i) EXPECT_EQ(g[i], i / 2 == me ? 1.0 : 0.0) << i;
+  auto rep = distop::testing::adjoint_test(r);
+  EXPECT_TRUE(rep.passed) << rep.str();
+}
+
+// Identical replicated spaces: every replica keeps its own copy (the identity, a pass-through),
+// as the rule above gives.
+TEST(Repartition, IdenticalReplicatedSpacesPassThrough) {
+  DISTOP_REQUIRE_RANKS(2);
+  const int n = world_size();
+  TensorSpace s(Partition::world(Shape{n}), Decomposition::balanced(Shape{5}, Shape{n}, {-1}));
+  Repartition<double> r(s, s);
+  DistTensor<double> x(s);
+  x.local().fill(1.0 + world_rank());
+  auto y = DistTensor<double>::uninitialized(s);
+  r.forward(x, y);
+  EXPECT_EQ(y.data(), x.data());
+  EXPECT_EQ(r.forward_stats(), CommStats{});
+}
+
+// Between two partitions a replicated source is read from its canonical copy (coordinate 0), and
+// the adjoint gives the other copies zero.
+TEST(Repartition, BetweenPartitionsTheCanonicalReplicaIsRead) {
+  DISTOP_REQUIRE_RANKS(2);
+  const int n = world_size();
+  const int me = world_rank();
+  TensorSpace whole(Partition::world(Shape{n}), Decomposition::balanced(Shape{3}, Shape{n}, {-1}));
+  TensorSpace on_last(Shape{3}, Partition::world(Shape{1}, {n - 1}));
+  Repartition<double> r(whole, on_last);
+  DistTensor<double> x(whole);
+  x.local().fill(1.0 + me);
+  auto y = r.apply(x);
+  for (double v : y.local().to_vector()) EXPECT_EQ(v, 1.0);
+  DistTensor<double> dy(on_last);
+  dy.local().fill(2.0);
+  auto dx = r.apply_adjoint(dy);
+  for (double v : dx.local().to_vector()) EXPECT_EQ(v, me == 0 ? 2.0 : 0.0);
 }
 
 // On the tape, the pass-through's adjoint hands back y's gradient itself; x must get a copy, or

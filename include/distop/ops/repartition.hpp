@@ -11,8 +11,11 @@ namespace distop {
 
 // The plan of a repartition: for every pair of ranks, the intersection of the source rank's box
 // with the destination rank's box. Entries held by several source ranks (a replicating grid axis)
-// are read from one of them only, the canonical copy: the rank with coordinate 0 on every
-// replicating axis. A rank's overlap with itself is a local copy. Built from metadata, then
+// are read from one of them only: where both spaces share one partition, the replica with the
+// destination rank's own coordinate on every replicating axis (each replica group serves its own
+// ranks, so an all-gather gathers within each group, and a replicated tensor split along the
+// replicating axis is sliced locally); between two partitions, the canonical copy, the rank with
+// coordinate 0 on every replicating axis. A rank's overlap with itself is a local copy. Built from metadata, then
 // agreed: the constructor is collective over the parent (over the partition's ranks alone when
 // both spaces share one partition; one allreduce), so that spaces that differ between ranks (an
 // explicit decomposition, say), a message over MPI's int count limit, or any other error raise
@@ -25,11 +28,11 @@ class RepartitionPlan {
   const TensorSpace& dst() const noexcept { return dst_; }
   bool pass_through() const noexcept { return pass_through_; }
 
-  // y = every destination box filled from the canonical source boxes (overwrites y).
+  // y = every destination box filled from the source boxes it reads (overwrites y).
   template <class T>
   void copy_forward(const Tensor<T>& x, Tensor<T>& y) const;
-  // x = the reverse transfer, summed: every canonical source entry receives the sum of the
-  // destination entries that copied it; other source entries are zero (overwrites x).
+  // x = the reverse transfer, summed: every source entry receives the sum of the destination
+  // entries that copied it; entries no destination read are zero (overwrites x).
   template <class T>
   void accumulate_reverse(const Tensor<T>& y, Tensor<T>& x) const;
 
@@ -57,10 +60,11 @@ class RepartitionPlan {
 
 // Repartition from space A to space B over the same global shape (any grids, rank sets,
 // balanced or explicit decompositions; overlapping, disjoint or idle ranks).
-//   forward (y = R x): every entry of every destination box is the entry of the canonical
-//     source box that holds the same global index.
+//   forward (y = R x): every entry of every destination box is the entry of the same global
+//     index in the one source box it reads (see RepartitionPlan for which replica that is).
 //   adjoint (x = R* y): R is a 0/1 matrix with one 1 per row, so R* sends every destination
-//     entry back to its canonical source and sums there; non-canonical copies get zero.
+//     entry back to the source entry it read and sums there; entries no destination read (the
+//     non-canonical replicas, between two partitions) get zero.
 //   collective over: the parent at construction (see RepartitionPlan); then the ranks of either
 //     partition (point-to-point messages only; idle ranks return at once). Identical spaces: a
 //     pass-through that shares x's storage, no copy.
