@@ -96,6 +96,23 @@ Var<double> forward_backward(Layer& layer, const Var<double>& x, std::uint64_t d
   return y;
 }
 
+// The distributed layer against its one-rank reference `ref`, which ran forward_backward(ref, X,
+// 4) to Y: the same input (uniform_init seed 3) and output gradient, then every rank's boxes of y,
+// dx, dW and (with a bias) db against the reference's whole tensors.
+void expect_conv_matches(nn::DistributedConv<double>& layer, std::int64_t batch,
+                         const Shape& spatial, nn::Conv<double>& ref, const Var<double>& X,
+                         const Var<double>& Y, bool bias) {
+  DistTensor<double> x0(layer.input_space(batch, spatial));
+  nn::uniform_init(x0, 3, 1.0);
+  Var<double> x(x0, true);
+  const auto y = forward_backward(layer, x, 4);
+  ASSERT_EQ(y.space(), layer.output_space(batch, spatial));
+  expect_box(y.value(), Y.value(), "y");
+  expect_box(x.grad(), X.grad(), "dx");
+  expect_box(layer.weight().grad(), ref.weight().grad(), "dW");
+  if (bias) expect_box(layer.bias().grad(), ref.bias().grad(), "db");
+}
+
 Shape with_batch_channels(std::int64_t n, std::int64_t c, const Shape& spatial) {
   std::vector<std::int64_t> v{n, c};
   v.insert(v.end(), spatial.begin(), spatial.end());
@@ -118,16 +135,8 @@ TEST(DistributedConv, EqualsTheOneRankLayerInValuesAndGradients) {
       SCOPED_TRACE(c.name);
       nn::DistributedConv<double> layer(2, kIn, kOut, cc.kernel, cc.options,
                                         Partition::world(c.grid, c.ranks), kSeed);
-      DistTensor<double> x0(layer.input_space(kBatch, kSpatial));
-      nn::uniform_init(x0, 3, 1.0);
-      Var<double> x(x0, true);
-      const auto y = forward_backward(layer, x, 4);
-      ASSERT_EQ(y.space(), layer.output_space(kBatch, kSpatial));
-      expect_box(y.value(), Y.value(), "y");
-      expect_box(x.grad(), X.grad(), "dx");
       expect_box(layer.weight().value(), ref.weight().value(), "W");
-      expect_box(layer.weight().grad(), ref.weight().grad(), "dW");
-      if (cc.options.bias) expect_box(layer.bias().grad(), ref.bias().grad(), "db");
+      expect_conv_matches(layer, kBatch, kSpatial, ref, X, Y, cc.options.bias);
     }
   }
 }
@@ -180,13 +189,7 @@ TEST(DistributedConv, OneAndThreeSpatialAxes) {
     Var<double> X(global_tensor<double>(with_batch_channels(2, 2, c.spatial), 3), true);
     const auto Y = forward_backward(ref, X, 4);
     nn::DistributedConv<double> layer(c.dims, 2, 3, {3}, o, Partition::world(c.grid), kSeed);
-    DistTensor<double> x0(layer.input_space(2, c.spatial));
-    nn::uniform_init(x0, 3, 1.0);
-    Var<double> x(x0, true);
-    const auto y = forward_backward(layer, x, 4);
-    expect_box(y.value(), Y.value(), "y");
-    expect_box(x.grad(), X.grad(), "dx");
-    expect_box(layer.weight().grad(), ref.weight().grad(), "dW");
+    expect_conv_matches(layer, 2, c.spatial, ref, X, Y, o.bias);
   }
 }
 
@@ -257,14 +260,7 @@ TEST(DistributedConv, SurplusAndOneSidedHalos) {
     for (const Shape& grid : {Shape{1, 1, n, 1}, Shape{1, 1, 1, n}}) {
       SCOPED_TRACE(grid.str());
       nn::DistributedConv<double> layer(2, 3, 2, {w.kernel}, o, Partition::world(grid), kSeed);
-      DistTensor<double> x0(layer.input_space(2, spatial));
-      nn::uniform_init(x0, 3, 1.0);
-      Var<double> x(x0, true);
-      const auto y = forward_backward(layer, x, 4);
-      expect_box(y.value(), Y.value(), "y");
-      expect_box(x.grad(), X.grad(), "dx");
-      expect_box(layer.weight().grad(), ref.weight().grad(), "dW");
-      expect_box(layer.bias().grad(), ref.bias().grad(), "db");
+      expect_conv_matches(layer, 2, spatial, ref, X, Y, o.bias);
       if (!poolable) continue;
       nn::DistributedPool<double> pool(nn::PoolKind::max, 2, {w.kernel}, po);
       DistTensor<double> p0(TensorSpace(xs, Partition::world(grid)));

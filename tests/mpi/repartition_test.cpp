@@ -151,15 +151,22 @@ TEST(Repartition, MovesExactlyTheEntriesWhoseOwnerChanges) {
   }
 }
 
+// Identical spaces, split or replicated (each replica keeping its own copy: the identity, as the
+// rule of the shared partition below gives), pass x's storage through.
 TEST(Repartition, IdenticalSpacesPassThroughWithoutACopy) {
   const int n = world_size();
-  TensorSpace s(Shape{4 * n}, Partition::world(Shape{n}));
-  Repartition<double> r(s, s);
-  DistTensor<double> x(s);
-  auto y = DistTensor<double>::uninitialized(s);
-  r.forward(x, y);
-  EXPECT_EQ(y.data(), x.data());
-  EXPECT_EQ(r.forward_stats(), CommStats{});
+  const Partition p = Partition::world(Shape{n});
+  for (const auto& s : {TensorSpace(Shape{4 * n}, p),
+                        TensorSpace(p, Decomposition::balanced(Shape{5}, Shape{n}, {-1}))}) {
+    SCOPED_TRACE(s.str());
+    Repartition<double> r(s, s);
+    DistTensor<double> x(s);
+    x.local().fill(1.0 + world_rank());
+    auto y = DistTensor<double>::uninitialized(s);
+    r.forward(x, y);
+    EXPECT_EQ(y.data(), x.data());
+    EXPECT_EQ(r.forward_stats(), CommStats{});
+  }
 }
 
 // On one partition, each replica serves the ranks that share its coordinate on the replicating
@@ -188,21 +195,6 @@ TEST(Repartition, OnOnePartitionEachReplicaServesItsOwnCoordinate) {
   for (int i = 0; i < 2 * n; ++i) EXPECT_EQ(g[i], i / 2 == me ? 1.0 : 0.0) << i;
   auto rep = distop::testing::adjoint_test(r);
   EXPECT_TRUE(rep.passed) << rep.str();
-}
-
-// Identical replicated spaces: every replica keeps its own copy (the identity, a pass-through),
-// as the rule above gives.
-TEST(Repartition, IdenticalReplicatedSpacesPassThrough) {
-  DISTOP_REQUIRE_RANKS(2);
-  const int n = world_size();
-  TensorSpace s(Partition::world(Shape{n}), Decomposition::balanced(Shape{5}, Shape{n}, {-1}));
-  Repartition<double> r(s, s);
-  DistTensor<double> x(s);
-  x.local().fill(1.0 + world_rank());
-  auto y = DistTensor<double>::uninitialized(s);
-  r.forward(x, y);
-  EXPECT_EQ(y.data(), x.data());
-  EXPECT_EQ(r.forward_stats(), CommStats{});
 }
 
 // Between two partitions a replicated source is read from its canonical copy (coordinate 0), and
