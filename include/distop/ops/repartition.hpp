@@ -15,11 +15,12 @@ namespace distop {
 // destination rank's own coordinate on every replicating axis (each replica group serves its own
 // ranks, so an all-gather gathers within each group, and a replicated tensor split along the
 // replicating axis is sliced locally); between two partitions, the canonical copy, the rank with
-// coordinate 0 on every replicating axis. A rank's overlap with itself is a local copy. Built from metadata, then
-// agreed: the constructor is collective over the parent (over the partition's ranks alone when
-// both spaces share one partition; one allreduce), so that spaces that differ between ranks (an
-// explicit decomposition, say), a message over MPI's int count limit, or any other error raise
-// the same Error on every rank. Identical source and destination spaces make a pass-through.
+// coordinate 0 on every replicating axis. A rank's overlap with itself is a local copy. Built
+// from metadata, then agreed: the constructor is collective over the parent (over the
+// partition's ranks alone when both spaces share one partition; one allreduce), so that spaces
+// that differ between ranks (an explicit decomposition, say), a message over MPI's int count
+// limit, or any other error raise the same Error on every rank. Identical source and destination
+// spaces make a pass-through.
 class RepartitionPlan {
  public:
   RepartitionPlan(TensorSpace src, TensorSpace dst);
