@@ -20,6 +20,9 @@ bool simd_box_sweeps() {
 namespace {
 constexpr std::int64_t kPageBytes = 4096;
 constexpr std::int64_t kAhead = 2;
+// A copy whose destination lies less than this far ahead of its source, modulo a page, runs from
+// the end (see copy_runs in box_simd.inc).
+constexpr std::uintptr_t kAliasBytes = 1024;
 }  // namespace
 
 DISTOP_TARGET_BEGIN("avx512f")
@@ -28,14 +31,12 @@ namespace {
 
 #include "simd_vec_avx512.inc"
 
-// Copies bytes (a multiple of 4) from s to d: 64-byte vectors, the last one masked.
-inline void copy_bytes(char* d, const char* s, std::int64_t bytes) {
-  std::int64_t b = 0;
-  for (; b + 64 <= bytes; b += 64) _mm512_storeu_si512(d + b, _mm512_loadu_si512(s + b));
-  if (b < bytes) {
-    const auto k = static_cast<__mmask16>((1u << ((bytes - b) / 4)) - 1u);  // 32-bit lanes
-    _mm512_mask_storeu_epi32(d + b, k, _mm512_maskz_loadu_epi32(k, s + b));
-  }
+// One 64-byte vector, and the first bytes (a multiple of 4, under 64) of one, from s to d.
+constexpr std::int64_t kVecBytes = 64;
+inline void copy_vector(char* d, const char* s) { _mm512_storeu_si512(d, _mm512_loadu_si512(s)); }
+inline void copy_tail(char* d, const char* s, std::int64_t bytes) {
+  const auto k = static_cast<__mmask16>((1u << (bytes / 4)) - 1u);  // 32-bit lanes
+  _mm512_mask_storeu_epi32(d, k, _mm512_maskz_loadu_epi32(k, s));
 }
 
 #include "box_simd.inc"
@@ -49,17 +50,16 @@ namespace {
 
 #include "simd_vec_avx2.inc"
 
-// Copies bytes (a multiple of 4) from s to d: 32-byte vectors, the last one masked.
-inline void copy_bytes(char* d, const char* s, std::int64_t bytes) {
-  std::int64_t b = 0;
-  for (; b + 32 <= bytes; b += 32)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + b),
-                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + b)));
-  if (b < bytes) {
-    const __m256i k = first32((bytes - b) / 4);
-    _mm256_maskstore_epi32(reinterpret_cast<int*>(d + b), k,
-                           _mm256_maskload_epi32(reinterpret_cast<const int*>(s + b), k));
-  }
+// One 32-byte vector, and the first bytes (a multiple of 4, under 32) of one, from s to d.
+constexpr std::int64_t kVecBytes = 32;
+inline void copy_vector(char* d, const char* s) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(d),
+                      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
+}
+inline void copy_tail(char* d, const char* s, std::int64_t bytes) {
+  const __m256i k = first32(bytes / 4);
+  _mm256_maskstore_epi32(reinterpret_cast<int*>(d), k,
+                         _mm256_maskload_epi32(reinterpret_cast<const int*>(s), k));
 }
 
 #include "box_simd.inc"

@@ -173,3 +173,41 @@ TEST(Box, EveryRunLengthUnderEveryVectorForm) {
     }
   }
 }
+
+TEST(Box, PackAndUnpackAtEveryPlacementOfTheBufferInAPage) {
+  // The vector copies run from the end of a run where the buffer lies a little ahead of the
+  // tensor, modulo a page, and from the start elsewhere: packed buffers at every 4-byte offset of
+  // a page from the tensor take both, for runs of a partial vector, of several vectors with a
+  // partial last one, and of more than a kilobyte.
+  const Shape shape{6, 300};
+  std::vector<float> values(static_cast<std::size_t>(shape.numel()));
+  for (std::size_t k = 0; k < values.size(); ++k) values[k] = static_cast<float>(k);
+  const auto t = Tensor<float>::from_vector(shape, values);
+  for (int cap : {0, 32}) {
+    const distop::test::SimdCapScope scope(cap);
+    for (std::int64_t run : {12, 100, 257}) {
+      const Box box{{0, 3}, {6, run}};
+      const std::int64_t n = box.numel();
+      Tensor<float> buffer(Shape{n + 1024});
+      for (std::int64_t at = 0; at < 1024; ++at) {
+        buffer.fill(-1.0f);
+        distop::kernels::pack(t, box, buffer.data() + at);
+        auto u = Tensor<float>::from_vector(shape, std::vector<float>(values.size(), 0.0f));
+        distop::kernels::unpack(buffer.data() + at, box, u);
+        const auto packed = buffer.to_vector();
+        const auto unpacked = u.to_vector();
+        for (std::int64_t i = 0; i < n; ++i) {
+          const auto k = static_cast<std::size_t>(offset_of(shape, box, i));
+          ASSERT_EQ(packed[static_cast<std::size_t>(at + i)], values[k])
+              << "pack, run " << run << ", buffer at +" << at << ", entry " << i;
+          ASSERT_EQ(unpacked[k], values[k])
+              << "unpack, run " << run << ", buffer at +" << at << ", entry " << i;
+        }
+        ASSERT_EQ(packed[static_cast<std::size_t>(at + n)], -1.0f) << "pack wrote past the box";
+        if (at > 0) {
+          ASSERT_EQ(packed[static_cast<std::size_t>(at - 1)], -1.0f) << "pack wrote before the box";
+        }
+      }
+    }
+  }
+}
