@@ -24,24 +24,29 @@
 // vs_loop = loop_us / distop's median in that pairing (each pairing is timed on its own, as the
 // two sides of a pair evict each other's data from cache alike). It separates the kernels' own
 // overhead (vs_loop < 1) from what the strided layout costs any code (ratio < 0.8, vs_loop ~ 1).
-// GB/s = box bytes / median time. Timing: steady_clock around each call; distop and baseline
-// repetitions interleaved, alternating which goes first; a warm-up of 3 to 10 pairs (about 0.1 s),
-// then --reps repetitions (default 1000), fewer where the warm-up predicts more than --budget
-// seconds (default 0.25), never fewer than 50. Both sides run on buffers that stay allocated, so
-// at the smaller sizes both work from cache; the contiguous ones are 64-byte aligned tensors, as
-// the buffers distop's operators pack into. --simd-cap 32 (AVX2) or 16 (portable) times distop's
-// other kernel forms on a CPU that has wider vectors.
+// lines = the bytes of the 64-byte cache lines the box's runs touch in the tensor over the box's
+// bytes: 1 where runs are whole lines, 8 for runs of 8 bytes, each in a line of its own (a kernel
+// moving such a box brings `lines` times its bytes through the caches, where memcpy of the same
+// bytes brings them once). GB/s = box bytes / median time. Timing: steady_clock around each call;
+// distop and baseline repetitions interleaved, alternating which goes first; a warm-up of 3 to 10
+// pairs (about 0.1 s), then --reps repetitions (default 1000), fewer where the warm-up predicts
+// more than --budget seconds (default 0.25), never fewer than 50. Both sides run on buffers that
+// stay allocated, so at the smaller sizes both work from cache; the contiguous ones are 64-byte
+// aligned tensors, as the buffers distop's operators pack into. --simd-cap 32 (AVX2) or 16
+// (portable) times distop's other kernel forms on a CPU that has wider vectors.
 //
 // Target (the pass column): ratio = distop GB/s / baseline GB/s >= 0.8.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_util.hpp"
@@ -75,6 +80,7 @@ struct Row {
   std::string box;
   std::int64_t bytes = 0;
   std::int64_t run = 0;
+  double lines = 0;  // bytes of the cache lines the box touches in the tensor, per box byte
   int reps = 0;
   double distop_us = 0;
   double base_us = 0;
@@ -92,6 +98,7 @@ const bench::Table& table() {
                                {"box", 22, true},
                                {"bytes", 9},
                                {"run_B", 6},
+                               {"lines", 5, false, 2},
                                {"distop_us", 10},
                                {"base_us", 9},
                                {"distop_GB/s", 11, false, 1},
@@ -106,13 +113,14 @@ const bench::Table& table() {
 
 void print_row(const Settings& s, const Row& r) {
   if (s.csv) {
-    std::printf("%s,\"%s\",\"%s\",%lld,%lld,%.3f,%.3f,%.4f,%.3f\n", r.kernel.c_str(),
+    std::printf("%s,\"%s\",\"%s\",%lld,%lld,%.3f,%.3f,%.4f,%.3f,%.4f\n", r.kernel.c_str(),
                 r.tensor.c_str(), r.box.c_str(), static_cast<long long>(r.bytes),
-                static_cast<long long>(r.run), r.distop_us, r.base_us, r.ratio(), r.loop_us);
+                static_cast<long long>(r.run), r.distop_us, r.base_us, r.ratio(), r.loop_us,
+                r.lines);
     std::fflush(stdout);
   } else {
     table().row({r.kernel, r.tensor, r.box, static_cast<long long>(r.bytes),
-                 static_cast<long long>(r.run), r.distop_us, r.base_us, r.distop_gbs(),
+                 static_cast<long long>(r.run), r.lines, r.distop_us, r.base_us, r.distop_gbs(),
                  r.base_gbs(), r.ratio(), r.loop_us, r.loop_us / r.distop_vs_loop_us,
                  std::string(r.pass() ? "pass" : "FAIL"), static_cast<long long>(r.reps)});
   }
@@ -227,6 +235,16 @@ std::vector<Row> bench_box(const Settings& s, const BoxCase& c) {
       {"unpack+=", [&] { distop::kernels::unpack(buf.data(), box, dst, true); }, add_from_buf,
        loop_add},
   };
+  // The traffic the box's layout implies: every 64-byte line a run touches comes in whole (the
+  // tensors are 64-byte aligned), so a box of runs shorter than a line moves more than its bytes.
+  constexpr std::int64_t kLine = 64;
+  std::int64_t line_bytes = 0;
+  hand_loop(c.tensor, box, [&](std::int64_t off, std::int64_t, std::int64_t run) {
+    const std::int64_t first = off * static_cast<std::int64_t>(fs);
+    const std::int64_t end = first + run * static_cast<std::int64_t>(fs);
+    line_bytes += ((end + kLine - 1) / kLine - first / kLine) * kLine;
+  });
+  const double lines = static_cast<double>(line_bytes) / static_cast<double>(bytes);
   std::vector<Row> rows;
   for (const auto& k : kernels) {
     auto run_a = [&k] { return bench::time_one(k.distop); };
@@ -237,8 +255,8 @@ std::vector<Row> bench_box(const Settings& s, const BoxCase& c) {
     const auto l = bench::measure_pairs(
         [&](int reps) { return bench::interleave(reps, run_a, run_l); }, s.reps, s.budget_s);
     rows.push_back(Row{k.name, shape_str(c.tensor), box.str(), static_cast<std::int64_t>(bytes),
-                       run_of(c.tensor, box) * static_cast<std::int64_t>(sizeof(float)), m.reps,
-                       m.median_a_us(), m.median_b_us(), l.median_b_us(), l.median_a_us()});
+                       run_of(c.tensor, box) * static_cast<std::int64_t>(sizeof(float)), lines,
+                       m.reps, m.median_a_us(), m.median_b_us(), l.median_b_us(), l.median_a_us()});
     print_row(s, rows.back());
   }
   return rows;
@@ -271,7 +289,7 @@ int run(const Settings& s) {
       {Shape{128, 128, 128}, Box{{0, 0, 126}, {128, 128, 2}}},
   };
   if (s.csv) {
-    std::printf("kernel,tensor,box,bytes,run_bytes,distop_us,base_us,ratio,loop_us\n");
+    std::printf("kernel,tensor,box,bytes,run_bytes,distop_us,base_us,ratio,loop_us,lines\n");
   } else {
     std::printf(
         "# bench_pack: float boxes, 1 process; baseline memcpy of the box's bytes between "
@@ -285,13 +303,28 @@ int run(const Settings& s) {
   }
   int rows = 0;
   int passed = 0;
+  // Per kernel, in the order of the table: pack and unpack (box <-> contiguous buffer) are the
+  // kernels the target names; copy_box (box -> box) and unpack+= are timed against the same
+  // contiguous baselines.
+  std::vector<std::pair<std::string, std::pair<int, int>>> by_kernel;
   for (const auto& c : cases) {
     for (const auto& r : bench_box(s, c)) {
       ++rows;
       if (r.pass()) ++passed;
+      auto k = std::find_if(by_kernel.begin(), by_kernel.end(),
+                            [&r](const auto& e) { return e.first == r.kernel; });
+      if (k == by_kernel.end()) k = by_kernel.insert(by_kernel.end(), {r.kernel, {0, 0}});
+      ++k->second.second;
+      if (r.pass()) ++k->second.first;
     }
   }
-  if (!s.csv) std::printf("# %d of %d rows pass\n", passed, rows);
+  if (!s.csv) {
+    std::printf("# %d of %d rows pass (", passed, rows);
+    for (std::size_t i = 0; i < by_kernel.size(); ++i)
+      std::printf("%s%s %d of %d", i ? ", " : "", by_kernel[i].first.c_str(),
+                  by_kernel[i].second.first, by_kernel[i].second.second);
+    std::printf(")\n");
+  }
   return 0;
 }
 
@@ -303,7 +336,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Times distop's box kernels against memcpy"};
   bench::add_repetition_options(app, s.reps, s.budget_s, /*per_size=*/false);
   app.add_flag("--csv", s.csv,
-               "print kernel,tensor,box,bytes,run_bytes,distop_us,base_us,ratio,loop_us rows");
+               "print kernel,tensor,box,bytes,run_bytes,distop_us,base_us,ratio,loop_us,lines "
+               "rows");
   bench::add_simd_cap_option(app);
   if (const auto code = bench::parse_args(app, argc, argv)) return *code;
   return bench::run_or_abort([&] { return run(s); });
