@@ -77,6 +77,8 @@
 #include "distop/dist/tensor_space.hpp"
 #include "distop/ops/all_gather.hpp"
 #include "distop/ops/gather.hpp"
+#include "distop/ops/reduce_scatter.hpp"
+#include "distop/ops/scatter.hpp"
 #include "distop/ops/halo_exchange.hpp"
 #include "distop/ops/repartition.hpp"
 

@@ -1,4 +1,5 @@
 #include "distop/nn/all_max.hpp"
+#include "distop/nn/all_min.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <string>

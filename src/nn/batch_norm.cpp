@@ -140,7 +140,7 @@ Var<T> normalize(Tape& tape, const Var<T>& x, const Var<T>& weight, const Var<T>
         return;
       }
       const Tensor<double> batch_sums = training ? sums : Tensor<double>();
-      detail::accumulate(xin, [&](T beta, Tensor<T>& dx) {
+      accumulate_grad(xin, [&](T beta, Tensor<T>& dx) {
         kernels::batch_norm_backward_input(dy, xin.value().local(), mean, invstd, w, batch_sums,
                                            count, beta, dx);
       });

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "distop/autodiff/function.hpp"
 #include "distop/autodiff/var.hpp"
 
 namespace distop::nn::detail {
@@ -33,40 +34,6 @@ inline TensorSpace replicated(const Partition& p, const Shape& shape) {
   return TensorSpace(
       p, Decomposition::balanced(shape, p.shape(),
                                  std::vector<int>(static_cast<std::size_t>(shape.rank()), -1)));
-}
-
-// v.grad += (what `write` computes): written straight into the existing gradient (beta = 1), or
-// into a fresh tensor (beta = 0) that becomes the gradient. `write(beta, g)` must overwrite g with
-// beta g + the contribution.
-template <class T, class Write>
-void accumulate(const Var<T>& v, Write write) {
-  if (v.has_grad()) {
-    write(T(1), v.grad().local());
-  } else {
-    DistTensor<T>& g = v.new_grad_for_overwrite();
-    try {
-      write(T(0), g.local());
-    } catch (...) {
-      v.zero_grad();  // no half-written gradient
-      throw;
-    }
-  }
-}
-
-// x.grad += y.grad for an operation whose output y holds x's entries as they are (y's space has
-// x's local boxes; only the global view differs). Called by y's adjoint, after which nothing reads
-// y's gradient: when x has no gradient yet, x takes y's gradient storage instead of a copy (y is
-// left without one) unless something else still refers to that storage.
-template <class T>
-void pass_grad_on(const Var<T>& y, const Var<T>& x) {
-  const bool same_space = y.space() == x.space();
-  auto as_x = [&](DistTensor<T> g) { return same_space ? g : g.reinterpreted(x.space()); };
-  if (x.has_grad())
-    x.accumulate_grad(as_x(y.grad()));  // added in place, y's gradient only read
-  else if (!y.grad().local().shares_storage())
-    x.accumulate_grad(as_x(y.take_grad()));
-  else
-    x.accumulate_grad(as_x(y.grad().clone()));
 }
 
 }  // namespace distop::nn::detail

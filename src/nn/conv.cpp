@@ -79,7 +79,7 @@ Var<T> conv(Tape& tape, const Var<T>& x, const Var<T>& w, const Var<T>& b,
     kernels::ConvGradients<T> grads;
     auto with = [](bool need, const Var<T>& v, Tensor<T>*& target, T& beta, auto next) {
       if (!need) return next();
-      detail::accumulate(v, [&](T given, Tensor<T>& t) {
+      accumulate_grad(v, [&](T given, Tensor<T>& t) {
         target = &t;
         beta = given;
         next();

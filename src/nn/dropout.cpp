@@ -20,7 +20,7 @@ Var<T> dropout(Tape& tape, const Var<T>& x, double p, std::uint64_t seed, bool t
   tape.record("dropout", [xin = x, y, p, seed]() {
     if (!y.has_grad()) return;
     const TensorSpace& s = xin.space();
-    detail::accumulate(xin, [&](T beta, Tensor<T>& dx) {
+    accumulate_grad(xin, [&](T beta, Tensor<T>& dx) {
       kernels::dropout(y.grad().local(), s.global_shape(), s.local_offset(), p, seed, beta, dx);
     });
   });

@@ -52,7 +52,7 @@ Var<T> flatten(Tape& tape, const Var<T>& x, const TensorSpace& out_space) {
   tape.record("flatten", [xin = x, y]() {
     if (!y.has_grad()) return;
     const Tensor<T>& dy = y.grad().local();
-    detail::accumulate(xin, [&](T beta, Tensor<T>& dx) {
+    accumulate_grad(xin, [&](T beta, Tensor<T>& dx) {
       const Tensor<T> g = dy.reshaped(dx.shape());
       if (beta == T(0))
         dx.copy_from(g);

@@ -45,7 +45,7 @@ Var<T> add_bias(Tape& tape, const Var<T>& x, const Var<T>& b) {
         if (db.local_numel() > 0) kernels::sum_rows(y.grad().local(), T(0), db.local());
         b.accumulate_grad(std::move(db));
       }
-      if (x.requires_grad()) detail::pass_grad_on(y, x);
+      if (x.requires_grad()) pass_grad(y, x);
     });
   }
   return y;
@@ -57,7 +57,7 @@ Var<T> reinterpret(Tape& tape, const Var<T>& x, const TensorSpace& space) {
   if (y.requires_grad()) {
     tape.record("reinterpret", [x, y]() mutable {
       if (!y.has_grad()) return;
-      detail::pass_grad_on(y, x);
+      pass_grad(y, x);
     });
   }
   return y;

@@ -10,7 +10,6 @@
 
 namespace distop::nn {
 
-using detail::accumulate;
 using detail::replicated;
 using kernels::Op;
 
@@ -88,20 +87,20 @@ Var<T> Linear<T>::forward(Tape& tape, const Var<T>& x) const {
     // same on all ranks, which the adjoints of collective operations upstream rely on.
     if (w.requires_grad()) {
       if (active)
-        accumulate(
+        accumulate_grad(
             w, [&](T beta, Tensor<T>& g) { kernels::gemm(Op::T, Op::N, T(1), dy, xl, beta, g); });
       else
         w.grad();
     }
     if (b.defined() && b.requires_grad()) {
       if (active)
-        accumulate(b, [&](T beta, Tensor<T>& g) { kernels::sum_rows(dy, beta, g); });
+        accumulate_grad(b, [&](T beta, Tensor<T>& g) { kernels::sum_rows(dy, beta, g); });
       else
         b.grad();
     }
     if (xin.requires_grad()) {
       if (active)
-        accumulate(xin, [&](T beta, Tensor<T>& g) {
+        accumulate_grad(xin, [&](T beta, Tensor<T>& g) {
           kernels::gemm(Op::N, Op::N, T(1), dy, w.value().local(), beta, g);
         });
       else

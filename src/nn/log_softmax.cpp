@@ -30,7 +30,7 @@ Var<T> log_softmax(Tape& tape, const Var<T>& x) {
       xin.grad();
       return;
     }
-    detail::accumulate(xin, [&](T beta, Tensor<T>& dx) {
+    accumulate_grad(xin, [&](T beta, Tensor<T>& dx) {
       Tensor<T> dx2 = dx.reshaped(rows);
       kernels::log_softmax_backward(y.value().local().reshaped(rows),
                                     y.grad().local().reshaped(rows), beta, dx2);

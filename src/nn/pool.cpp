@@ -63,7 +63,7 @@ Var<T> max_pool(Tape& tape, const Var<T>& x, const kernels::WindowGeometry& g,
       xin.grad();
       return;
     }
-    detail::accumulate(xin, [&](T beta, Tensor<T>& dx) {
+    accumulate_grad(xin, [&](T beta, Tensor<T>& dx) {
       kernels::max_pool_backward(y.grad().local(), argmax, beta, dx);
     });
   });
@@ -84,7 +84,7 @@ Var<T> avg_pool(Tape& tape, const Var<T>& x, const kernels::WindowGeometry& g,
       xin.grad();
       return;
     }
-    detail::accumulate(xin, [&](T beta, Tensor<T>& dx) {
+    accumulate_grad(xin, [&](T beta, Tensor<T>& dx) {
       kernels::avg_pool_backward(y.grad().local(), beta, dx, g);
     });
   });

@@ -1,4 +1,6 @@
 #include "distop/ops/gather.hpp"
+#include "distop/ops/reduce_scatter.hpp"
+#include "distop/ops/scatter.hpp"
 
 #include <algorithm>
 

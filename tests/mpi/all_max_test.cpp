@@ -1,6 +1,7 @@
 // all_max / all_min: values, the gradient against central finite differences over every rank's
 // entries, ties going to the lowest group rank, and bad axes.
 #include "distop/nn/all_max.hpp"
+#include "distop/nn/all_min.hpp"
 
 #include <gtest/gtest.h>
 

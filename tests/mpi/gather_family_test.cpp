@@ -5,6 +5,8 @@
 #include "box_util.hpp"
 #include "distop/ops/all_gather.hpp"
 #include "distop/ops/gather.hpp"
+#include "distop/ops/reduce_scatter.hpp"
+#include "distop/ops/scatter.hpp"
 #include "distop/testing/adjoint_test.hpp"
 #include "mpi_test_util.hpp"
 

@@ -14,6 +14,8 @@
 
 #include "distop/ops/all_gather.hpp"
 #include "distop/ops/gather.hpp"
+#include "distop/ops/reduce_scatter.hpp"
+#include "distop/ops/scatter.hpp"
 #include "distop/ops/repartition.hpp"
 #include "distop/testing/adjoint_test.hpp"
 #include "mpi_test_util.hpp"

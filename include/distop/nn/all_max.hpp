@@ -1,5 +1,5 @@
 #pragma once
-// Max and min all-reduce on the tape, with the gradient routed to the rank that held the extremum.
+// Max all-reduce on the tape (all_min, its counterpart, is in nn/all_min.hpp), with the gradient routed to the rank that held the extremum.
 
 #include <vector>
 
@@ -26,8 +26,4 @@ namespace distop::nn {
 // same groups and runs even where y received no gradient (contributing zeros).
 template <class T>
 Var<T> all_max(Tape& tape, const Var<T>& x, const std::vector<int>& axes);
-// The same with the minimum (MPI_MINLOC; ties to the lowest group rank).
-template <class T>
-Var<T> all_min(Tape& tape, const Var<T>& x, const std::vector<int>& axes);
-
 }  // namespace distop::nn

@@ -1,5 +1,6 @@
 #pragma once
-// AllGather<T> and ReduceScatter<T>: one plan, run forward or in reverse.
+// AllGather<T>: every rank of a group receives every member's block. Its adjoint,
+// ReduceScatter<T> (ops/reduce_scatter.hpp), runs the same plan in reverse.
 
 #include <vector>
 
@@ -25,21 +26,7 @@ class AllGather final : public Repartition<T> {
   std::string name() const override { return "AllGather"; }
 };
 
-// Reduce-scatter along grid axes `axes`: the adjoint of AllGather(split, axes).
-//   domain: gathered_space(split, axes) (every rank of a group holds a whole copy).
-//   range: `split`.
-//   forward: each block's owner receives the sum over the group of that block
-//     (MPI_Reduce_scatter's data movement).  adjoint: AllGather.
-template <class T>
-class ReduceScatter final : public ReversedRepartition<T> {
- public:
-  ReduceScatter(const TensorSpace& split, const std::vector<int>& axes);
-  std::string name() const override { return "ReduceScatter"; }
-};
-
 extern template class AllGather<float>;
 extern template class AllGather<double>;
-extern template class ReduceScatter<float>;
-extern template class ReduceScatter<double>;
 
 }  // namespace distop

@@ -1,5 +1,6 @@
 #pragma once
-// Gather<T> and Scatter<T>: a distributed tensor to and from its whole on one root rank.
+// Gather<T>: a distributed tensor assembled whole on one root rank (its adjoint is Scatter<T>,
+// ops/scatter.hpp).
 
 #include "distop/ops/repartition.hpp"
 
@@ -24,19 +25,7 @@ class Gather final : public Repartition<T> {
   std::string name() const override { return "Gather"; }
 };
 
-// Scatter from one rank: the whole tensor on `root` to the boxes of `dst` (every replica of a
-// box receives it). Its adjoint sums all the copies of each entry back onto the root: Gather's
-// data movement with a sum where copies meet.
-template <class T>
-class Scatter final : public Repartition<T> {
- public:
-  explicit Scatter(const TensorSpace& dst, int root = 0);
-  std::string name() const override { return "Scatter"; }
-};
-
 extern template class Gather<float>;
 extern template class Gather<double>;
-extern template class Scatter<float>;
-extern template class Scatter<double>;
 
 }  // namespace distop

@@ -1,0 +1,179 @@
+#pragma once
+// Defining a differentiable operation: a forward value and a backward function recorded on the
+// tape with whatever they saved (what torch.autograd.Function is to PyTorch).
+//
+//   // y = x * x, elementwise.
+//   template <class T>
+//   Var<T> square(Tape& tape, const Var<T>& x) {
+//     DistTensor<T> y = x.value().clone();
+//     kernels::mul(x.value().local(), y.local());           // y = x * x
+//     return make_function(tape, "square", {x}, std::move(y),
+//                          [x](const DistTensor<T>& dy, Gradients<T>& grads) {
+//                            grads.accumulate(0, [&](T beta, Tensor<T>& g) {
+//                              // g = beta g + 2 x dy
+//                            });
+//                          });
+//   }
+//
+// The backward function saves what it needs by capture (here x, whose value it reads). It runs
+// once, when backward() replays the tape, and is destroyed right after, releasing what it saved.
+// distop's own layers and operations are written this way.
+
+#include <array>
+#include <cstddef>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "distop/autodiff/tape.hpp"
+#include "distop/autodiff/var.hpp"
+#include "distop/core/error.hpp"
+
+namespace distop {
+
+// v.grad += (what `write` computes), without a temporary: `write(beta, g)` must overwrite g with
+// beta g + the contribution, and is called with beta = 1 on v's existing gradient, or with beta =
+// 0 on fresh uninitialised storage that becomes v's gradient. If `write` throws, v is left
+// without a half-written gradient.
+template <class T, class Write>
+void accumulate_grad(const Var<T>& v, Write&& write) {
+  if (v.has_grad()) {
+    write(T(1), v.grad().local());
+  } else {
+    DistTensor<T>& g = v.new_grad_for_overwrite();
+    try {
+      write(T(0), g.local());
+    } catch (...) {
+      v.zero_grad();
+      throw;
+    }
+  }
+}
+
+// x.grad += y.grad, for an operation whose output y holds x's entries as they are (y's boxes are
+// x's; only the global view may differ). For a backward function that runs after which nothing
+// reads y's gradient: when x has no gradient yet, x takes y's gradient storage instead of a copy,
+// unless something else still refers to that storage.
+template <class T>
+void pass_grad(const Var<T>& y, const Var<T>& x) {
+  const bool same_space = y.space() == x.space();
+  auto as_x = [&](DistTensor<T> g) { return same_space ? g : g.reinterpreted(x.space()); };
+  if (x.has_grad())
+    x.accumulate_grad(as_x(y.grad()));  // added in place, y's gradient only read
+  else if (!y.grad().local().shares_storage())
+    x.accumulate_grad(as_x(y.take_grad()));
+  else
+    x.accumulate_grad(as_x(y.grad().clone()));
+}
+
+// The inputs' gradients, as a backward function sees them: input i is the i-th Var passed to
+// make_function. Contributions are added to what the input's gradient already holds (a Var used by
+// several operations sums what each sends back).
+template <class T>
+class Gradients {
+ public:
+  std::size_t size() const noexcept { return inputs_.size(); }
+  // Whether input i wants a gradient. Contributions to one that does not are ignored, so a
+  // backward function may skip computing them.
+  bool required(std::size_t i) const { return input(i).requires_grad(); }
+  // The input itself (its value, saved by the operation's recording).
+  const Var<T>& input(std::size_t i) const {
+    DISTOP_CHECK(i < inputs_.size(), "Gradients", "input ", i, " of an operation with ",
+                 inputs_.size(), " inputs");
+    return inputs_[i];
+  }
+  // grad_i += what `write(beta, g)` writes (see accumulate_grad).
+  template <class Write>
+  void accumulate(std::size_t i, Write&& write) {
+    if (required(i)) accumulate_grad(input(i), std::forward<Write>(write));
+  }
+  // grad_i += g, taking g's storage when input i has no gradient yet. g must live in input i's
+  // space (an Error otherwise).
+  void add(std::size_t i, DistTensor<T> g) {
+    if (required(i)) input(i).accumulate_grad(std::move(g));
+  }
+  // grad_i += the gradient of output `o` as it is (a pass-through: output o's boxes are input i's).
+  // Takes the output gradient's storage when it can; nothing may read that gradient afterwards.
+  void add_output_grad(std::size_t i, std::size_t o = 0) {
+    DISTOP_CHECK(o < outputs_.size(), "Gradients", "output ", o, " of an operation with ",
+                 outputs_.size(), " outputs");
+    if (required(i)) pass_grad(outputs_[o], input(i));
+  }
+
+  // Made by make_function for the duration of one backward call (it refers to its inputs and
+  // outputs without owning them).
+  Gradients(std::span<const Var<T>> inputs, std::span<const Var<T>> outputs)
+      : inputs_(inputs), outputs_(outputs) {}
+
+ private:
+  std::span<const Var<T>> inputs_;
+  std::span<const Var<T>> outputs_;
+};
+
+// A differentiable operation of several outputs. `values` are the outputs' values, computed by the
+// caller; the result holds one Var per value, which requires a gradient when any input does. The
+// operation is recorded on the tape only then, as `name`, with `backward` called at replay as
+//   backward(std::span<const DistTensor<T>* const> dys, Gradients<T>& grads)
+// where dys[o] is output o's gradient, or nullptr for an output no gradient reached. Unless
+// `collective`, backward is not called at all when no output received a gradient. A `collective`
+// operation (one whose backward sends or receives messages) has its backward called on every rank
+// whatever reached it, so that its messages are matched: dys then point at zero tensors in place of
+// missing gradients, and backward must contribute to every required input (zeros included) so
+// that whether an input has a gradient stays the same on every rank.
+template <class T, class Backward>
+std::vector<Var<T>> make_function(Tape& tape, std::string name, std::vector<Var<T>> inputs,
+                                  std::vector<DistTensor<T>> values, Backward backward,
+                                  bool collective = false) {
+  static_assert(std::is_invocable_v<Backward&, std::span<const DistTensor<T>* const>,
+                                    Gradients<T>&>,
+                "make_function: backward must be callable as "
+                "f(std::span<const DistTensor<T>* const>, Gradients<T>&)");
+  bool record = false;
+  for (const auto& x : inputs) {
+    DISTOP_CHECK(x.defined(), name, "an input is an undefined (default-constructed) Var");
+    record = record || x.requires_grad();
+  }
+  std::vector<Var<T>> outputs;
+  outputs.reserve(values.size());
+  for (auto& v : values) outputs.emplace_back(std::move(v), record);
+  if (!record) return outputs;
+  tape.record(std::move(name), [inputs = std::move(inputs), outputs, backward = std::move(backward),
+                                collective]() mutable {
+    std::vector<const DistTensor<T>*> dys(outputs.size(), nullptr);
+    bool any = false;
+    for (std::size_t o = 0; o < outputs.size(); ++o) {
+      if (outputs[o].has_grad() || collective) dys[o] = &outputs[o].grad();  // zeros if none came
+      any = any || outputs[o].has_grad();
+    }
+    if (!any && !collective) return;
+    Gradients<T> grads(std::span<const Var<T>>(inputs), std::span<const Var<T>>(outputs));
+    backward(std::span<const DistTensor<T>* const>(dys), grads);
+  });
+  return outputs;
+}
+
+// A differentiable operation of one output: y = `value`, recorded (when an input requires a
+// gradient) with `backward` called at replay as
+//   backward(const DistTensor<T>& dy, Gradients<T>& grads)
+// Otherwise as above: a non-collective backward runs only when a gradient reached y; a collective
+// one always, with dy zero where none did.
+template <class T, class Backward>
+Var<T> make_function(Tape& tape, std::string name, std::vector<Var<T>> inputs, DistTensor<T> value,
+                     Backward backward, bool collective = false) {
+  static_assert(std::is_invocable_v<Backward&, const DistTensor<T>&, Gradients<T>&>,
+                "make_function: backward must be callable as "
+                "f(const DistTensor<T>& dy, Gradients<T>&)");
+  std::vector<DistTensor<T>> values;
+  values.push_back(std::move(value));
+  auto outputs = make_function<T>(
+      tape, std::move(name), std::move(inputs), std::move(values),
+      [backward = std::move(backward)](std::span<const DistTensor<T>* const> dys,
+                                       Gradients<T>& grads) mutable { backward(*dys[0], grads); },
+      collective);
+  return std::move(outputs.front());
+}
+
+}  // namespace distop

@@ -1,0 +1,163 @@
+// make_function: a user-defined differentiable operation on the tape.
+
+#include "distop/autodiff/function.hpp"
+
+#include <gtest/gtest.h>
+
+#include <span>
+#include <vector>
+
+#include "distop/autodiff/apply.hpp"
+#include "gradcheck.hpp"
+
+namespace distop {
+namespace {
+
+using test::expect_gradients_match;
+using test::local_batch_space;
+using test::random_tensor;
+using test::weighted_sum;
+
+// y = x * x entrywise, written as a user would.
+template <class T>
+Var<T> square(Tape& tape, const Var<T>& x) {
+  DistTensor<T> y = x.value().clone();
+  const auto xv = x.value().local().to_vector();
+  std::vector<T> yv(xv.size());
+  for (std::size_t i = 0; i < xv.size(); ++i) yv[i] = xv[i] * xv[i];
+  y.local().copy_from(Tensor<T>::from_vector(y.local().shape(), yv));
+  return make_function(tape, "square", {x}, std::move(y),
+                       [x](const DistTensor<T>& dy, Gradients<T>& grads) {
+                         grads.accumulate(0, [&](T beta, Tensor<T>& g) {
+                           const auto gv = g.to_vector();
+                           const auto d = dy.local().to_vector();
+                           const auto v = x.value().local().to_vector();
+                           std::vector<T> out(v.size());
+                           for (std::size_t i = 0; i < v.size(); ++i)
+                             out[i] = (beta != T(0) ? beta * gv[i] : T(0)) + 2 * v[i] * d[i];
+                           g.copy_from(Tensor<T>::from_vector(g.shape(), out));
+                         });
+                       });
+}
+
+// (a, b) = (x, 3 x): two outputs, the first a pass-through of the input's storage.
+template <class T>
+std::vector<Var<T>> copy_and_triple(Tape& tape, const Var<T>& x) {
+  std::vector<DistTensor<T>> values;
+  values.push_back(x.value().clone());
+  DistTensor<T> t = x.value().clone();
+  auto tv = t.local().to_vector();
+  for (auto& v : tv) v *= 3;
+  t.local().copy_from(Tensor<T>::from_vector(t.local().shape(), tv));
+  values.push_back(std::move(t));
+  return make_function(tape, "copy_and_triple", {x}, std::move(values),
+                       [](std::span<const DistTensor<T>* const> dys, Gradients<T>& grads) {
+                         if (dys[0]) grads.add_output_grad(0, 0);
+                         if (dys[1]) {
+                           DistTensor<T> g = dys[1]->clone();
+                           auto gv = g.local().to_vector();
+                           for (auto& v : gv) v *= 3;
+                           g.local().copy_from(Tensor<T>::from_vector(g.local().shape(), gv));
+                           grads.add(0, std::move(g));
+                         }
+                       });
+}
+
+TEST(MakeFunction, GradientMatchesFiniteDifferences) {
+  const auto space = local_batch_space(3, 4);
+  Var<double> x(random_tensor<double>(space, 7), true);
+  const auto r = random_tensor<double>(space, 8);
+  expect_gradients_match([&](Tape& t) { return weighted_sum(t, square(t, x), r); }, {x});
+}
+
+TEST(MakeFunction, TwoOutputsAndAVarUsedTwice) {
+  const auto space = local_batch_space(2, 3);
+  Var<double> x(random_tensor<double>(space, 1), true);
+  const auto r1 = random_tensor<double>(space, 2);
+  const auto r2 = random_tensor<double>(space, 3);
+  expect_gradients_match(
+      [&](Tape& t) {
+        auto ab = copy_and_triple(t, x);
+        auto s = square(t, ab[0]);  // x used again through the first output
+        auto l1 = weighted_sum(t, s, r1);
+        auto l2 = weighted_sum(t, ab[1], r2);
+        return make_function(t, "add", {l1, l2}, [&] {
+          auto v = l1.value().clone();
+          v.local().fill(l1.value().local().to_vector()[0] + l2.value().local().to_vector()[0]);
+          return v;
+        }(),
+                             [](const DistTensor<double>&, Gradients<double>& g) {
+                               g.add_output_grad(0);
+                               g.add_output_grad(1);
+                             });
+      },
+      {x});
+}
+
+TEST(MakeFunction, OnlyTheOutputThatReceivedAGradientIsSeen) {
+  const auto space = local_batch_space(2, 2);
+  Var<double> x(random_tensor<double>(space, 4), true);
+  Tape tape;
+  auto ab = copy_and_triple(tape, x);
+  auto l = weighted_sum(tape, ab[1], random_tensor<double>(space, 5));
+  backward(tape, l);
+  ASSERT_TRUE(x.has_grad());
+  const auto r = random_tensor<double>(space, 5).local().to_vector();
+  const auto g = x.grad().local().to_vector();
+  for (std::size_t i = 0; i < g.size(); ++i) EXPECT_DOUBLE_EQ(g[i], 3 * r[i]);
+}
+
+TEST(MakeFunction, NothingIsRecordedWithoutAnInputThatRequiresAGradient) {
+  const auto space = local_batch_space(2, 2);
+  Var<double> x(random_tensor<double>(space, 4), false);
+  Tape tape;
+  auto y = square(tape, x);
+  EXPECT_EQ(tape.size(), 0u);
+  EXPECT_FALSE(y.requires_grad());
+}
+
+TEST(MakeFunction, NonCollectiveBackwardSkippedWithoutGradientCollectiveRunsWithZeros) {
+  const auto space = local_batch_space(2, 2);
+  Var<double> x(random_tensor<double>(space, 4), true);
+  for (const bool collective : {false, true}) {
+    Tape tape;
+    int calls = 0;
+    double seen = -1;
+    auto unused = make_function(
+        tape, "probe", {x}, x.value().clone(),
+        [&](const DistTensor<double>& dy, Gradients<double>&) {
+          ++calls;
+          seen = 0;
+          for (double v : dy.local().to_vector()) seen += v * v;
+        },
+        collective);
+    auto l = weighted_sum(tape, square(tape, x), random_tensor<double>(space, 6));
+    backward(tape, l);
+    EXPECT_EQ(calls, collective ? 1 : 0) << "collective " << collective;
+    if (collective) EXPECT_EQ(seen, 0.0);
+    x.zero_grad();
+  }
+}
+
+TEST(MakeFunction, UndefinedInputIsAnError) {
+  Tape tape;
+  Var<double> undefined;
+  EXPECT_THROW(make_function(tape, "f", {undefined}, DistTensor<double>(local_batch_space(1, 1)),
+                             [](const DistTensor<double>&, Gradients<double>&) {}),
+               Error);
+}
+
+TEST(MakeFunction, AddWithAWrongSpaceIsAnError) {
+  const auto space = local_batch_space(2, 2);
+  Var<double> x(random_tensor<double>(space, 4), true);
+  Tape tape;
+  auto y = make_function(tape, "bad", {x}, x.value().clone(),
+                         [](const DistTensor<double>&, Gradients<double>& g) {
+                           g.add(0, DistTensor<double>(local_batch_space(3, 2)));
+                         });
+  auto l = weighted_sum(tape, y, random_tensor<double>(space, 1));
+  EXPECT_THROW(backward(tape, l), Error);
+}
+
+}  // namespace
+}  // namespace distop
