@@ -71,6 +71,12 @@
 
 namespace {
 
+// The options with the layer's seed set (the seed is one of the options).
+distop::nn::ConvOptions with_seed(distop::nn::ConvOptions o, std::uint64_t seed) {
+  o.seed = seed;
+  return o;
+}
+
 namespace bench = distop::bench;
 namespace kernels = distop::kernels;
 using distop::DistTensor;
@@ -223,7 +229,7 @@ std::vector<Row> bench_layer(const Settings& s, const Layer& l) {
   // The layer on the tape, with the same input and weights.
   ConvOptions opt;
   opt.padding = {l.pad};
-  Conv<float> layer(2, l.c, l.o, {l.k}, opt, 2024);
+  Conv<float> layer(2, l.c, l.o, {l.k}, with_seed(opt, 2024));
   layer.weight().value().local().copy_from(w);
   const Partition self = Partition::self();
   const TensorSpace xs(self,

@@ -191,7 +191,7 @@ void print_row(const Settings& s, const Row& r) {
 std::vector<Row> bench_shape(const Settings& s, const Shape3& sh) {
   const std::int64_t m = sh.batch, k = sh.in, n = sh.out;
   const int mi = static_cast<int>(m), ki = static_cast<int>(k), ni = static_cast<int>(n);
-  Linear<float> layer(k, n, 2024);
+  Linear<float> layer(k, n, {.seed = 2024});
   const Partition self = Partition::self();
   const TensorSpace xs(self, distop::Decomposition::balanced(Shape{m, k}, self.shape(), {0, -1}));
   const TensorSpace ys = xs.with_extent(1, n);

@@ -159,7 +159,7 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
                    " is not a writable directory");
     });
   }
-  if (!o.init.empty()) io::load_parameters(o.init, model.named_parameters());
+  if (!o.init.empty()) io::load_parameters(o.init, io::named_parameters(model));
   if (talk)
     std::fprintf(stderr, "distop %s: %d rank%s, %lld training and %lld test images\n%s", name,
                  ranks, ranks == 1 ? "" : "s", static_cast<long long>(train.size),
@@ -170,7 +170,7 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
   sgd.momentum = o.momentum;
   sgd.weight_decay = o.weight_decay;
   optim::SGD<float> opt(model.parameters(), sgd);
-  const auto named = model.named_parameters();
+  const auto named = io::named_parameters(model);
   data::Sampler sampler(train.size, o.batch_size, {!o.no_shuffle, false, o.seed});
   const auto batches = sampler.batches();
   const auto per_epoch = static_cast<std::int64_t>(batches.size());

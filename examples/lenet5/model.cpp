@@ -23,17 +23,6 @@ Partition spatial_grid() {
   return Partition::world(Shape{1, 1, n / a, a});
 }
 
-std::vector<nn::DistributedLinear<float>> make_fc(std::uint64_t seed) {
-  const auto grids = linear_chain_grids(world_ranks(), 3);
-  const std::int64_t sizes[] = {400, 120, 84, LeNet5::kClasses};
-  std::vector<nn::DistributedLinear<float>> fc;
-  fc.reserve(3);
-  for (std::size_t l = 0; l < 3; ++l)
-    fc.emplace_back(sizes[l], sizes[l + 1], Partition::world(grids[l].shape, grids[l].ranks),
-                    seed + 2 + l);
-  return fc;
-}
-
 // fc1's input ranks as a [1, P_in, 1, 1] grid: the [N, 16, 5, 5] maps split by channel.
 Partition by_channel(const Partition& fc1_input) {
   const auto p_in = fc1_input.size();
@@ -45,61 +34,60 @@ Partition by_channel(const Partition& fc1_input) {
 }  // namespace
 
 LeNet5::LeNet5(std::uint64_t seed)
-    : conv1_(2, 1, 6, {5}, {{1}, {2}, {1}, true}, spatial_grid(), seed),
-      conv2_(2, 6, 16, {5}, {{1}, {0}, {1}, true}, spatial_grid(), seed + 1),
-      pool_(nn::PoolKind::max, 2, {2}),
-      fc_(make_fc(seed)),
-      by_channel_(by_channel(fc_.front().input_partition())) {}
+    : conv1_(register_module(
+          "conv1", std::make_shared<nn::DistributedConv<float>>(
+                       2, 1, 6, 5, spatial_grid(), nn::ConvOptions{.padding = 2, .seed = seed}))),
+      conv2_(register_module("conv2",
+                             std::make_shared<nn::DistributedConv<float>>(
+                                 2, 6, 16, 5, spatial_grid(), nn::ConvOptions{.seed = seed + 1}))),
+      pool_(nn::PoolKind::max, 2, 2),
+      fc_(register_fc(seed)),
+      by_channel_(by_channel(fc_.front()->input_partition())) {}
+
+std::vector<std::shared_ptr<nn::DistributedLinear<float>>> LeNet5::register_fc(std::uint64_t seed) {
+  const auto grids = linear_chain_grids(world_ranks(), 3);
+  const std::int64_t sizes[] = {400, 120, 84, kClasses};
+  std::vector<std::shared_ptr<nn::DistributedLinear<float>>> fc;
+  for (std::size_t l = 0; l < 3; ++l)
+    fc.push_back(register_module(
+        "fc" + std::to_string(l + 1),
+        std::make_shared<nn::DistributedLinear<float>>(
+            sizes[l], sizes[l + 1], Partition::world(grids[l].shape, grids[l].ranks),
+            nn::LinearOptions{.seed = seed + 2 + l})));
+  return fc;
+}
 
 TensorSpace LeNet5::input_space(std::int64_t batch) const {
-  return conv1_.input_space(batch, Shape{kRows, kCols});
+  return conv1_->input_space(batch, Shape{kRows, kCols});
 }
 
 Var<float> LeNet5::forward(Tape& tape, const Var<float>& x) {
   // relu(pool(.)) = pool(relu(.)) exactly (see the class comment), on a quarter of the entries.
-  auto h = nn::relu(tape, pool_.forward(tape, conv1_.forward(tape, x)));
-  h = nn::relu(tape, pool_.forward(tape, conv2_.forward(tape, h)));
+  auto h = nn::relu(tape, pool_.forward(tape, conv1_->forward(tape, x)));
+  h = nn::relu(tape, pool_.forward(tape, conv2_->forward(tape, h)));
   const std::int64_t batch = h.space().global_shape()[0];
   auto& to_fc = to_fc_[batch];
   if (!to_fc)
     to_fc = std::make_shared<const Repartition<float>>(
         h.space(), TensorSpace(h.space().global_shape(), by_channel_));
-  h = nn::flatten(tape, apply<float>(tape, to_fc, h), fc_.front().input_space(batch));
+  h = nn::flatten(tape, apply<float>(tape, to_fc, h), fc_.front()->input_space(batch));
   for (std::size_t l = 0; l < fc_.size(); ++l) {
-    h = fc_[l].forward(tape, h);
+    h = fc_[l]->forward(tape, h);
     if (l + 1 < fc_.size()) h = nn::relu(tape, h);
   }
   return h;
 }
 
-std::vector<Var<float>> LeNet5::parameters() const {
-  std::vector<Var<float>> p;
-  for (const auto& [name, v] : named_parameters()) p.push_back(v);
-  return p;
-}
-
-io::NamedParameters<float> LeNet5::named_parameters() const {
-  io::NamedParameters<float> named;
-  auto add = [&](const std::string& prefix, const std::vector<Var<float>>& p) {
-    named.emplace_back(prefix + ".weight", p[0]);
-    if (p.size() > 1) named.emplace_back(prefix + ".bias", p[1]);
-  };
-  add("conv1", conv1_.parameters());
-  add("conv2", conv2_.parameters());
-  for (std::size_t l = 0; l < fc_.size(); ++l) add("fc" + std::to_string(l + 1), fc_[l].parameters());
-  return named;
-}
-
 std::string LeNet5::describe() const {
   std::string s("  conv1: 1 -> 6, 5x5 pad 2, then 2x2 max pool, on ");
-  s += conv1_.weight_partition().str();
+  s += conv1_->weight_partition().str();
   s += "\n  conv2: 6 -> 16, 5x5, then 2x2 max pool, on ";
-  s += conv2_.weight_partition().str();
+  s += conv2_->weight_partition().str();
   s += "\n  repartition: [N, 16, 5, 5] to ";
   s += by_channel_.str();
   s += "\n";
   for (std::size_t l = 0; l < fc_.size(); ++l) {
-    const auto& L = fc_[l];
+    const auto& L = *fc_[l];
     s += "  fc";
     s += std::to_string(l + 1);
     s += ": ";

@@ -2,9 +2,8 @@
 // LeNet-5 with its convolutions and pooling spatially partitioned and its fully connected layers
 // on 2-D weight grids (DistDL's LeNet-5 example).
 
-#include <distop/distop.hpp>
-
 #include <cstdint>
+#include <distop/distop.hpp>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,12 +19,15 @@ namespace distop::examples {
 // the entries.
 //
 // At R ranks the convolutions and pools run on a [1, 1, R / a, a] spatial grid (a = the squarest
-// split, the height taking the larger share: 2 x 2 at 4 ranks, 2 x 1 at 2, 4 x 2 at 8). A Repartition then moves the [N, 16, 5, 5] feature maps
-// onto fc1's input ranks split by channel, where each rank's block of 16 / P_in channels is
-// exactly its block of the 400 flattened features; the fully connected layers run on
-// linear_chain_grids(R, 3) and the logits end on rank 0. Runs at any R for which fc1's P_in
-// divides 16 and the halos fit (1, 2, 4 and 8 ranks).
-class LeNet5 {
+// split, the height taking the larger share: 2 x 2 at 4 ranks, 2 x 1 at 2, 4 x 2 at 8). A
+// Repartition then moves the [N, 16, 5, 5] feature maps onto fc1's input ranks split by channel,
+// where each rank's block of 16 / P_in channels is exactly its block of the 400 flattened features;
+// the fully connected layers run on linear_chain_grids(R, 3) and the logits end on rank 0. Runs at
+// any R for which fc1's P_in divides 16 and the halos fit (1, 2, 4 and 8 ranks).
+//
+// Children "conv1", "conv2", "fc1", "fc2", "fc3", so the state_dict names are PyTorch's
+// ("conv1.weight" [6, 1, 5, 5], "conv1.bias", ..., "fc3.bias").
+class LeNet5 : public nn::Module<float> {
  public:
   static constexpr std::int64_t kRows = 28, kCols = 28, kClasses = 10;
   // Collective over MPI_COMM_WORLD.
@@ -34,19 +36,19 @@ class LeNet5 {
   // [batch, 1, 28, 28] on the spatial grid.
   TensorSpace input_space(std::int64_t batch) const;
   // Whether this rank holds the logits (rank 0).
-  bool holds_output() const { return fc_.back().output_partition().active(); }
+  bool holds_output() const { return fc_.back()->output_partition().active(); }
   Var<float> forward(Tape& tape, const Var<float>& x);
-  std::vector<Var<float>> parameters() const;
-  // "conv1.weight" [6, 1, 5, 5], "conv1.bias", ..., "fc3.bias", as in a PyTorch state_dict.
-  io::NamedParameters<float> named_parameters() const;
   // One line per layer: its shape and partition.
   std::string describe() const;
 
  private:
-  nn::DistributedConv<float> conv1_;
-  nn::DistributedConv<float> conv2_;
+  // fc1-fc3 on linear_chain_grids(R, 3), registered as children.
+  std::vector<std::shared_ptr<nn::DistributedLinear<float>>> register_fc(std::uint64_t seed);
+
+  std::shared_ptr<nn::DistributedConv<float>> conv1_;
+  std::shared_ptr<nn::DistributedConv<float>> conv2_;
   nn::DistributedPool<float> pool_;
-  std::vector<nn::DistributedLinear<float>> fc_;
+  std::vector<std::shared_ptr<nn::DistributedLinear<float>>> fc_;
   Partition by_channel_;  // fc1's input ranks as a [1, P_in, 1, 1] grid
   std::map<std::int64_t, std::shared_ptr<const Repartition<float>>> to_fc_;
 };

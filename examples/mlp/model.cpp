@@ -1,6 +1,5 @@
 #include "model.hpp"
 
-
 namespace distop::examples {
 
 ModelParallelMlp::ModelParallelMlp(const std::vector<std::int64_t>& sizes, std::uint64_t seed) {
@@ -9,43 +8,27 @@ ModelParallelMlp::ModelParallelMlp(const std::vector<std::int64_t>& sizes, std::
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   const int layers = static_cast<int>(sizes.size()) - 1;
   const auto grids = linear_chain_grids(ranks, layers);
-  layers_.reserve(static_cast<std::size_t>(layers));
   for (int l = 0; l < layers; ++l)
-    layers_.emplace_back(sizes[l], sizes[l + 1], Partition::world(grids[l].shape, grids[l].ranks),
-                         seed + static_cast<std::uint64_t>(l));
+    layers_.push_back(register_module(
+        "fc" + std::to_string(l + 1),
+        std::make_shared<nn::DistributedLinear<float>>(
+            sizes[l], sizes[l + 1], Partition::world(grids[l].shape, grids[l].ranks),
+            nn::LinearOptions{.seed = seed + static_cast<std::uint64_t>(l)})));
 }
 
 Var<float> ModelParallelMlp::forward(Tape& tape, const Var<float>& x) {
   Var<float> h = x;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
-    h = layers_[l].forward(tape, h);
+    h = layers_[l]->forward(tape, h);
     if (l + 1 < layers_.size()) h = nn::relu(tape, h);
   }
   return h;
 }
 
-std::vector<Var<float>> ModelParallelMlp::parameters() const {
-  std::vector<Var<float>> p;
-  for (const auto& l : layers_)
-    for (auto& v : l.parameters()) p.push_back(v);
-  return p;
-}
-
-io::NamedParameters<float> ModelParallelMlp::named_parameters() const {
-  io::NamedParameters<float> named;
-  for (std::size_t l = 0; l < layers_.size(); ++l) {
-    const auto prefix = "fc" + std::to_string(l + 1);
-    auto p = layers_[l].parameters();
-    named.emplace_back(prefix + ".weight", p[0]);
-    if (p.size() > 1) named.emplace_back(prefix + ".bias", p[1]);
-  }
-  return named;
-}
-
 std::string ModelParallelMlp::describe() const {
   std::string s;
   for (std::size_t l = 0; l < layers_.size(); ++l) {
-    const auto& L = layers_[l];
+    const auto& L = *layers_[l];
     s += "  fc" + std::to_string(l + 1) + ": " + std::to_string(L.in_features()) + " -> " +
          std::to_string(L.out_features()) + " on " + L.weight_partition().str() + "\n";
   }

@@ -3,9 +3,9 @@
 // weight grids chosen from the rank count so that each layer's output partition is the next
 // layer's input partition.
 
-#include <distop/distop.hpp>
-
 #include <cstdint>
+#include <distop/distop.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,24 +13,21 @@
 
 namespace distop::examples {
 
-// Layer l runs on linear_chain_grids(ranks, layers)[l].
-class ModelParallelMlp {
+// Layer l ("fc<l+1>", as in a PyTorch state_dict) runs on linear_chain_grids(ranks, layers)[l].
+class ModelParallelMlp : public nn::Module<float> {
  public:
   // sizes: features of the input, each hidden layer, and the output. Collective.
   ModelParallelMlp(const std::vector<std::int64_t>& sizes, std::uint64_t seed);
 
-  TensorSpace input_space(std::int64_t batch) const { return layers_.front().input_space(batch); }
+  TensorSpace input_space(std::int64_t batch) const { return layers_.front()->input_space(batch); }
   // Whether this rank holds the logits (rank 0).
-  bool holds_output() const { return layers_.back().output_partition().active(); }
+  bool holds_output() const { return layers_.back()->output_partition().active(); }
   Var<float> forward(Tape& tape, const Var<float>& x);
-  std::vector<Var<float>> parameters() const;
-  // "fc1.weight", "fc1.bias", ... as in a PyTorch state_dict.
-  io::NamedParameters<float> named_parameters() const;
   // One line per layer: its shape and weight grid.
   std::string describe() const;
 
  private:
-  std::vector<nn::DistributedLinear<float>> layers_;
+  std::vector<std::shared_ptr<nn::DistributedLinear<float>>> layers_;
 };
 
 }  // namespace distop::examples

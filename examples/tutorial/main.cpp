@@ -35,10 +35,10 @@ int run(int steps) {
   auto spatial = Partition::world(Shape{1, 1, 2, 2});  // ranks 0..3 as a 2 x 2 grid
 
   // 2. The layers.
-  nn::DistributedConv<float> conv(2, 1, 8, {3}, {{1}, {1}, {1}, true}, spatial, /*seed=*/1);
+  nn::DistributedConv<float> conv(2, 1, 8, 3, spatial, {.padding = 1, .seed = 1});
   nn::DistributedPool<float> pool(nn::PoolKind::max, 2, {2});  // 2x2 max pool, stride 2
   auto fc_grid = Partition::world(Shape{1, 2}, {0, 1});
-  nn::DistributedLinear<float> fc(8 * 14 * 14, 10, fc_grid, /*seed=*/2);
+  nn::DistributedLinear<float> fc(8 * 14 * 14, 10, fc_grid, {.seed = 2});
 
   // 3. The transition: the pooled maps split by channel over fc's input ranks.
   auto by_channel = fc.input_partition().reshape(Shape{1, 2, 1, 1});

@@ -178,19 +178,24 @@ void init_state(std::int64_t channels, const BatchNormOptions& o, const Partitio
   }
 }
 
-template <class T>
-std::vector<Var<T>> affine_parameters(const Var<T>& weight, const Var<T>& bias) {
-  if (!weight.defined()) return {};
-  return {weight, bias};
-}
-
 }  // namespace
 
 template <class T>
-BatchNorm<T>::BatchNorm(std::int64_t channels, BatchNormOptions options, Partition partition)
+BatchNorm<T>::BatchNorm(std::int64_t channels, BatchNormOptions options)
+    : BatchNorm(channels, Partition::self(), options) {}
+
+template <class T>
+BatchNorm<T>::BatchNorm(std::int64_t channels, Partition partition, BatchNormOptions options)
     : channels_(channels), options_(options), partition_(std::move(partition)) {
   init_state(channels_, options_, partition_, "BatchNorm", weight_, bias_, running_mean_,
              running_var_);
+  if (weight_.defined()) {
+    this->register_parameter("weight", weight_);
+    this->register_parameter("bias", bias_);
+  }
+  this->register_buffer("running_mean", running_mean_);
+  this->register_buffer("running_var", running_var_);
+  this->register_count("num_batches_tracked", batches_);
 }
 
 template <class T>
@@ -203,10 +208,6 @@ Var<T>& BatchNorm<T>::bias() {
   DISTOP_CHECK(bias_.defined(), "BatchNorm::bias", "the layer is not affine");
   return bias_;
 }
-template <class T>
-std::vector<Var<T>> BatchNorm<T>::parameters() const {
-  return affine_parameters(weight_, bias_);
-}
 
 template <class T>
 Var<T> BatchNorm<T>::forward(Tape& tape, const Var<T>& x) {
@@ -217,10 +218,11 @@ Var<T> BatchNorm<T>::forward(Tape& tape, const Var<T>& x) {
   const Context ctx{"BatchNorm",
                     channels_,
                     &options_,
-                    training_,
+                    this->training(),
                     MPI_COMM_NULL,
                     has_data,
                     has_data ? static_cast<double>(xs.local_shape().numel() / channels_) : 0.0};
+  if (this->training()) ++*batches_;
   return normalize(tape, x, weight_, bias_, running_mean_, running_var_, ctx);
 }
 
@@ -230,6 +232,13 @@ DistributedBatchNorm<T>::DistributedBatchNorm(std::int64_t channels, Partition p
     : channels_(channels), options_(options), partition_(std::move(partition)) {
   init_state(channels_, options_, partition_, "DistributedBatchNorm", weight_, bias_, running_mean_,
              running_var_);
+  if (weight_.defined()) {
+    this->register_parameter("weight", weight_, GradientReduction::tied);
+    this->register_parameter("bias", bias_, GradientReduction::tied);
+  }
+  this->register_buffer("running_mean", running_mean_);
+  this->register_buffer("running_var", running_var_);
+  this->register_count("num_batches_tracked", batches_);
 }
 
 template <class T>
@@ -242,10 +251,6 @@ Var<T>& DistributedBatchNorm<T>::bias() {
   DISTOP_CHECK(bias_.defined(), "DistributedBatchNorm::bias", "the layer is not affine");
   return bias_;
 }
-template <class T>
-std::vector<Var<T>> DistributedBatchNorm<T>::parameters() const {
-  return affine_parameters(weight_, bias_);
-}
 
 template <class T>
 Var<T> DistributedBatchNorm<T>::forward(Tape& tape, const Var<T>& x) {
@@ -254,8 +259,9 @@ Var<T> DistributedBatchNorm<T>::forward(Tape& tape, const Var<T>& x) {
   check_input(xs, channels_, op);
   const double count = static_cast<double>(xs.global_shape().numel() / channels_);
   // On every rank alike, before any rank starts a collective.
-  DISTOP_CHECK(!training_ || count > 1, op, "expected more than 1 value per channel in training, ",
-               "found ", count, " in ", xs.str());
+  DISTOP_CHECK(!this->training() || count > 1, op,
+               "expected more than 1 value per channel in training, ", "found ", count, " in ",
+               xs.str());
   DISTOP_CHECK(xs.partition().same_as(partition_), op, "the input lives on ", xs.partition().str(),
                ", expected the layer's ", partition_.str());
   const Decomposition& dec = xs.decomposition();
@@ -263,8 +269,9 @@ Var<T> DistributedBatchNorm<T>::forward(Tape& tape, const Var<T>& x) {
     DISTOP_CHECK(dec.grid()[g] == 1 || !dec.replicates(g), op, "grid axis ", g,
                  " replicates the input (", xs.str(),
                  "): its copies would be counted more than once in the statistics");
-  const Context ctx{op,   channels_, &options_, training_, partition_.comm(), partition_.active(),
-                    count};
+  const Context ctx{
+      op, channels_, &options_, this->training(), partition_.comm(), partition_.active(), count};
+  if (this->training()) ++*batches_;
   return normalize(tape, x, weight_, bias_, running_mean_, running_var_, ctx);
 }
 

@@ -97,12 +97,13 @@ Var<T> conv(Tape& tape, const Var<T>& x, const Var<T>& w, const Var<T>& b,
   return y;
 }
 
-std::vector<ConvWindow> conv_windows(int dims, const std::vector<std::int64_t>& kernel,
+std::vector<ConvWindow> conv_windows(int dims, const AxisValues& kernel,
                                      const ConvOptions& options) {
   constexpr const char* kOp = "conv_windows";
   DISTOP_CHECK(dims >= 1 && dims <= 3, kOp, "a convolution has 1 to 3 spatial axes, found ", dims);
   const auto d = static_cast<std::size_t>(dims);
-  auto pick = [&](const std::vector<std::int64_t>& v, const char* name, std::size_t a) {
+  auto pick = [&](const AxisValues& values, const char* name, std::size_t a) {
+    const std::vector<std::int64_t>& v = values.values;
     DISTOP_CHECK(v.size() == 1 || v.size() == d, kOp, name, " has ", v.size(),
                  " entries, expected 1 (the same on every axis) or ", dims, " (one per axis)");
     return v.size() == 1 ? v[0] : v[a];
@@ -122,9 +123,14 @@ std::vector<ConvWindow> conv_windows(int dims, const std::vector<std::int64_t>& 
 }
 
 template <class T>
-Conv<T>::Conv(int dims, std::int64_t in_channels, std::int64_t out_channels,
-              std::vector<std::int64_t> kernel, ConvOptions options, std::uint64_t seed,
-              Partition partition)
+Conv<T>::Conv(int dims, std::int64_t in_channels, std::int64_t out_channels, AxisValues kernel,
+              ConvOptions options)
+    : Conv(dims, in_channels, out_channels, std::move(kernel), Partition::self(),
+           std::move(options)) {}
+
+template <class T>
+Conv<T>::Conv(int dims, std::int64_t in_channels, std::int64_t out_channels, AxisValues kernel,
+              Partition partition, ConvOptions options)
     : dims_(dims),
       in_(in_channels),
       out_(out_channels),
@@ -140,12 +146,12 @@ Conv<T>::Conv(int dims, std::int64_t in_channels, std::int64_t out_channels,
   }
   const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
   DistTensor<T> wt(replicated(partition_, with_leading(out_, in_, k)));
-  uniform_init(wt, parameter_seed(seed, "weight"), bound);
-  weight_ = Var<T>(std::move(wt), true);
+  uniform_init(wt, parameter_seed(options.seed, "weight"), bound);
+  weight_ = this->register_parameter("weight", Var<T>(std::move(wt), true));
   if (options.bias) {
     DistTensor<T> bt(replicated(partition_, Shape{out_}));
-    uniform_init(bt, parameter_seed(seed, "bias"), bound);
-    bias_ = Var<T>(std::move(bt), true);
+    uniform_init(bt, parameter_seed(options.seed, "bias"), bound);
+    bias_ = this->register_parameter("bias", Var<T>(std::move(bt), true));
   }
 }
 
@@ -153,13 +159,6 @@ template <class T>
 Var<T>& Conv<T>::bias() {
   DISTOP_CHECK(has_bias(), "Conv::bias", "the layer was made without a bias");
   return bias_;
-}
-
-template <class T>
-std::vector<Var<T>> Conv<T>::parameters() const {
-  std::vector<Var<T>> p{weight_};
-  if (has_bias()) p.push_back(bias_);
-  return p;
 }
 
 template <class T>

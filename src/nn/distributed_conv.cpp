@@ -47,10 +47,9 @@ Shape concat(std::vector<std::int64_t> head, const Shape& tail) {
 }  // namespace
 
 template <class T>
-DistributedConv<T>::DistributedConv(int dims, std::int64_t in_channels,
-                                    std::int64_t out_channels, std::vector<std::int64_t> kernel,
-                                    ConvOptions options, const Partition& weight_partition,
-                                    std::uint64_t seed)
+DistributedConv<T>::DistributedConv(int dims, std::int64_t in_channels, std::int64_t out_channels,
+                                    AxisValues kernel, const Partition& weight_partition,
+                                    ConvOptions options)
     : dims_(dims),
       in_(in_channels),
       out_(out_channels),
@@ -70,14 +69,14 @@ DistributedConv<T>::DistributedConv(int dims, std::int64_t in_channels,
   }
   const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
   DistTensor<T> w(TensorSpace(concat({out_, in_}, Shape(k)), p_wh_));
-  uniform_init(w, parameter_seed(seed, "weight"), bound);
-  weight_ = Var<T>(std::move(w), true);
+  uniform_init(w, parameter_seed(options.seed, "weight"), bound);
+  weight_ = this->register_parameter("weight", Var<T>(std::move(w), true));
   const bool spatial = detail::splits_spatial(grid);
   if (spatial) broadcast_w_ = std::make_shared<const Broadcast<T>>(weight_.space(), p_w_);
   if (options.bias) {
     DistTensor<T> b(TensorSpace(p_bh_, Decomposition::balanced(Shape{out_}, p_bh_.shape(), {0})));
-    uniform_init(b, parameter_seed(seed, "bias"), bound);
-    bias_ = Var<T>(std::move(b), true);
+    uniform_init(b, parameter_seed(options.seed, "bias"), bound);
+    bias_ = this->register_parameter("bias", Var<T>(std::move(b), true));
     if (spatial) broadcast_b_ = std::make_shared<const Broadcast<T>>(bias_.space(), p_y_);
   }
   if (grid[0] > 1) x_plan_ = std::make_shared<const BroadcastPlan>(p_x_, p_w_);
@@ -88,12 +87,6 @@ template <class T>
 Var<T>& DistributedConv<T>::bias() {
   DISTOP_CHECK(has_bias(), kOp, "the layer was made without a bias");
   return bias_;
-}
-
-template <class T>
-std::vector<Var<T>> DistributedConv<T>::parameters() const {
-  if (has_bias()) return {weight_, bias_};
-  return {weight_};
 }
 
 template <class T>
@@ -138,8 +131,8 @@ const typename DistributedConv<T>::Plans& DistributedConv<T>::plans(const Tensor
   if (p_w_.active()) {
     const auto& c = p_w_.coords();
     const std::vector<int> coords(c.begin() + 2, c.end());
-    p.geometry = detail::local_geometry(spatial, detail::spatial_of(p_w_.shape()), coords,
-                                        windows_, detail::spatial_of(padded.local_shape()));
+    p.geometry = detail::local_geometry(spatial, detail::spatial_of(p_w_.shape()), coords, windows_,
+                                        detail::spatial_of(padded.local_shape()));
   }
   return plans_.emplace(g.extents(), std::move(p)).first->second;
 }
@@ -147,8 +140,8 @@ const typename DistributedConv<T>::Plans& DistributedConv<T>::plans(const Tensor
 template <class T>
 Var<T> DistributedConv<T>::forward(Tape& tape, const Var<T>& x) {
   const Shape& g = x.space().global_shape();
-  DISTOP_CHECK(g.rank() == dims_ + 2 && g[1] == in_, kOp, "expected an input [N, ", in_,
-               ", ", dims_, " spatial extents], found ", g.str());
+  DISTOP_CHECK(g.rank() == dims_ + 2 && g[1] == in_, kOp, "expected an input [N, ", in_, ", ",
+               dims_, " spatial extents], found ", g.str());
   check_space(x.value(), input_space(g[0], detail::spatial_of(g)), kOp, "the input");
   const Plans& p = plans(x.space());
   Var<T> xh = p.halo ? apply<T>(tape, p.halo, apply<T>(tape, p.pad, x)) : x;

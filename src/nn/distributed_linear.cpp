@@ -14,29 +14,28 @@ constexpr const char* kOp = "DistributedLinear";
 
 template <class T>
 DistributedLinear<T>::DistributedLinear(std::int64_t in_features, std::int64_t out_features,
-                                        const Partition& weight_partition, std::uint64_t seed,
-                                        bool bias)
+                                        const Partition& weight_partition, LinearOptions options)
     : in_(in_features),
       out_(out_features),
-      has_bias_(bias),
+      has_bias_(options.bias),
       p_w_(weight_partition),
       p_x_(weight_partition.slice(0, 0)),
       p_col_(weight_partition.slice(1, 0)),
       p_y_(p_col_.reshape(Shape{1, p_col_.size()})) {
-  DISTOP_CHECK(p_w_.dim() == 2, kOp, "the weight partition must be a 2-D [P_out, P_in] grid, found ",
-               p_w_.str());
+  DISTOP_CHECK(p_w_.dim() == 2, kOp,
+               "the weight partition must be a 2-D [P_out, P_in] grid, found ", p_w_.str());
   DISTOP_CHECK(in_ >= p_w_.shape()[1] && out_ >= p_w_.shape()[0], kOp, "a [", out_, ", ", in_,
                "] weight cannot be split over ", p_w_.str(), ": a block would be empty");
   x_plan_ = std::make_shared<const BroadcastPlan>(p_x_, p_w_);
   y_plan_ = std::make_shared<const BroadcastPlan>(p_col_, p_w_);
   DistTensor<T> w(TensorSpace(Shape{out_, in_}, p_w_));
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_));
-  uniform_init(w, parameter_seed(seed, "weight"), bound);
-  weight_ = Var<T>(std::move(w), true);
+  uniform_init(w, parameter_seed(options.seed, "weight"), bound);
+  weight_ = this->register_parameter("weight", Var<T>(std::move(w), true));
   if (has_bias_) {
     DistTensor<T> b(TensorSpace(p_y_, Decomposition::balanced(Shape{out_}, p_y_.shape(), {1})));
-    uniform_init(b, parameter_seed(seed, "bias"), bound);
-    bias_ = Var<T>(std::move(b), true);
+    uniform_init(b, parameter_seed(options.seed, "bias"), bound);
+    bias_ = this->register_parameter("bias", Var<T>(std::move(b), true));
   }
 }
 
@@ -48,12 +47,6 @@ TensorSpace DistributedLinear<T>::input_space(std::int64_t batch) const {
 template <class T>
 TensorSpace DistributedLinear<T>::output_space(std::int64_t batch) const {
   return TensorSpace(Shape{batch, out_}, p_y_);
-}
-
-template <class T>
-std::vector<Var<T>> DistributedLinear<T>::parameters() const {
-  if (has_bias_) return {weight_, bias_};
-  return {weight_};
 }
 
 template <class T>

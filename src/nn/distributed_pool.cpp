@@ -12,8 +12,7 @@ constexpr const char* kOp = "DistributedPool";
 }
 
 template <class T>
-DistributedPool<T>::DistributedPool(PoolKind kind, int dims, std::vector<std::int64_t> kernel,
-                                    PoolOptions options)
+DistributedPool<T>::DistributedPool(PoolKind kind, int dims, AxisValues kernel, PoolOptions options)
     : kind_(kind), dims_(dims), windows_(pool_windows(dims, kernel, options)) {}
 
 template <class T>

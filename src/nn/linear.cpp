@@ -14,19 +14,23 @@ using detail::replicated;
 using kernels::Op;
 
 template <class T>
-Linear<T>::Linear(std::int64_t in_features, std::int64_t out_features, std::uint64_t seed,
-                  Partition partition, bool bias)
+Linear<T>::Linear(std::int64_t in_features, std::int64_t out_features, LinearOptions options)
+    : Linear(in_features, out_features, Partition::self(), options) {}
+
+template <class T>
+Linear<T>::Linear(std::int64_t in_features, std::int64_t out_features, Partition partition,
+                  LinearOptions options)
     : in_(in_features), out_(out_features), partition_(std::move(partition)) {
   DISTOP_CHECK(in_ > 0 && out_ > 0, "Linear", "feature counts must be positive, found in ", in_,
                " and out ", out_);
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_));
   DistTensor<T> w(replicated(partition_, Shape{out_, in_}));
-  uniform_init(w, parameter_seed(seed, "weight"), bound);
-  weight_ = Var<T>(std::move(w), true);
-  if (bias) {
+  uniform_init(w, parameter_seed(options.seed, "weight"), bound);
+  weight_ = this->register_parameter("weight", Var<T>(std::move(w), true));
+  if (options.bias) {
     DistTensor<T> b(replicated(partition_, Shape{out_}));
-    uniform_init(b, parameter_seed(seed, "bias"), bound);
-    bias_ = Var<T>(std::move(b), true);
+    uniform_init(b, parameter_seed(options.seed, "bias"), bound);
+    bias_ = this->register_parameter("bias", Var<T>(std::move(b), true));
   }
 }
 
@@ -34,13 +38,6 @@ template <class T>
 Var<T>& Linear<T>::bias() {
   DISTOP_CHECK(has_bias(), "Linear::bias", "the layer was made without a bias");
   return bias_;
-}
-
-template <class T>
-std::vector<Var<T>> Linear<T>::parameters() const {
-  std::vector<Var<T>> p{weight_};
-  if (has_bias()) p.push_back(bias_);
-  return p;
 }
 
 template <class T>

@@ -91,13 +91,14 @@ Var<T> avg_pool(Tape& tape, const Var<T>& x, const kernels::WindowGeometry& g,
   return y;
 }
 
-std::vector<ConvWindow> pool_windows(int dims, const std::vector<std::int64_t>& kernel,
+std::vector<ConvWindow> pool_windows(int dims, const AxisValues& kernel,
                                      const PoolOptions& options) {
   constexpr const char* op = "pool_windows";
   DISTOP_CHECK(dims >= 1 && dims <= 3, op, "pooling has 1 to 3 spatial axes, found ", dims);
   const auto d = static_cast<std::size_t>(dims);
   // The value of a per-axis option on axis a: its single entry, or entry a of d.
-  auto per_axis = [&](const std::vector<std::int64_t>& v, const char* name) {
+  auto per_axis = [&](const AxisValues& values, const char* name) {
+    const std::vector<std::int64_t>& v = values.values;
     DISTOP_CHECK(v.size() == 1 || v.size() == d, op, "expected 1 or ", dims, " entries of ", name,
                  ", found ", v.size());
     return [&v](std::size_t a) { return v.size() == 1 ? v[0] : v[a]; };
@@ -121,7 +122,7 @@ std::vector<ConvWindow> pool_windows(int dims, const std::vector<std::int64_t>& 
 }
 
 template <class T>
-Pool<T>::Pool(PoolKind kind, int dims, std::vector<std::int64_t> kernel, PoolOptions options)
+Pool<T>::Pool(PoolKind kind, int dims, AxisValues kernel, PoolOptions options)
     : kind_(kind), windows_(pool_windows(dims, kernel, options)) {}
 
 template <class T>

@@ -73,11 +73,11 @@ Partition weight_partition() {
 template <class T>
 struct Model {
   Model(std::uint64_t seed, std::int64_t fc2_out = 3, bool with_fc2 = true, bool with_extra = false)
-      : fc1(7, 5, weight_partition(), seed),
+      : fc1(7, 5, weight_partition(), {.seed = seed}),
         frozen(DistTensor<T>(TensorSpace(Shape{4, 6}, fc1.weight_partition())), true) {
     if (with_fc2)
-      fc2 =
-          std::make_unique<nn::DistributedLinear<T>>(5, fc2_out, fc1.weight_partition(), seed + 1);
+      fc2 = std::make_unique<nn::DistributedLinear<T>>(5, fc2_out, fc1.weight_partition(),
+                                                       nn::LinearOptions{.seed = seed + 1});
     if (with_extra)
       extra = Var<T>(DistTensor<T>(TensorSpace(Shape{2, 3}, fc1.weight_partition())), true);
   }

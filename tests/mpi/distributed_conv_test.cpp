@@ -26,6 +26,12 @@ using distop::test::world_size;
 
 namespace {
 
+// The options with the layer's seed set (the seed is one of the options).
+distop::nn::ConvOptions with_seed(distop::nn::ConvOptions o, std::uint64_t seed) {
+  o.seed = seed;
+  return o;
+}
+
 struct GridCase {
   const char* name;
   int ranks_needed;
@@ -55,9 +61,10 @@ struct ConvCase {
 };
 
 std::vector<ConvCase> conv_cases() {
-  return {{"k3_p1", {3}, {{1}, {1}, {1}, true}},
-          {"k3x2_s2x1_p1x0_d1x2", {3, 2}, {{2, 1}, {1, 0}, {1, 2}, true}},
-          {"k5_p2_nobias", {5}, {{1}, {2}, {1}, false}}};
+  return {
+      {"k3_p1", {3}, {.padding = 1}},
+      {"k3x2_s2x1_p1x0_d1x2", {3, 2}, {.stride = {2, 1}, .padding = {1, 0}, .dilation = {1, 2}}},
+      {"k5_p2_nobias", {5}, {.padding = 2, .bias = false}}};
 }
 
 constexpr std::int64_t kBatch = 2, kIn = 3, kOut = 4;
@@ -125,7 +132,7 @@ TEST(DistributedConv, EqualsTheOneRankLayerInValuesAndGradients) {
   for (const auto& cc : conv_cases()) {
     SCOPED_TRACE(cc.name);
     // The one-rank reference, computed on every rank.
-    nn::Conv<double> ref(2, kIn, kOut, cc.kernel, cc.options, kSeed);
+    nn::Conv<double> ref(2, kIn, kOut, cc.kernel, with_seed(cc.options, kSeed));
     const Shape xs = with_batch_channels(kBatch, kIn, kSpatial);
     Var<double> X(global_tensor<double>(xs, 3), true);
     const auto Y = forward_backward(ref, X, 4);
@@ -133,8 +140,8 @@ TEST(DistributedConv, EqualsTheOneRankLayerInValuesAndGradients) {
     for (const auto& c : grid_cases_2d()) {
       if (world_size() < c.ranks_needed) continue;
       SCOPED_TRACE(c.name);
-      nn::DistributedConv<double> layer(2, kIn, kOut, cc.kernel, cc.options,
-                                        Partition::world(c.grid, c.ranks), kSeed);
+      nn::DistributedConv<double> layer(2, kIn, kOut, cc.kernel, Partition::world(c.grid, c.ranks),
+                                        with_seed(cc.options, kSeed));
       expect_box(layer.weight().value(), ref.weight().value(), "W");
       expect_conv_matches(layer, kBatch, kSpatial, ref, X, Y, cc.options.bias);
     }
@@ -147,8 +154,8 @@ void adjoint_cases() {
   for (const auto& c : grid_cases_2d()) {
     if (world_size() < c.ranks_needed) continue;
     SCOPED_TRACE(c.name);
-    nn::DistributedConv<T> layer(2, kIn, kOut, cc.kernel, cc.options,
-                                 Partition::world(c.grid, c.ranks), kSeed);
+    nn::DistributedConv<T> layer(2, kIn, kOut, cc.kernel, Partition::world(c.grid, c.ranks),
+                                 with_seed(cc.options, kSeed));
     DistTensor<T> x0(layer.input_space(kBatch, kSpatial));
     nn::uniform_init(x0, 3, 1.0);
     Var<T> x(x0, true);
@@ -184,11 +191,12 @@ TEST(DistributedConv, OneAndThreeSpatialAxes) {
   if (n >= 2) cases.push_back({3, Shape{1, 1, 1, 2, n / 2}, Shape{3, 5, 2 * n + 1}});
   for (const auto& c : cases) {
     SCOPED_TRACE(c.dims);
-    nn::ConvOptions o{{1}, {1}, {1}, true};
-    nn::Conv<double> ref(c.dims, 2, 3, {3}, o, kSeed);
+    nn::ConvOptions o{.padding = 1};
+    nn::Conv<double> ref(c.dims, 2, 3, {3}, with_seed(o, kSeed));
     Var<double> X(global_tensor<double>(with_batch_channels(2, 2, c.spatial), 3), true);
     const auto Y = forward_backward(ref, X, 4);
-    nn::DistributedConv<double> layer(c.dims, 2, 3, {3}, o, Partition::world(c.grid), kSeed);
+    nn::DistributedConv<double> layer(c.dims, 2, 3, {3}, Partition::world(c.grid),
+                                      with_seed(o, kSeed));
     expect_conv_matches(layer, 2, c.spatial, ref, X, Y, o.bias);
   }
 }
@@ -203,9 +211,9 @@ TEST(DistributedPool, EqualsTheOneRankLayerInValuesAndGradients) {
   };
   const std::vector<Case> cases{
       {"max2", nn::PoolKind::max, {2}, {}},
-      {"max3_s2_p1", nn::PoolKind::max, {3}, {{2}, {1}, {1}}},
-      {"avg3x2_s2x1_p1x0", nn::PoolKind::avg, {3, 2}, {{2, 1}, {1, 0}, {1}}},
-      {"max2_d2", nn::PoolKind::max, {2}, {{1}, {0}, {2}}}};
+      {"max3_s2_p1", nn::PoolKind::max, {3}, {.stride = 2, .padding = 1}},
+      {"avg3x2_s2x1_p1x0", nn::PoolKind::avg, {3, 2}, {.stride = {2, 1}, .padding = {1, 0}}},
+      {"max2_d2", nn::PoolKind::max, {2}, {.stride = 1, .dilation = 2}}};
   // Grids over every rank, and at 3 ranks and more one of two ranks in reverse order whose other
   // ranks are idle (they hold nothing, compute nothing, and get empty gradients).
   std::vector<std::pair<Shape, std::vector<int>>> grids{{Shape{1, 1, 1, n}, {}},
@@ -245,12 +253,12 @@ TEST(DistributedConv, SurplusAndOneSidedHalos) {
   const Shape xs = with_batch_channels(2, 3, spatial);
   for (const auto& w : windows) {
     SCOPED_TRACE(w.str());
-    const nn::ConvOptions o{{w.stride}, {w.padding}, {w.dilation}, true};
-    nn::Conv<double> ref(2, 3, 2, {w.kernel}, o, kSeed);
+    const nn::ConvOptions o{.stride = w.stride, .padding = w.padding, .dilation = w.dilation};
+    nn::Conv<double> ref(2, 3, 2, {w.kernel}, with_seed(o, kSeed));
     Var<double> X(global_tensor<double>(xs, 3), true);
     const auto Y = forward_backward(ref, X, 4);
     const bool poolable = 2 * w.padding <= w.kernel;
-    const nn::PoolOptions po{{w.stride}, {w.padding}, {w.dilation}};
+    const nn::PoolOptions po{.stride = w.stride, .padding = w.padding, .dilation = w.dilation};
     Var<double> Xp(global_tensor<double>(xs, 5), true);
     Var<double> Yp;
     if (poolable) {
@@ -259,7 +267,8 @@ TEST(DistributedConv, SurplusAndOneSidedHalos) {
     }
     for (const Shape& grid : {Shape{1, 1, n, 1}, Shape{1, 1, 1, n}}) {
       SCOPED_TRACE(grid.str());
-      nn::DistributedConv<double> layer(2, 3, 2, {w.kernel}, o, Partition::world(grid), kSeed);
+      nn::DistributedConv<double> layer(2, 3, 2, {w.kernel}, Partition::world(grid),
+                                        with_seed(o, kSeed));
       expect_conv_matches(layer, 2, spatial, ref, X, Y, o.bias);
       if (!poolable) continue;
       nn::DistributedPool<double> pool(nn::PoolKind::max, 2, {w.kernel}, po);
@@ -295,7 +304,7 @@ TEST(DistributedPool, ExchangesHalosOnlyWhereWindowsCrossBlocks) {
     return calls;
   };
   EXPECT_EQ(halo_calls({}, {2}), 0);
-  const long long crossing = halo_calls({{2}, {1}, {1}}, {3});
+  const long long crossing = halo_calls({.stride = 2, .padding = 1}, {3});
   if (n > 1)
     EXPECT_GT(crossing, 0);
   else
@@ -304,7 +313,7 @@ TEST(DistributedPool, ExchangesHalosOnlyWhereWindowsCrossBlocks) {
 
 TEST(DistributedPoolAdjoint, AveragePoolingIsLinear) {
   const int n = world_size();
-  nn::DistributedPool<double> layer(nn::PoolKind::avg, 2, {3}, {{2}, {1}, {1}});
+  nn::DistributedPool<double> layer(nn::PoolKind::avg, 2, {3}, {.stride = 2, .padding = 1});
   DistTensor<double> x0(
       TensorSpace(with_batch_channels(2, 2, Shape{9, 8}), Partition::world(Shape{1, 1, n, 1})));
   Var<double> x(x0, true);
@@ -316,15 +325,18 @@ TEST(DistributedPoolAdjoint, AveragePoolingIsLinear) {
 
 TEST(DistributedConv, BadInputsAreErrorsOnEveryRank) {
   const int n = world_size();
-  const nn::ConvOptions o{{1}, {1}, {1}, true};
+  const nn::ConvOptions o{.padding = 1};
   // A weight grid of the wrong rank; more channel blocks than channels.
-  EXPECT_THROW(nn::DistributedConv<float>(2, 2, 2, {3}, o, Partition::world(Shape{1, n}), 1),
-               Error);
+  EXPECT_THROW(
+      nn::DistributedConv<float>(2, 2, 2, {3}, Partition::world(Shape{1, n}), with_seed(o, 1)),
+      Error);
   if (n > 1) {
-    EXPECT_THROW(
-        nn::DistributedConv<float>(2, 1, 2, {3}, o, Partition::world(Shape{1, n, 1, 1}), 1), Error);
+    EXPECT_THROW(nn::DistributedConv<float>(2, 1, 2, {3}, Partition::world(Shape{1, n, 1, 1}),
+                                            with_seed(o, 1)),
+                 Error);
   }
-  nn::DistributedConv<float> layer(2, 2, 3, {3}, o, Partition::world(Shape{1, 1, n, 1}), 1);
+  nn::DistributedConv<float> layer(2, 2, 3, {3}, Partition::world(Shape{1, 1, n, 1}),
+                                   with_seed(o, 1));
   Tape tape;
   // Wrong channel count.
   Var<float> wrong(
@@ -339,8 +351,8 @@ TEST(DistributedConv, BadInputsAreErrorsOnEveryRank) {
   // A halo wider than the neighbour's block: a 9-wide kernel over blocks of 2 (with two parts the
   // neighbour holds everything else, so this needs three).
   if (n > 2) {
-    nn::DistributedConv<float> wide(2, 2, 3, {9}, {{1}, {4}, {1}, true},
-                                    Partition::world(Shape{1, 1, n, 1}), 1);
+    nn::DistributedConv<float> wide(2, 2, 3, {9}, Partition::world(Shape{1, 1, n, 1}),
+                                    {.padding = 4, .seed = 1});
     Var<float> small(DistTensor<float>(wide.input_space(1, Shape{2 * n, 9})));
     EXPECT_THROW(wide.forward(tape, small), Error);
   }
@@ -386,5 +398,5 @@ TEST(DistributedPool, BadInputsAreErrorsOnEveryRank) {
                   Decomposition::balanced(Shape{2, 2, 4 * n, 4}, Shape{n}, {-1, -1, 0, -1}))));
   EXPECT_THROW(pool.forward(tape, mapped), Error);
   // Invalid windows: padding beyond half the kernel.
-  EXPECT_THROW(nn::DistributedPool<float>(nn::PoolKind::max, 2, {2}, {{}, {2}, {1}}), Error);
+  EXPECT_THROW(nn::DistributedPool<float>(nn::PoolKind::max, 2, {2}, {.padding = 2}), Error);
 }

@@ -25,9 +25,12 @@ struct GridCase {
 };
 
 std::vector<GridCase> grid_cases() {
-  return {{"1x1", 1, {1, 1}, {0}},         {"1x2", 2, {1, 2}, {0, 1}},
-          {"2x1", 2, {2, 1}, {1, 0}},      {"2x2", 4, {2, 2}, {0, 1, 2, 3}},
-          {"1x3_idle", 4, {1, 3}, {1, 2, 3}}, {"3x1_idle", 4, {3, 1}, {3, 1, 0}},
+  return {{"1x1", 1, {1, 1}, {0}},
+          {"1x2", 2, {1, 2}, {0, 1}},
+          {"2x1", 2, {2, 1}, {1, 0}},
+          {"2x2", 4, {2, 2}, {0, 1, 2, 3}},
+          {"1x3_idle", 4, {1, 3}, {1, 2, 3}},
+          {"3x1_idle", 4, {3, 1}, {3, 1, 0}},
           {"2x2_transposed", 4, {2, 2}, {0, 2, 1, 3}}};
 }
 
@@ -39,21 +42,22 @@ void adjoint_cases() {
   for (const auto& c : grid_cases()) {
     if (world_size() < c.ranks_needed) continue;
     SCOPED_TRACE(c.name);
-    nn::DistributedLinear<T> layer(kIn, kOut, Partition::world(c.grid, c.ranks), kSeed);
+    nn::DistributedLinear<T> layer(kIn, kOut, Partition::world(c.grid, c.ranks), {.seed = kSeed});
     DistTensor<T> x0(layer.input_space(kBatch));
     nn::uniform_init(x0, 3, 1.0);
     Var<T> x(x0, true);
     const auto out = layer.output_space(kBatch);
-    distop::testing::TapeLinearisation<T> wrt_x(x, out, [&](Tape& t) { return layer.forward(t, x); });
+    distop::testing::TapeLinearisation<T> wrt_x(x, out,
+                                                [&](Tape& t) { return layer.forward(t, x); });
     auto rx = distop::testing::adjoint_test(wrt_x);
     EXPECT_TRUE(rx.passed) << "input: " << rx.str();
     Var<T> x_fixed(x0.clone(), false);
     distop::testing::TapeLinearisation<T> wrt_w(layer.weight(), out,
-                                        [&](Tape& t) { return layer.forward(t, x_fixed); });
+                                                [&](Tape& t) { return layer.forward(t, x_fixed); });
     auto rw = distop::testing::adjoint_test(wrt_w);
     EXPECT_TRUE(rw.passed) << "weight: " << rw.str();
     distop::testing::TapeLinearisation<T> wrt_b(layer.bias(), out,
-                                        [&](Tape& t) { return layer.forward(t, x_fixed); });
+                                                [&](Tape& t) { return layer.forward(t, x_fixed); });
     auto rb = distop::testing::adjoint_test(wrt_b);
     EXPECT_TRUE(rb.passed) << "bias: " << rb.str();
   }
@@ -67,7 +71,8 @@ std::vector<double> global_values(const Shape& shape, std::uint64_t seed, double
   return t.local().to_vector();
 }
 
-void expect_box(const DistTensor<double>& got, const std::vector<double>& global, const char* what) {
+void expect_box(const DistTensor<double>& got, const std::vector<double>& global,
+                const char* what) {
   auto idx = got.space().global_indices();
   auto v = got.local().to_vector();
   ASSERT_EQ(v.size(), idx.size()) << what;
@@ -101,7 +106,8 @@ TEST(DistributedLinear, EqualsTheOneRankLayerInValuesAndGradients) {
   for (const auto& c : grid_cases()) {
     if (world_size() < c.ranks_needed) continue;
     SCOPED_TRACE(c.name);
-    nn::DistributedLinear<double> layer(kIn, kOut, Partition::world(c.grid, c.ranks), kSeed);
+    nn::DistributedLinear<double> layer(kIn, kOut, Partition::world(c.grid, c.ranks),
+                                        {.seed = kSeed});
     DistTensor<double> x0(layer.input_space(kBatch));
     nn::uniform_init(x0, 3, 1.0);
     Var<double> x(x0, true);
@@ -118,19 +124,23 @@ TEST(DistributedLinear, EqualsTheOneRankLayerInValuesAndGradients) {
 
 TEST(DistributedLinear, BadInputsAreErrorsOnEveryRank) {
   const int n = world_size();
-  nn::DistributedLinear<float> layer(kIn, kOut, Partition::world(Shape{1, n}), kSeed);
+  nn::DistributedLinear<float> layer(kIn, kOut, Partition::world(Shape{1, n}), {.seed = kSeed});
   Tape tape;
   // Wrong feature count.
   Var<float> wrong(DistTensor<float>(TensorSpace(Shape{kBatch, kIn + 1}, layer.input_partition())));
   EXPECT_THROW(layer.forward(tape, wrong), Error);
   // Right shape, wrong partition (all ranks in one grid row instead of P_x).
   if (n > 1) {
-    Var<float> elsewhere(DistTensor<float>(TensorSpace(Shape{8, kIn}, Partition::world(Shape{n, 1}))));
+    Var<float> elsewhere(
+        DistTensor<float>(TensorSpace(Shape{8, kIn}, Partition::world(Shape{n, 1}))));
     EXPECT_THROW(layer.forward(tape, elsewhere), Error);
   }
   // A weight grid that is not 2-D, or splits the features into empty blocks.
-  EXPECT_THROW(nn::DistributedLinear<float>(kIn, kOut, Partition::world(Shape{n}), kSeed), Error);
+  EXPECT_THROW(nn::DistributedLinear<float>(kIn, kOut, Partition::world(Shape{n}), {.seed = kSeed}),
+               Error);
   if (n > 1) {
-    EXPECT_THROW(nn::DistributedLinear<float>(1, kOut, Partition::world(Shape{1, n}), kSeed), Error);
+    EXPECT_THROW(
+        nn::DistributedLinear<float>(1, kOut, Partition::world(Shape{1, n}), {.seed = kSeed}),
+        Error);
   }
 }

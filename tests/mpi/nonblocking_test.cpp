@@ -51,7 +51,7 @@ Outcome send_recv_with_compute(bool nonblocking) {
   Partition world = Partition::world(Shape{n});
   TensorSpace zs(world, Decomposition::balanced(Shape{2, 3}, world.shape(), {-1, -1}));
   auto sum = std::make_shared<const AllSumReduce<double>>(zs, std::vector<int>{0});
-  nn::Linear<double> lin(3, 2, 11, world);
+  nn::Linear<double> lin(3, 2, world, {.seed = 11});
   Var<double> x(indexed<double>(op->domain(), 1), true);
   Var<double> z(distop::testing::random_tensor<double>(zs, 2), true);
 

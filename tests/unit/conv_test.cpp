@@ -17,6 +17,12 @@
 
 namespace {
 
+// The options with the layer's seed set (the seed is one of the options).
+distop::nn::ConvOptions with_seed(distop::nn::ConvOptions o, std::uint64_t seed) {
+  o.seed = seed;
+  return o;
+}
+
 using distop::DistTensor;
 using distop::Shape;
 using distop::Tape;
@@ -649,8 +655,8 @@ TEST(ConvWindows, BroadcastsOptionsAndRejectsBadCounts) {
 }
 
 TEST(Conv, InitialisesLikePyTorchAndDeterministically) {
-  Conv<double> a(2, 3, 4, {3, 2}, ConvOptions{}, 42), b(2, 3, 4, {3, 2}, ConvOptions{}, 42),
-      c(2, 3, 4, {3, 2}, ConvOptions{}, 43);
+  Conv<double> a(2, 3, 4, {3, 2}, {.seed = 42}), b(2, 3, 4, {3, 2}, {.seed = 42}),
+      c(2, 3, 4, {3, 2}, {.seed = 43});
   EXPECT_EQ(a.dims(), 2);
   EXPECT_EQ(a.in_channels(), 3);
   EXPECT_EQ(a.out_channels(), 4);
@@ -671,24 +677,24 @@ TEST(Conv, InitialisesLikePyTorchAndDeterministically) {
   EXPECT_NE(w, c.weight().value().local().to_vector());
   ConvOptions nb;
   nb.bias = false;
-  Conv<double> d(1, 2, 2, {3}, nb, 1);
+  Conv<double> d(1, 2, 2, {3}, with_seed(nb, 1));
   EXPECT_FALSE(d.has_bias());
   EXPECT_EQ(d.parameters().size(), 1u);
   EXPECT_THROW(d.bias(), distop::Error);
-  EXPECT_THROW(Conv<double>(2, 0, 2, {3}, ConvOptions{}, 1), distop::Error);
-  EXPECT_THROW(Conv<double>(2, 2, 2, {3, 3, 3}, ConvOptions{}, 1), distop::Error);
+  EXPECT_THROW(Conv<double>(2, 0, 2, {3}, {.seed = 1}), distop::Error);
+  EXPECT_THROW(Conv<double>(2, 2, 2, {3, 3, 3}, {.seed = 1}), distop::Error);
 }
 
 TEST(Conv, OutputSpace) {
   ConvOptions opt;
   opt.stride = {2};
   opt.padding = {1};
-  Conv<double> layer(2, 3, 5, {3}, opt, 1);
+  Conv<double> layer(2, 3, 5, {3}, with_seed(opt, 1));
   const auto ys = layer.output_space(local_space(Shape{4, 3, 9, 8}));
   EXPECT_EQ(ys.global_shape(), (Shape{4, 5, 5, 4}));
   EXPECT_THROW(layer.output_space(local_space(Shape{4, 2, 9, 8})), distop::Error);  // channels
   EXPECT_THROW(layer.output_space(local_space(Shape{4, 3, 9})), distop::Error);     // rank
-  Conv<double> unpadded(2, 3, 5, {3}, ConvOptions{}, 1);
+  Conv<double> unpadded(2, 3, 5, {3}, {.seed = 1});
   EXPECT_EQ(unpadded.output_space(local_space(Shape{4, 3, 3, 8})).global_shape(),
             (Shape{4, 5, 1, 6}));
   EXPECT_THROW(unpadded.output_space(local_space(Shape{4, 3, 2, 8})), distop::Error);  // small
@@ -697,7 +703,7 @@ TEST(Conv, OutputSpace) {
 // A layer's gradients w.r.t. input, weight and bias against finite differences.
 void check_layer(int dims, std::int64_t c, std::int64_t o, I kernel, const ConvOptions& opt,
                  const Shape& in, unsigned seed) {
-  Conv<double> layer(dims, c, o, kernel, opt, seed);
+  Conv<double> layer(dims, c, o, kernel, with_seed(opt, seed));
   Var<double> x(test::random_tensor<double>(local_space(in), seed + 1), true);
   const auto r = test::random_tensor<double>(layer.output_space(x.space()), seed + 2);
   std::vector<Var<double>> wrt{x};
@@ -749,8 +755,8 @@ TEST(Conv, FloatLayerMatchesDouble) {
                          LayerCase{2, 6, 5, {3}, same, Shape{2, 6, 9, 9}},
                          LayerCase{3, 2, 3, {2, 3, 2}, strided, Shape{1, 2, 6, 7, 5}}}) {
     SCOPED_TRACE(lc.input.str());
-    Conv<float> cf(lc.dims, lc.c, lc.o, lc.kernel, lc.options, 31);
-    Conv<double> cd(lc.dims, lc.c, lc.o, lc.kernel, lc.options, 31);
+    Conv<float> cf(lc.dims, lc.c, lc.o, lc.kernel, with_seed(lc.options, 31));
+    Conv<double> cd(lc.dims, lc.c, lc.o, lc.kernel, with_seed(lc.options, 31));
     cd.weight().value().local().copy_from(test::widened(cf.weight().value()).local());
     cd.bias().value().local().copy_from(test::widened(cf.bias().value()).local());
     test::expect_float_matches_double(
@@ -800,7 +806,7 @@ TEST(Conv, FunctionalGradientsWithExplicitOffsets) {
 TEST(Conv, LayerAppliedTwiceAccumulatesItsGradients) {
   ConvOptions opt;
   opt.padding = {1};
-  Conv<double> layer(2, 2, 2, {3}, opt, 7);
+  Conv<double> layer(2, 2, 2, {3}, with_seed(opt, 7));
   Var<double> x(test::random_tensor<double>(local_space(Shape{1, 2, 4, 3}), 8), true);
   const auto r = test::random_tensor<double>(x.space(), 9);
   std::vector<Var<double>> wrt{x, layer.weight(), layer.bias()};

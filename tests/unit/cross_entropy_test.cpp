@@ -41,7 +41,7 @@ TEST(CrossEntropy, GradientMatchesFiniteDifferences) {
 }
 
 TEST(CrossEntropy, ThroughALinearLayerMatchesFiniteDifferences) {
-  distop::nn::Linear<double> lin(3, 4, 8);
+  distop::nn::Linear<double> lin(3, 4, {.seed = 8});
   Var<double> x(test::random_tensor<double>(test::local_batch_space(5, 3), 9), true);
   test::expect_gradients_match(
       [&](Tape& tape) { return loss::cross_entropy(tape, lin.forward(tape, x), kLabels); },

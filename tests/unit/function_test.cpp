@@ -81,15 +81,17 @@ TEST(MakeFunction, TwoOutputsAndAVarUsedTwice) {
         auto s = square(t, ab[0]);  // x used again through the first output
         auto l1 = weighted_sum(t, s, r1);
         auto l2 = weighted_sum(t, ab[1], r2);
-        return make_function(t, "add", {l1, l2}, [&] {
-          auto v = l1.value().clone();
-          v.local().fill(l1.value().local().to_vector()[0] + l2.value().local().to_vector()[0]);
-          return v;
-        }(),
-                             [](const DistTensor<double>&, Gradients<double>& g) {
-                               g.add_output_grad(0);
-                               g.add_output_grad(1);
-                             });
+        return make_function(
+            t, "add", {l1, l2},
+            [&] {
+              auto v = l1.value().clone();
+              v.local().fill(l1.value().local().to_vector()[0] + l2.value().local().to_vector()[0]);
+              return v;
+            }(),
+            [](const DistTensor<double>&, Gradients<double>& g) {
+              g.add_output_grad(0);
+              g.add_output_grad(1);
+            });
       },
       {x});
 }
@@ -134,7 +136,9 @@ TEST(MakeFunction, NonCollectiveBackwardSkippedWithoutGradientCollectiveRunsWith
     auto l = weighted_sum(tape, square(tape, x), random_tensor<double>(space, 6));
     backward(tape, l);
     EXPECT_EQ(calls, collective ? 1 : 0) << "collective " << collective;
-    if (collective) EXPECT_EQ(seen, 0.0);
+    if (collective) {
+      EXPECT_EQ(seen, 0.0);
+    }
     x.zero_grad();
   }
 }
@@ -157,6 +161,29 @@ TEST(MakeFunction, AddWithAWrongSpaceIsAnError) {
                          });
   auto l = weighted_sum(tape, y, random_tensor<double>(space, 1));
   EXPECT_THROW(backward(tape, l), Error);
+}
+
+}  // namespace
+}  // namespace distop
+
+namespace distop {
+namespace {
+
+TEST(BackwardFromAGradient, SeedsTheOutputGradientGiven) {
+  const auto space = test::local_batch_space(2, 3);
+  Var<double> x(test::random_tensor<double>(space, 4), true);
+  const auto dy = test::random_tensor<double>(space, 5);
+  Tape tape;
+  auto y = square(tape, x);
+  backward(tape, y, dy);
+  const auto g = x.grad().local().to_vector();
+  const auto xv = x.value().local().to_vector();
+  const auto d = dy.local().to_vector();
+  for (std::size_t i = 0; i < g.size(); ++i) EXPECT_DOUBLE_EQ(g[i], 2 * xv[i] * d[i]);
+  EXPECT_THROW(backward(tape, y, dy), Error);  // replayed already
+  Tape again;
+  auto z = square(again, x);
+  EXPECT_THROW(backward(again, z, DistTensor<double>(test::local_batch_space(3, 3))), Error);
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ using distop::nn::Linear;
 namespace test = distop::test;
 
 TEST(Linear, InitialisesLikePyTorchAndDeterministically) {
-  Linear<double> a(5, 3, 42), b(5, 3, 42), c(5, 3, 43);
+  Linear<double> a(5, 3, {.seed = 42}), b(5, 3, {.seed = 42}), c(5, 3, {.seed = 43});
   EXPECT_EQ(a.weight().space().global_shape(), (distop::Shape{3, 5}));
   EXPECT_EQ(a.bias().space().global_shape(), (distop::Shape{3}));
   ASSERT_EQ(a.parameters().size(), 2u);
@@ -37,7 +37,7 @@ TEST(Linear, InitialisesLikePyTorchAndDeterministically) {
 }
 
 TEST(Linear, ForwardIsXWTransposePlusB) {
-  Linear<double> lin(4, 3, 7);
+  Linear<double> lin(4, 3, {.seed = 7});
   auto x = test::random_tensor<double>(test::local_batch_space(2, 4), 3);
   Tape tape;
   auto y = lin.forward(tape, Var<double>(x));
@@ -56,7 +56,7 @@ TEST(Linear, ForwardIsXWTransposePlusB) {
 // The layer's cached output space: found again for a copy of the input's space (the same
 // object), for an equal space built anew, and replaced for another batch size.
 TEST(Linear, OutputSpaceFollowsTheInputSpace) {
-  Linear<double> lin(4, 3, 7);
+  Linear<double> lin(4, 3, {.seed = 7});
   const distop::TensorSpace a = test::local_batch_space(2, 4);
   const distop::TensorSpace copy = a;
   const distop::TensorSpace rebuilt = test::local_batch_space(2, 4);
@@ -87,7 +87,7 @@ std::vector<double> weight_grad_of_step(Linear<double>& lin, const Var<double>& 
 }
 
 TEST(Linear, ZeroGradKeepsTheGradientStorageForTheNextStep) {
-  Linear<double> lin(4, 3, 5);
+  Linear<double> lin(4, 3, {.seed = 5});
   Var<double> x(test::random_tensor<double>(test::local_batch_space(2, 4), 6));
   const auto first = weight_grad_of_step(lin, x);
   const double* storage = lin.weight().grad().local().data();
@@ -157,7 +157,7 @@ TEST(Functional, ReinterpretAndAddBiasHandTheGradientOnWithoutACopy) {
 }
 
 TEST(Linear, GradientsMatchFiniteDifferences) {
-  Linear<double> lin(5, 3, 1);
+  Linear<double> lin(5, 3, {.seed = 1});
   Var<double> x(test::random_tensor<double>(test::local_batch_space(4, 5), 2), true);
   const auto r = test::random_tensor<double>(test::local_batch_space(4, 3), 3);
   test::expect_gradients_match(
@@ -166,7 +166,7 @@ TEST(Linear, GradientsMatchFiniteDifferences) {
 }
 
 TEST(Linear, WithoutBias) {
-  Linear<double> lin(3, 2, 5, distop::Partition::self(), false);
+  Linear<double> lin(3, 2, distop::Partition::self(), {.bias = false, .seed = 5});
   EXPECT_FALSE(lin.has_bias());
   EXPECT_EQ(lin.parameters().size(), 1u);
   EXPECT_THROW(lin.bias(), distop::Error);
@@ -178,7 +178,7 @@ TEST(Linear, WithoutBias) {
 }
 
 TEST(Linear, LayerAppliedTwiceAccumulatesItsGradients) {
-  Linear<double> lin(4, 4, 9);
+  Linear<double> lin(4, 4, {.seed = 9});
   Var<double> x(test::random_tensor<double>(test::local_batch_space(3, 4), 10), true);
   const auto r = test::random_tensor<double>(x.space(), 11);
   auto loss = [&](Tape& tape) {
@@ -193,7 +193,7 @@ TEST(Linear, LayerAppliedTwiceAccumulatesItsGradients) {
 }
 
 TEST(Linear, InputWithoutGradientGetsNone) {
-  Linear<double> lin(2, 2, 1);
+  Linear<double> lin(2, 2, {.seed = 1});
   Var<double> x(test::random_tensor<double>(test::local_batch_space(2, 2), 1), false);
   const auto r = test::random_tensor<double>(x.space(), 2);
   Tape tape;
@@ -205,8 +205,8 @@ TEST(Linear, InputWithoutGradientGetsNone) {
 }
 
 TEST(Linear, FloatAgreesWithDouble) {
-  Linear<float> lf(6, 4, 3);
-  Linear<double> ld(6, 4, 3);
+  Linear<float> lf(6, 4, {.seed = 3});
+  Linear<double> ld(6, 4, {.seed = 3});
   auto xd = test::random_tensor<double>(test::local_batch_space(5, 6), 4);
   auto xf = test::random_tensor<float>(test::local_batch_space(5, 6), 4);
   Tape tape;
@@ -217,7 +217,7 @@ TEST(Linear, FloatAgreesWithDouble) {
 }
 
 TEST(Linear, WrongInputsAreErrors) {
-  Linear<double> lin(5, 3, 1);
+  Linear<double> lin(5, 3, {.seed = 1});
   Tape tape;
   Var<double> wrong_features(DistTensor<double>(test::local_batch_space(2, 4)));
   EXPECT_THROW(lin.forward(tape, wrong_features), distop::Error);
@@ -228,7 +228,7 @@ TEST(Linear, WrongInputsAreErrors) {
   Var<double> one_part(DistTensor<double>(
       distop::TensorSpace(distop::Shape{2, 5}, distop::Partition::self(distop::Shape{1, 1}))));
   EXPECT_EQ(lin.forward(tape, one_part).space().global_shape(), (distop::Shape{2, 3}));
-  EXPECT_THROW(Linear<double>(0, 3, 1), distop::Error);
+  EXPECT_THROW(Linear<double>(0, 3, {.seed = 1}), distop::Error);
 }
 
 }  // namespace

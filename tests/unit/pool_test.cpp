@@ -97,14 +97,20 @@ struct Case {
 
 std::vector<Case> cases() {
   return {
-      {1, Shape{2, 3, 9}, {3}, {{2}, {1}, {1}}},                 // stride 2, padding
-      {1, Shape{2, 2, 8}, {4}, {{1}, {2}, {1}}},                 // even kernel, overlapping
-      {1, Shape{1, 2, 10}, {2}, {{}, {0}, {1}}},                 // stride = kernel (the default)
-      {2, Shape{2, 2, 7, 6}, {3, 2}, {{2, 1}, {1, 1}, {2, 1}}},  // dilation 2, even kernel
-      {2, Shape{1, 3, 8, 8}, {2}, {{}, {0}, {1}}},               // the classic 2x2 pooling
-      {2, Shape{1, 2, 6, 10}, {3}, {{}, {0}, {1}}},              // 3x3 tiling, a column left over
-      {2, Shape{1, 2, 9, 11}, {9}, {{1}, {0}, {1}}},             // 81 taps: the generic kernel
-      {3, Shape{1, 2, 5, 6, 4}, {2, 3, 2}, {{1, 2, 2}, {1, 1, 0}, {1, 1, 2}}},
+      {1, Shape{2, 3, 9}, {3}, {.stride = 2, .padding = 1}},  // stride 2, padding
+      {1, Shape{2, 2, 8}, {4}, {.stride = 1, .padding = 2}},  // even kernel, overlapping
+      {1, Shape{1, 2, 10}, {2}, {}},                          // stride = kernel (the default)
+      {2,
+       Shape{2, 2, 7, 6},
+       {3, 2},
+       {.stride = {2, 1}, .padding = {1, 1}, .dilation = {2, 1}}},  // dilation 2, even kernel
+      {2, Shape{1, 3, 8, 8}, {2}, {}},                              // the classic 2x2 pooling
+      {2, Shape{1, 2, 6, 10}, {3}, {}},             // 3x3 tiling, a column left over
+      {2, Shape{1, 2, 9, 11}, {9}, {.stride = 1}},  // 81 taps: the generic kernel
+      {3,
+       Shape{1, 2, 5, 6, 4},
+       {2, 3, 2},
+       {.stride = {1, 2, 2}, .padding = {1, 1, 0}, .dilation = {1, 1, 2}}},
   };
 }
 
@@ -159,7 +165,7 @@ INSTANTIATE_TEST_SUITE_P(Pool, PoolCases, ::testing::Values(PoolKind::max, PoolK
 TEST(MaxPool, TiesGoToTheFirstTapAndOverlapsSum) {
   // [1, 1, 4], kernel 2, stride 1: windows {0,1}, {1,2}, {2,3} over equal values take the first
   // tap each, so entries 0, 1, 2 get one output gradient each, entry 3 none.
-  distop::nn::Pool<double> pool(PoolKind::max, 1, {2}, {{1}, {0}, {1}});
+  distop::nn::Pool<double> pool(PoolKind::max, 1, {2}, {.stride = 1});
   DistTensor<double> xv(space_of(Shape{1, 1, 4}));
   xv.local().fill(1.0);
   Var<double> x(xv, true);
@@ -308,7 +314,7 @@ TEST(MaxPool, VectorisedAndPortableFormsAgree) {
 
 TEST(MaxPool, OverlappingWindowsSumOnTheSharedMaximum) {
   // The maximum 5 at index 2 lies in all three windows of kernel 3, stride 1 over 5 entries.
-  distop::nn::Pool<double> pool(PoolKind::max, 1, {3}, {{1}, {0}, {1}});
+  distop::nn::Pool<double> pool(PoolKind::max, 1, {3}, {.stride = 1});
   DistTensor<double> xv(space_of(Shape{1, 1, 5}));
   xv.local().copy_from(Tensor<double>::from_vector(Shape{1, 1, 5}, {1, 2, 5, 3, 4}));
   Var<double> x(xv, true);
@@ -324,7 +330,7 @@ TEST(MaxPool, OverlappingWindowsSumOnTheSharedMaximum) {
 
 TEST(MaxPool, PaddingIsIgnoredNotZero) {
   // All inputs negative: a zero padding would win, -infinity padding does not.
-  distop::nn::Pool<double> pool(PoolKind::max, 1, {2}, {{2}, {1}, {1}});
+  distop::nn::Pool<double> pool(PoolKind::max, 1, {2}, {.stride = 2, .padding = 1});
   DistTensor<double> xv(space_of(Shape{1, 1, 3}));
   xv.local().copy_from(Tensor<double>::from_vector(Shape{1, 1, 3}, {-3, -2, -1}));
   Tape tape;
@@ -333,7 +339,7 @@ TEST(MaxPool, PaddingIsIgnoredNotZero) {
 }
 
 TEST(AvgPool, DividesByTheFullKernelCountingPadding) {
-  distop::nn::Pool<double> pool(PoolKind::avg, 1, {2}, {{2}, {1}, {1}});
+  distop::nn::Pool<double> pool(PoolKind::avg, 1, {2}, {.stride = 2, .padding = 1});
   DistTensor<double> xv(space_of(Shape{1, 1, 3}));
   xv.local().copy_from(Tensor<double>::from_vector(Shape{1, 1, 3}, {2, 4, 6}));
   Tape tape;
@@ -360,11 +366,13 @@ TEST(PoolWindows, DefaultsAndErrors) {
   EXPECT_THROW(distop::nn::pool_windows(4, {2}, {}), distop::Error);
   EXPECT_THROW(distop::nn::pool_windows(2, {2, 2, 2}, {}), distop::Error);
   EXPECT_THROW(distop::nn::pool_windows(1, {0}, {}), distop::Error);
-  EXPECT_THROW(distop::nn::pool_windows(1, {3}, {{0}, {0}, {1}}), distop::Error);
-  EXPECT_THROW(distop::nn::pool_windows(1, {3}, {{1}, {2}, {1}}), distop::Error);  // 2 > 3 / 2
-  EXPECT_THROW(distop::nn::pool_windows(1, {3}, {{1}, {-1}, {1}}), distop::Error);
-  EXPECT_THROW(distop::nn::pool_windows(1, {3}, {{1}, {1}, {0}}), distop::Error);
-  EXPECT_THROW(distop::nn::pool_windows(2, {3}, {{1, 1, 1}, {0}, {1}}), distop::Error);
+  EXPECT_THROW(distop::nn::pool_windows(1, {3}, {.stride = 0}), distop::Error);
+  EXPECT_THROW(distop::nn::pool_windows(1, {3}, {.stride = 1, .padding = 2}),
+               distop::Error);  // 2 > 3 / 2
+  EXPECT_THROW(distop::nn::pool_windows(1, {3}, {.stride = 1, .padding = -1}), distop::Error);
+  EXPECT_THROW(distop::nn::pool_windows(1, {3}, {.stride = 1, .padding = 1, .dilation = 0}),
+               distop::Error);
+  EXPECT_THROW(distop::nn::pool_windows(2, {3}, {.stride = {1, 1, 1}}), distop::Error);
 }
 
 TEST(Pool, BadInputsAreErrors) {

@@ -46,4 +46,18 @@ void backward(Tape& tape, Var<T>& loss) {
   tape.backward();
 }
 
+// Replays the tape from a given output gradient: dL/d(output) = `grad` (a tensor of output's
+// space), for an output that is not a scalar loss (PyTorch's output.backward(grad)). Every rank
+// passes its own box of the gradient. The same once-only rule as above holds.
+template <class T>
+void backward(Tape& tape, Var<T>& output, const DistTensor<T>& grad) {
+  DISTOP_CHECK(!(tape.replayed() && output.has_grad()), "backward",
+               "the tape was replayed for this output already and nothing was recorded since; a "
+               "tape replays once, so run the forward pass again to get new gradients");
+  check_space(grad, output.space(), "backward", "the output gradient");
+  output.zero_grad();
+  output.accumulate_grad(grad.clone());
+  tape.backward();
+}
+
 }  // namespace distop

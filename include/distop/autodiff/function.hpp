@@ -96,11 +96,30 @@ class Gradients {
     if (required(i)) input(i).accumulate_grad(std::move(g));
   }
   // grad_i += the gradient of output `o` as it is (a pass-through: output o's boxes are input i's).
-  // Takes the output gradient's storage when it can; nothing may read that gradient afterwards.
+  // Applied when the backward function returns, so that it may still read dy; the last
+  // pass-through of an output then takes that output's gradient storage instead of a copy.
   void add_output_grad(std::size_t i, std::size_t o = 0) {
     DISTOP_CHECK(o < outputs_.size(), "Gradients", "output ", o, " of an operation with ",
                  outputs_.size(), " outputs");
-    if (required(i)) pass_grad(outputs_[o], input(i));
+    if (required(i)) pending_.emplace_back(i, o);
+  }
+  // Carries out the pass-throughs; make_function calls it after the backward function.
+  void finish() {
+    for (std::size_t k = 0; k < pending_.size(); ++k) {
+      const auto [i, o] = pending_[k];
+      bool last = true;
+      for (std::size_t m = k + 1; m < pending_.size(); ++m) last = last && pending_[m].second != o;
+      const Var<T>& x = input(i);
+      const Var<T>& y = outputs_[o];
+      if (last) {
+        pass_grad(y, x);
+      } else {
+        DistTensor<T> g = y.grad();
+        if (!(y.space() == x.space())) g = g.reinterpreted(x.space());
+        x.accumulate_grad(x.has_grad() ? std::move(g) : g.clone());  // y's storage stays y's
+      }
+    }
+    pending_.clear();
   }
 
   // Made by make_function for the duration of one backward call (it refers to its inputs and
@@ -111,6 +130,7 @@ class Gradients {
  private:
   std::span<const Var<T>> inputs_;
   std::span<const Var<T>> outputs_;
+  std::vector<std::pair<std::size_t, std::size_t>> pending_;  // (input, output) pass-throughs
 };
 
 // A differentiable operation of several outputs. `values` are the outputs' values, computed by the
@@ -127,10 +147,10 @@ template <class T, class Backward>
 std::vector<Var<T>> make_function(Tape& tape, std::string name, std::vector<Var<T>> inputs,
                                   std::vector<DistTensor<T>> values, Backward backward,
                                   bool collective = false) {
-  static_assert(std::is_invocable_v<Backward&, std::span<const DistTensor<T>* const>,
-                                    Gradients<T>&>,
-                "make_function: backward must be callable as "
-                "f(std::span<const DistTensor<T>* const>, Gradients<T>&)");
+  static_assert(
+      std::is_invocable_v<Backward&, std::span<const DistTensor<T>* const>, Gradients<T>&>,
+      "make_function: backward must be callable as "
+      "f(std::span<const DistTensor<T>* const>, Gradients<T>&)");
   bool record = false;
   for (const auto& x : inputs) {
     DISTOP_CHECK(x.defined(), name, "an input is an undefined (default-constructed) Var");
@@ -149,8 +169,9 @@ std::vector<Var<T>> make_function(Tape& tape, std::string name, std::vector<Var<
       any = any || outputs[o].has_grad();
     }
     if (!any && !collective) return;
-    Gradients<T> grads(std::span<const Var<T>>(inputs), std::span<const Var<T>>(outputs));
+    Gradients<T> grads{std::span<const Var<T>>(inputs), std::span<const Var<T>>(outputs)};
     backward(std::span<const DistTensor<T>* const>(dys), grads);
+    grads.finish();
   });
   return outputs;
 }

@@ -7,12 +7,21 @@
 
 #include "distop/autodiff/var.hpp"
 #include "distop/io/safetensors.hpp"
+#include "distop/nn/module.hpp"
 
 namespace distop::io {
 
 // A parameter and the name it has in a file ("fc1.weight", as in a PyTorch state_dict).
 template <class T>
 using NamedParameters = std::vector<std::pair<std::string, Var<T>>>;
+
+// A module's parameters under their hierarchical names, in registration order.
+template <class T>
+NamedParameters<T> named_parameters(const nn::Module<T>& module) {
+  NamedParameters<T> named;
+  for (auto& p : module.named_parameters()) named.emplace_back(std::move(p.name), std::move(p.var));
+  return named;
+}
 
 // Assembles every parameter on parent rank 0 and writes them there as one safetensors file of
 // global tensors (F32 for float, F64 for double), atomically. Collective over the parameters'

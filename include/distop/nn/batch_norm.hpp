@@ -3,11 +3,13 @@
 // are taken over an input split across a partition.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "distop/autodiff/tape.hpp"
 #include "distop/autodiff/var.hpp"
 #include "distop/dist/partition.hpp"
+#include "distop/nn/module.hpp"
 
 namespace distop::nn {
 
@@ -43,26 +45,22 @@ struct BatchNormOptions {
 // rank's weight and bias gradients are the sums over its own box (zero where it holds none), and
 // making copies agree is the caller's explicit step, as for Linear. forward is local (no messages).
 template <class T>
-class BatchNorm {
+class BatchNorm : public Module<T> {
  public:
-  explicit BatchNorm(std::int64_t channels, BatchNormOptions options = {},
-                     Partition partition = Partition::self());
+  explicit BatchNorm(std::int64_t channels, BatchNormOptions options = {});
+  BatchNorm(std::int64_t channels, Partition partition, BatchNormOptions options = {});
 
   std::int64_t channels() const noexcept { return channels_; }
   const BatchNormOptions& options() const noexcept { return options_; }
   const Partition& partition() const noexcept { return partition_; }
-  bool training() const noexcept { return training_; }
-  // PyTorch's train() and eval().
-  void train(bool on = true) noexcept { training_ = on; }
-  void eval() noexcept { training_ = false; }
 
   // [C] each; weight() and bias() are an Error when the layer is not affine.
   Var<T>& weight();
   Var<T>& bias();
   DistTensor<T>& running_mean() noexcept { return running_mean_; }
   DistTensor<T>& running_var() noexcept { return running_var_; }
-  // The weight and bias (none when not affine).
-  std::vector<Var<T>> parameters() const;
+  // The training-mode forward passes so far (PyTorch's num_batches_tracked).
+  std::int64_t num_batches_tracked() const noexcept { return *batches_; }
 
   // y in x's space. Updates the running statistics in training mode.
   Var<T> forward(Tape& tape, const Var<T>& x);
@@ -71,11 +69,11 @@ class BatchNorm {
   std::int64_t channels_;
   BatchNormOptions options_;
   Partition partition_;
-  bool training_ = true;
   Var<T> weight_;
   Var<T> bias_;
   DistTensor<T> running_mean_;
   DistTensor<T> running_var_;
+  std::shared_ptr<std::int64_t> batches_ = std::make_shared<std::int64_t>(0);
 };
 
 // Batch normalisation of an input split over `partition` along any of its axes but the channel
@@ -102,22 +100,19 @@ class BatchNorm {
 // `partition.size()` times. The running statistics come from the all-reduced statistics and stay
 // identical too.
 template <class T>
-class DistributedBatchNorm {
+class DistributedBatchNorm : public Module<T> {
  public:
   DistributedBatchNorm(std::int64_t channels, Partition partition, BatchNormOptions options = {});
 
   std::int64_t channels() const noexcept { return channels_; }
   const BatchNormOptions& options() const noexcept { return options_; }
   const Partition& partition() const noexcept { return partition_; }
-  bool training() const noexcept { return training_; }
-  void train(bool on = true) noexcept { training_ = on; }
-  void eval() noexcept { training_ = false; }
 
   Var<T>& weight();
   Var<T>& bias();
   DistTensor<T>& running_mean() noexcept { return running_mean_; }
   DistTensor<T>& running_var() noexcept { return running_var_; }
-  std::vector<Var<T>> parameters() const;
+  std::int64_t num_batches_tracked() const noexcept { return *batches_; }
 
   // y in x's space. Collective over the partition (see above).
   Var<T> forward(Tape& tape, const Var<T>& x);
@@ -126,11 +121,11 @@ class DistributedBatchNorm {
   std::int64_t channels_;
   BatchNormOptions options_;
   Partition partition_;
-  bool training_ = true;
   Var<T> weight_;
   Var<T> bias_;
   DistTensor<T> running_mean_;
   DistTensor<T> running_var_;
+  std::shared_ptr<std::int64_t> batches_ = std::make_shared<std::int64_t>(0);
 };
 
 extern template class BatchNorm<float>;

@@ -9,6 +9,8 @@
 #include "distop/autodiff/var.hpp"
 #include "distop/dist/partition.hpp"
 #include "distop/kernels/window.hpp"
+#include "distop/nn/axis_values.hpp"
+#include "distop/nn/module.hpp"
 
 namespace distop::nn {
 
@@ -21,17 +23,22 @@ template <class T>
 Var<T> conv(Tape& tape, const Var<T>& x, const Var<T>& w, const Var<T>& b,
             const kernels::WindowGeometry& g, const TensorSpace& out_space);
 
-// Options of a convolution layer, per spatial axis (one entry: the same on every axis).
+// Options of a convolution layer (local or distributed), for designated initialisers:
+// `{.stride = 2, .padding = 1, .seed = 7}`. Per-axis values take one entry (the same on every
+// spatial axis) or one per axis.
 struct ConvOptions {
-  std::vector<std::int64_t> stride{1};
-  std::vector<std::int64_t> padding{0};
-  std::vector<std::int64_t> dilation{1};
+  AxisValues stride = 1;
+  AxisValues padding = 0;
+  AxisValues dilation = 1;
   bool bias = true;
+  // The initial parameters are a function of the seed alone (not of the partitioning); give each
+  // layer of a model its own.
+  std::uint64_t seed = 0;
 };
 
 // The per-axis windows of a d-dimensional convolution with kernel `kernel` (1 or d entries) and
 // options (1 or d entries each). Error on a wrong count or an invalid value.
-std::vector<ConvWindow> conv_windows(int dims, const std::vector<std::int64_t>& kernel,
+std::vector<ConvWindow> conv_windows(int dims, const AxisValues& kernel,
                                      const ConvOptions& options);
 
 // A local convolution layer with d = 1, 2 or 3 spatial axes (PyTorch's Conv1d/2d/3d, zero
@@ -39,13 +46,17 @@ std::vector<ConvWindow> conv_windows(int dims, const std::vector<std::int64_t>& 
 // may be split along the batch axis only. The weight [O, C, k_1..k_d] and bias [O] are replicated
 // over `partition` (default: this process) and initialised as PyTorch does, uniform in
 // [-1/sqrt(fan_in), 1/sqrt(fan_in)] with fan_in = C k_1..k_d, from counter-based random numbers
-// (nn::uniform_init), so the values depend on the seed alone.
+// (nn::uniform_init), so the values depend on the seed alone. Parameters "weight" and "bias",
+// per_replica (each copy's gradient comes from its own box).
+//
+//   nn::Conv<float> conv(2, 1, 6, 5, {.padding = 2, .seed = 1});   // Conv2d(1, 6, 5, padding=2)
 template <class T>
-class Conv {
+class Conv : public Module<T> {
  public:
-  Conv(int dims, std::int64_t in_channels, std::int64_t out_channels,
-       std::vector<std::int64_t> kernel, ConvOptions options, std::uint64_t seed,
-       Partition partition = Partition::self());
+  Conv(int dims, std::int64_t in_channels, std::int64_t out_channels, AxisValues kernel,
+       ConvOptions options = {});
+  Conv(int dims, std::int64_t in_channels, std::int64_t out_channels, AxisValues kernel,
+       Partition partition, ConvOptions options = {});
 
   int dims() const noexcept { return dims_; }
   std::int64_t in_channels() const noexcept { return in_; }
@@ -55,7 +66,6 @@ class Conv {
 
   Var<T>& weight() noexcept { return weight_; }
   Var<T>& bias();
-  std::vector<Var<T>> parameters() const;
 
   // The output space for an input space: the spatial extents replaced by the window output
   // extents, the channel extent by out_channels. Error unless the input is [N, C, s...] with

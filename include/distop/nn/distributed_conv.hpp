@@ -47,12 +47,18 @@ namespace distop::nn {
 // a DistributedConv and a Conv made with the same seed hold the same weights. Construction and
 // forward are collective over P_w's parent; ranks outside P_w pass through with empty tensors.
 // Plans are built once per batch size.
+//
+// Parameters "weight" [O, C, k..] and "bias" [O], as in PyTorch's Conv{1,2,3}d; both
+// per_replica (the sum-reduce along the spatial axes, the broadcasts' adjoint, makes each home
+// block's gradient the whole replica's).
+//
+//   nn::DistributedConv<float> conv(2, 1, 6, 5, Partition::world(Shape{1, 1, 2, 2}),
+//                                   {.padding = 2, .seed = 1});
 template <class T>
-class DistributedConv {
+class DistributedConv : public Module<T> {
  public:
-  DistributedConv(int dims, std::int64_t in_channels, std::int64_t out_channels,
-                  std::vector<std::int64_t> kernel, ConvOptions options,
-                  const Partition& weight_partition, std::uint64_t seed);
+  DistributedConv(int dims, std::int64_t in_channels, std::int64_t out_channels, AxisValues kernel,
+                  const Partition& weight_partition, ConvOptions options = {});
 
   int dims() const noexcept { return dims_; }
   std::int64_t in_channels() const noexcept { return in_; }
@@ -70,7 +76,6 @@ class DistributedConv {
   Var<T>& weight() noexcept { return weight_; }
   Var<T>& bias();
   bool has_bias() const noexcept { return bias_.defined(); }
-  std::vector<Var<T>> parameters() const;
 
   // x must live in input_space(N, s) for some N and s.
   Var<T> forward(Tape& tape, const Var<T>& x);

@@ -10,6 +10,8 @@
 
 #include "distop/autodiff/tape.hpp"
 #include "distop/autodiff/var.hpp"
+#include "distop/nn/linear.hpp"
+#include "distop/nn/module.hpp"
 #include "distop/ops/broadcast.hpp"
 #include "distop/ops/sum_reduce.hpp"
 
@@ -31,11 +33,17 @@ namespace distop::nn {
 // Construction and forward are collective over P_w's parent (ranks outside P_w pass through with
 // empty tensors). The communication plans are built once; a new batch size only derives new
 // tensor spaces from them, without messages.
+//
+// Parameters "weight" [out, in] (each rank of P_w holds its block) and "bias" [out] (on P_y), as
+// in PyTorch's nn.Linear; both per_replica. Initialised as Linear with the same seed is, entry
+// for entry.
+//
+//   nn::DistributedLinear<float> fc(784, 256, Partition::world(Shape{2, 2}), {.seed = 1});
 template <class T>
-class DistributedLinear {
+class DistributedLinear : public Module<T> {
  public:
   DistributedLinear(std::int64_t in_features, std::int64_t out_features,
-                    const Partition& weight_partition, std::uint64_t seed, bool bias = true);
+                    const Partition& weight_partition, LinearOptions options = {});
 
   std::int64_t in_features() const noexcept { return in_; }
   std::int64_t out_features() const noexcept { return out_; }
@@ -50,7 +58,6 @@ class DistributedLinear {
   Var<T>& weight() noexcept { return weight_; }
   Var<T>& bias() noexcept { return bias_; }
   bool has_bias() const noexcept { return has_bias_; }
-  std::vector<Var<T>> parameters() const;
 
   // x must live in input_space(batch) for some batch.
   Var<T> forward(Tape& tape, const Var<T>& x);

@@ -26,10 +26,9 @@ namespace distop::nn {
 // exchange's adjoint, which adds the ghost gradients into their owners. Plans are built once per
 // input space; forward is collective over the input partition's parent.
 template <class T>
-class DistributedPool {
+class DistributedPool : public Module<T> {
  public:
-  DistributedPool(PoolKind kind, int dims, std::vector<std::int64_t> kernel,
-                  PoolOptions options = {});
+  DistributedPool(PoolKind kind, int dims, AxisValues kernel, PoolOptions options = {});
 
   PoolKind kind() const noexcept { return kind_; }
   const std::vector<ConvWindow>& windows() const noexcept { return windows_; }
@@ -39,7 +38,7 @@ class DistributedPool {
 
  private:
   struct Plans {
-    std::shared_ptr<const HaloPad<T>> pad;                // null with halo
+    std::shared_ptr<const HaloPad<T>> pad;        // null with halo
     std::shared_ptr<const HaloExchange<T>> halo;  // null: no spatial axis split
     TensorSpace out_space;
     kernels::WindowGeometry geometry;

@@ -8,8 +8,18 @@
 #include "distop/autodiff/var.hpp"
 #include "distop/dist/partition.hpp"
 #include "distop/dist/tensor_space.hpp"
+#include "distop/nn/module.hpp"
 
 namespace distop::nn {
+
+// Options of a linear layer (Linear and DistributedLinear), for designated initialisers:
+// `{.bias = false, .seed = 3}`.
+struct LinearOptions {
+  bool bias = true;
+  // The initial parameters are a function of the seed alone (not of the partitioning); give each
+  // layer of a model its own.
+  std::uint64_t seed = 0;
+};
 
 // A local layer: every rank applies it to its own box of the input, so the batch axis may be split
 // (or replicated) any way while the feature axis must be whole. The weight [out, in] and bias
@@ -22,11 +32,15 @@ namespace distop::nn {
 // forward is local (no messages). Its tape entry adds dW = dy^T x and db = the column sums of dy to
 // the parameters' gradients and dx = dy W to the input's (each only where a gradient is required);
 // every rank of the parameter partition gets a parameter gradient, zero where it holds no input.
+// Parameters "weight" and "bias" (PyTorch's names and layouts), per_replica.
+//
+//   nn::Linear<float> fc(784, 10, {.seed = 1});
 template <class T>
-class Linear {
+class Linear : public Module<T> {
  public:
-  Linear(std::int64_t in_features, std::int64_t out_features, std::uint64_t seed,
-         Partition partition = Partition::self(), bool bias = true);
+  Linear(std::int64_t in_features, std::int64_t out_features, LinearOptions options = {});
+  Linear(std::int64_t in_features, std::int64_t out_features, Partition partition,
+         LinearOptions options = {});
 
   std::int64_t in_features() const noexcept { return in_; }
   std::int64_t out_features() const noexcept { return out_; }
@@ -42,9 +56,6 @@ class Linear {
   // x.space().with_extent(1, out). Recorded on the tape when x or a parameter requires a gradient.
   // Not to be called on one layer from several threads at once (it caches the output space).
   Var<T> forward(Tape& tape, const Var<T>& x) const;
-
-  // The weight, then the bias if there is one.
-  std::vector<Var<T>> parameters() const;
 
  private:
   std::int64_t in_;

@@ -8,6 +8,8 @@
 #include "distop/autodiff/tape.hpp"
 #include "distop/autodiff/var.hpp"
 #include "distop/kernels/window.hpp"
+#include "distop/nn/axis_values.hpp"
+#include "distop/nn/module.hpp"
 
 namespace distop::nn {
 
@@ -24,14 +26,14 @@ Var<T> avg_pool(Tape& tape, const Var<T>& x, const kernels::WindowGeometry& g,
 // Options of a pooling layer, per spatial axis (one entry: the same on every axis). An empty
 // stride means stride = kernel, as in PyTorch.
 struct PoolOptions {
-  std::vector<std::int64_t> stride{};
-  std::vector<std::int64_t> padding{0};
-  std::vector<std::int64_t> dilation{1};
+  AxisValues stride{};  // empty: the kernel
+  AxisValues padding = 0;
+  AxisValues dilation = 1;
 };
 
 // The per-axis windows of a d-dimensional pooling. Error on a wrong count or invalid value, and
 // (as PyTorch) when a padding exceeds half the kernel.
-std::vector<ConvWindow> pool_windows(int dims, const std::vector<std::int64_t>& kernel,
+std::vector<ConvWindow> pool_windows(int dims, const AxisValues& kernel,
                                      const PoolOptions& options);
 
 // Local pooling layers over d = 1, 2 or 3 spatial axes of [N, C, s_1..s_d] (only the batch axis
@@ -40,9 +42,9 @@ std::vector<ConvWindow> pool_windows(int dims, const std::vector<std::int64_t>& 
 enum class PoolKind { max, avg };
 
 template <class T>
-class Pool {
+class Pool : public Module<T> {
  public:
-  Pool(PoolKind kind, int dims, std::vector<std::int64_t> kernel, PoolOptions options = {});
+  Pool(PoolKind kind, int dims, AxisValues kernel, PoolOptions options = {});
   PoolKind kind() const noexcept { return kind_; }
   const std::vector<ConvWindow>& windows() const noexcept { return windows_; }
   TensorSpace output_space(const TensorSpace& in) const;

@@ -1,0 +1,150 @@
+#pragma once
+// Module<T>: the base of layers and models. Named parameters and buffers, child modules, training
+// mode, and the state_dict of global tensors.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "distop/autodiff/var.hpp"
+#include "distop/core/shape.hpp"
+#include "distop/dist/dist_tensor.hpp"
+
+namespace distop::nn {
+
+// How a parameter's gradient combines across the replicas of data-parallel training (and so what
+// data parallelism does with it; it never guesses).
+enum class GradientReduction {
+  // Each copy holds its own replica's contribution (the gradient of the loss of the data that
+  // copy's rank saw): the copies' gradients are to be summed (averaged, with the loss's 1/R) over
+  // the replicas. Linear, Conv, BatchNorm and the blocks of DistributedLinear and DistributedConv.
+  per_replica,
+  // Every copy already holds the gradient summed over the ranks of the layer's partition (the
+  // gradient with respect to the one shared value): DistributedBatchNorm's weight and bias. Data
+  // parallelism must not sum it again over those ranks.
+  tied,
+};
+const char* to_string(GradientReduction r) noexcept;
+
+template <class T>
+struct NamedParameter {
+  std::string name;  // hierarchical, "features.0.weight"
+  Var<T> var;
+  GradientReduction reduction = GradientReduction::per_replica;
+};
+
+// A buffer: state that is saved and loaded but not trained (BatchNorm's running statistics, or its
+// count of batches). A tensor of T, or an integer count saved as a 0-d I64 tensor
+// (num_batches_tracked).
+template <class T>
+struct NamedBuffer {
+  std::string name;
+  DistTensor<T> tensor;                 // empty for a count
+  std::shared_ptr<std::int64_t> count;  // null for a tensor
+};
+
+// One entry of a state_dict: a global tensor on the host, row-major, of T (parameters and tensor
+// buffers) or of int64 (counts, shape []).
+template <class T>
+struct StateTensor {
+  Shape shape;
+  std::variant<std::vector<T>, std::vector<std::int64_t>> values;
+  bool is_count() const noexcept { return values.index() == 1; }
+};
+template <class T>
+using StateDict = std::map<std::string, StateTensor<T>>;
+
+// What load_state_dict did not match (PyTorch's _IncompatibleKeys): entries the module has but the
+// state_dict lacks, and entries the state_dict has but the module lacks.
+struct LoadResult {
+  std::vector<std::string> missing_keys;
+  std::vector<std::string> unexpected_keys;
+};
+
+// The base of every layer and model. A module registers its parameters, buffers and children by
+// name, in the order a reader expects (PyTorch's registration order); named_parameters() and
+// named_buffers() visit them in that order, depth first, children's names prefixed with
+// "<child>.", exactly as PyTorch names a state_dict. Layers that mirror a torch layer use its names
+// and layouts (Conv: "weight" [out, in, k...], "bias"; Linear; BatchNorm: "weight", "bias",
+// "running_mean", "running_var", "num_batches_tracked").
+//
+// Registration stores handles (a Var, a DistTensor sharing storage, a shared_ptr), so a module can
+// be moved; children are held by shared_ptr. Modules are not copyable.
+template <class T>
+class Module {
+ public:
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  Module(Module&&) noexcept = default;
+  Module& operator=(Module&&) noexcept = default;
+
+  // Every parameter of this module and its descendants, hierarchically named, registration order.
+  std::vector<NamedParameter<T>> named_parameters() const;
+  std::vector<Var<T>> parameters() const;
+  std::vector<NamedBuffer<T>> named_buffers() const;
+  // The direct children, in registration order.
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children()
+      const noexcept {
+    return children_;
+  }
+
+  // PyTorch's train() and eval(): sets the mode of this module and every descendant.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool training() const noexcept { return training_; }
+
+  // Every parameter and buffer as a global tensor, assembled from the boxes and held by every
+  // rank. Collective over the parameters' parent communicator.
+  StateDict<T> state_dict() const;
+  // Overwrites every parameter's and buffer's boxes with its part of the global tensor of the same
+  // name. Every rank passes the same state_dict (it is checked from what each rank holds; a
+  // difference between ranks shows as different errors or values, so pass what state_dict() or
+  // io::read_state_dict returned). Not collective.
+  //
+  // Errors (distop::Error, op "load_state_dict", naming the entry), before anything changes: with
+  // `strict`, an entry of the module missing from `state` or an entry of `state` the module lacks;
+  // always, a shape other than the module's, or a tensor where a count is expected or the
+  // reverse. Without `strict` the unmatched names are returned instead.
+  LoadResult load_state_dict(const StateDict<T>& state, bool strict = true);
+
+ protected:
+  Module() = default;
+  // Registers a parameter (a Var that requires a gradient) under `name`, which must be a
+  // non-empty name without '.' and not already taken in this module. Returns the Var.
+  Var<T>& register_parameter(std::string name, Var<T> parameter,
+                             GradientReduction reduction = GradientReduction::per_replica);
+  DistTensor<T>& register_buffer(std::string name, DistTensor<T> buffer);
+  void register_count(std::string name, std::shared_ptr<std::int64_t> count);
+  template <class M>
+  std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> module) {
+    check_new_name(name, module != nullptr);
+    children_.emplace_back(std::move(name), module);
+    children_.back().second->train(training_);
+    return module;
+  }
+
+ private:
+  void check_new_name(const std::string& name, bool defined) const;
+  void collect_parameters(const std::string& prefix, std::vector<NamedParameter<T>>& out) const;
+  void collect_buffers(const std::string& prefix, std::vector<NamedBuffer<T>>& out) const;
+
+  struct OwnParameter {
+    std::string name;
+    Var<T> var;
+    GradientReduction reduction;
+  };
+  std::vector<OwnParameter> parameters_;
+  std::vector<NamedBuffer<T>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+extern template class Module<float>;
+extern template class Module<double>;
+
+}  // namespace distop::nn
