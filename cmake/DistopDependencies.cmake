@@ -14,6 +14,8 @@ find_path(DISTOP_CBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas x86_64-linux-g
 
 find_package(ZLIB REQUIRED)
 find_package(nlohmann_json 3 CONFIG REQUIRED)
+# The training driver's command-line flags (train/cli.hpp), header-only.
+find_package(CLI11 CONFIG REQUIRED)
 
 if(DISTOP_ENABLE_CUDA)
   find_package(CUDAToolkit REQUIRED)

@@ -7,12 +7,10 @@
 // float rounding. --checkpoint-dir keeps the latest checkpoint and metrics.csv there; --resume
 // continues from it exactly as if the run had not stopped.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <distop/distop.hpp>
 
-#include <algorithm>
-
 #include "model.hpp"
-#include "training.hpp"
 
 namespace {
 
@@ -40,21 +38,22 @@ void load_block(const data::Dataset& d, const std::vector<std::int64_t>& order,
 }  // namespace
 
 int main(int argc, char** argv) {
-  examples::TrainOptions o;
+  train::TrainOptions o;
   o.epochs = 10;
   o.batch_size = 64;
   o.lr = 0.02;
   o.lr_schedule = "cosine";
-  CLI::App app{"LeNet-5 on Fashion-MNIST, spatially partitioned (distop example). Run under "
-               "mpiexec -n N with N = 1, 2, 4 or 8."};
-  examples::add_training_options(app, o);
-  return examples::example_main(argc, argv, app, "lenet5", [&] {
-    auto train = data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, true);
-    auto test = data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, false);
-    DISTOP_CHECK(train.rows == examples::LeNet5::kRows && train.cols == examples::LeNet5::kCols,
-                 "lenet5", "LeNet-5 takes 28 x 28 images, found ", train.rows, " x ", train.cols);
+  CLI::App app{
+      "LeNet-5 on Fashion-MNIST, spatially partitioned (distop example). Run under "
+      "mpiexec -n N with N = 1, 2, 4 or 8."};
+  train::add_training_options(app, o);
+  return train::run_main(argc, argv, app, "lenet5", [&] {
+    auto train_set = data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, true);
+    auto test_set = data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, false);
+    DISTOP_CHECK(
+        train_set.rows == examples::LeNet5::kRows && train_set.cols == examples::LeNet5::kCols,
+        "lenet5", "LeNet-5 takes 28 x 28 images, found ", train_set.rows, " x ", train_set.cols);
     examples::LeNet5 model(o.seed);
-    return examples::train_and_evaluate("lenet5", model, o, train, test, load_block,
-                                        {{"model", "lenet5"}});
+    return train::fit("lenet5", model, o, train_set, test_set, load_block, {{"model", "lenet5"}});
   });
 }

@@ -8,17 +8,16 @@
 // float rounding: the partitioning changes where the arithmetic happens, not what it computes.
 #include <CLI/CLI.hpp>
 #include <distop/distop.hpp>
-
 #include <sstream>
 
 #include "model.hpp"
-#include "training.hpp"
 
 namespace {
 
 using namespace distop;
 
-std::vector<std::int64_t> parse_sizes(const std::string& hidden, std::int64_t in, std::int64_t out) {
+std::vector<std::int64_t> parse_sizes(const std::string& hidden, std::int64_t in,
+                                      std::int64_t out) {
   std::vector<std::int64_t> sizes{in};
   std::stringstream ss(hidden);
   std::string item;
@@ -31,8 +30,10 @@ std::vector<std::int64_t> parse_sizes(const std::string& hidden, std::int64_t in
     } catch (const std::exception&) {
       used = 0;
     }
-    DISTOP_CHECK(used == item.size() && v > 0, "mlp", "--hidden expects positive integers "
-                 "separated by commas, found '", hidden, "'");
+    DISTOP_CHECK(used == item.size() && v > 0, "mlp",
+                 "--hidden expects positive integers "
+                 "separated by commas, found '",
+                 hidden, "'");
     sizes.push_back(v);
   }
   sizes.push_back(out);
@@ -57,16 +58,16 @@ void load_batch(const data::Dataset& d, const std::vector<std::int64_t>& order,
 }  // namespace
 
 int main(int argc, char** argv) {
-  examples::TrainOptions o;
+  train::TrainOptions o;
   std::string hidden = "256,128";
   CLI::App app{"Model-parallel MLP on Fashion-MNIST (distop example). Run under mpiexec -n N."};
-  examples::add_training_options(app, o);
+  train::add_training_options(app, o);
   app.add_option("--hidden", hidden, "Hidden layer sizes, comma separated")->capture_default_str();
-  return examples::example_main(argc, argv, app, "mlp", [&] {
-    auto train = data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, true);
-    auto test = data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, false);
-    examples::ModelParallelMlp model(parse_sizes(hidden, train.pixels(), 10), o.seed);
-    return examples::train_and_evaluate("mlp", model, o, train, test, load_batch,
-                                        {{"model", "mlp"}, {"hidden", hidden}});
+  return train::run_main(argc, argv, app, "mlp", [&] {
+    auto train_set = data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, true);
+    auto test_set = data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, false);
+    examples::ModelParallelMlp model(parse_sizes(hidden, train_set.pixels(), 10), o.seed);
+    return train::fit("mlp", model, o, train_set, test_set, load_batch,
+                      {{"model", "mlp"}, {"hidden", hidden}});
   });
 }

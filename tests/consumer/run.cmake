@@ -16,7 +16,8 @@ execute_process(COMMAND ${CMAKE_COMMAND} --build "${WORK_DIR}/build" RESULT_VARI
 if(rc)
   message(FATAL_ERROR "building the consumer failed: ${rc}")
 endif()
-execute_process(COMMAND ${MPIEXEC} -n 2 "${WORK_DIR}/build/consumer" RESULT_VARIABLE rc)
+execute_process(COMMAND ${MPIEXEC} -n 2 "${WORK_DIR}/build/consumer" --optimizer adam --lr 1e-3
+                        --steps 5 --quiet --checkpoint-dir "${WORK_DIR}/run" RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "the consumer failed: ${rc}")
 endif()

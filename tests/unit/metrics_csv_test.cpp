@@ -6,12 +6,12 @@
 #include <sstream>
 #include <string>
 
-#include "metrics.hpp"
+#include "distop/train/metrics.hpp"
 #include "temp_dir.hpp"
 
 namespace {
 
-using distop::examples::MetricsCsv;
+using distop::train::MetricsCsv;
 
 std::string read(const std::string& path) {
   std::ifstream in(path);

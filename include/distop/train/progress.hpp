@@ -9,13 +9,17 @@
 #include <cstdio>
 #include <string>
 
-namespace distop::examples {
+namespace distop::train {
 
 class Progress {
  public:
   Progress(bool enabled, int epoch, int epochs, std::int64_t steps)
-      : enabled_(enabled), tty_(isatty(fileno(stderr)) != 0), epoch_(epoch), epochs_(epochs),
-        steps_(steps), start_(std::chrono::steady_clock::now()) {}
+      : enabled_(enabled),
+        tty_(isatty(fileno(stderr)) != 0),
+        epoch_(epoch),
+        epochs_(epochs),
+        steps_(steps),
+        start_(std::chrono::steady_clock::now()) {}
 
   // After each step: the running mean loss and accuracy of the epoch so far.
   void update(std::int64_t step, std::int64_t samples, double loss, double accuracy) {
@@ -47,4 +51,4 @@ class Progress {
   std::chrono::steady_clock::time_point start_;
 };
 
-}  // namespace distop::examples
+}  // namespace distop::train

@@ -29,7 +29,7 @@
 #include "distop/comm/agree.hpp"
 #include "distop/core/error.hpp"
 
-namespace distop::examples {
+namespace distop::train {
 
 namespace detail {
 
@@ -216,4 +216,4 @@ class LossLog : public AppendedFile {
   }
 };
 
-}  // namespace distop::examples
+}  // namespace distop::train

@@ -1,91 +1,53 @@
 #pragma once
-// The training driver shared by the example programs: command-line options, the SGD loop with
-// progress, loss log, metrics CSV and checkpoints, evaluation, and main()'s error handling.
+// distop's training driver: the loop of a classification model over an image data set, with
+// progress, a loss log, a metrics CSV, checkpoints that resume bit-identically, evaluation and the
+// final weights, driven by TrainOptions (train/options.hpp, flags in train/cli.hpp).
 //
-// A Model provides
-//   TensorSpace input_space(std::int64_t batch) const;
-//   bool holds_output() const;                       // this rank holds the logits
-//   Var<float> forward(Tape&, const Var<float>&);
-//   std::vector<Var<float>> parameters() const;
-//   io::NamedParameters<float> named_parameters() const;
-//   std::string describe() const;
+// A model is an nn::Module<float> that also provides
+//   TensorSpace input_space(std::int64_t batch) const;   // where a batch of images lives
+//   Var<float> forward(Tape&, const Var<float>& x);      // logits [batch, classes], the batch
+//                                                         // axis whole or split, not replicated
+//   std::string describe() const;                         // one line per layer, for the log
 // and a batch loader fills this rank's box of a batch:
 //   void load(const data::Dataset&, const std::vector<std::int64_t>& order,
 //             const data::BatchRange&, const TensorSpace&, DistTensor<float>& x);
 
+#include <mpi.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <concepts>
 #include <cstdio>
-#include <distop/distop.hpp>
 #include <filesystem>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "metrics.hpp"
-#include "progress.hpp"
+#include "distop/autodiff/apply.hpp"
+#include "distop/comm/agree.hpp"
+#include "distop/data/idx.hpp"
+#include "distop/data/sampler.hpp"
+#include "distop/io/checkpoint.hpp"
+#include "distop/io/state_dict.hpp"
+#include "distop/loss/cross_entropy.hpp"
+#include "distop/nn/module.hpp"
+#include "distop/optim/lr_scheduler.hpp"
+#include "distop/train/metrics.hpp"
+#include "distop/train/options.hpp"
+#include "distop/train/progress.hpp"
 
-namespace distop::examples {
+namespace distop::train {
 
-struct TrainOptions {
-  std::string data = data::kFashionMnistDir;
-  int epochs = 5;
-  std::int64_t steps = 0;  // 0: no limit
-  std::int64_t batch_size = 32;
-  double lr = 0.01;
-  std::string lr_schedule = "constant";  // or "cosine"
-  double momentum = 0.9;
-  double weight_decay = 0.0;
-  std::uint64_t seed = 1;
-  bool no_shuffle = false;
-  std::string init;
-  std::string save;
-  std::string loss_log;
-  std::string metrics;
-  std::string checkpoint_dir;
-  std::int64_t checkpoint_every = 0;  // steps; 0: at the end of each epoch (and at a --steps stop)
-  bool resume = false;
-  bool quiet = false;
+// What train::fit needs of a model.
+template <class M>
+concept ClassificationModel = std::derived_from<M, nn::Module<float>> &&
+    requires(M& m, const M& cm, Tape& t, const Var<float>& x, std::int64_t batch) {
+  { cm.input_space(batch) } -> std::convertible_to<TensorSpace>;
+  { m.forward(t, x) } -> std::same_as<Var<float>>;
+  { cm.describe() } -> std::convertible_to<std::string>;
 };
-
-inline void add_training_options(CLI::App& app, TrainOptions& o) {
-  app.add_option("--data", o.data, "Directory of the Fashion-MNIST IDX files")
-      ->capture_default_str();
-  app.add_option("--epochs", o.epochs, "Passes over the training set")->capture_default_str();
-  app.add_option("--steps", o.steps, "Stop after this many steps in all (0: no limit)")
-      ->capture_default_str();
-  app.add_option("--batch-size", o.batch_size, "Examples per step")->capture_default_str();
-  app.add_option("--lr", o.lr, "SGD learning rate")->capture_default_str();
-  app.add_option(
-         "--lr-schedule", o.lr_schedule,
-         "constant, or cosine: at step t of the T steps of --epochs, lr (1 + cos(pi t / T)) / 2")
-      ->check(CLI::IsMember({"constant", "cosine"}))
-      ->capture_default_str();
-  app.add_option("--momentum", o.momentum, "SGD momentum (PyTorch's definition)")
-      ->capture_default_str();
-  app.add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str();
-  app.add_option("--seed", o.seed, "Seed of the initial weights and the shuffling")
-      ->capture_default_str();
-  app.add_flag("--no-shuffle", o.no_shuffle, "Visit the training set in file order");
-  app.add_option("--init", o.init, "Initial weights (safetensors, PyTorch state_dict names)");
-  app.add_option("--save", o.save, "Write the trained weights here (safetensors)");
-  app.add_option("--loss-log", o.loss_log, "Write each step's loss here (rank 0)");
-  app.add_option("--metrics", o.metrics,
-                 "Write per-epoch loss, accuracies and time here as CSV (rank 0; default "
-                 "<checkpoint-dir>/metrics.csv when --checkpoint-dir is given)");
-  app.add_option("--checkpoint-dir", o.checkpoint_dir,
-                 "Keep the latest checkpoint (weights, optimizer state, position) here");
-  app.add_option("--checkpoint-every", o.checkpoint_every,
-                 "Also checkpoint every this many steps (0: only at the end of each epoch)")
-      ->capture_default_str();
-  app.add_flag("--resume", o.resume, "Continue from the checkpoint in --checkpoint-dir");
-  app.add_flag("--quiet", o.quiet, "No progress output");
-}
 
 namespace detail {
 
@@ -98,9 +60,36 @@ struct EpochMetrics {
   }
 };
 
-// Loss and accuracy over a whole data set, without recording gradients. Result on rank 0.
+// The labels of the batch rows that this rank's box of the logits holds (none outside the logits'
+// partition): the classes of examples order[range.begin + offset ...].
+inline void box_labels(const TensorSpace& logits, const data::Dataset& d,
+                       const std::vector<std::int64_t>& order, const data::BatchRange& range,
+                       std::vector<std::int32_t>& labels) {
+  labels.clear();
+  const std::int64_t first = logits.local_offset()[0], rows = logits.local_shape()[0];
+  for (std::int64_t i = 0; i < rows; ++i)
+    labels.push_back(d.labels[static_cast<std::size_t>(
+        order[static_cast<std::size_t>(range.begin + first + i)])]);
+}
+
+// The batch's loss (the sum of every rank's component, the sum convention) and its number of
+// correctly classified rows, summed over the ranks: one small all-reduce.
+inline std::pair<double, std::int64_t> batch_totals(const Var<float>& loss,
+                                                    const Var<float>& logits,
+                                                    const std::vector<std::int32_t>& labels) {
+  double v[2] = {0, 0};
+  if (loss.value().local_numel() > 0) v[0] = loss.value().local().to_vector()[0];
+  if (!labels.empty()) v[1] = static_cast<double>(loss::count_correct(logits.value(), labels));
+  MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return {v[0], static_cast<std::int64_t>(v[1])};
+}
+
+// Loss and accuracy over a whole data set, without recording gradients, on every rank.
 template <class Model, class Load>
 EpochMetrics evaluate(Model& model, const data::Dataset& d, Load& load) {
+  // Evaluation mode for the pass (BatchNorm's running statistics, no dropout), then back.
+  const bool was_training = model.training();
+  model.eval();
   EpochMetrics m;
   const std::int64_t batch = 1000;
   std::vector<std::int64_t> order(static_cast<std::size_t>(d.size));
@@ -110,42 +99,38 @@ EpochMetrics evaluate(Model& model, const data::Dataset& d, Load& load) {
     const auto space = model.input_space(range.size());
     auto x = DistTensor<float>::uninitialized(space);
     load(d, order, range, space, x);
-    labels.clear();
-    if (model.holds_output())
-      for (std::int64_t i = 0; i < range.size(); ++i)
-        labels.push_back(
-            d.labels[static_cast<std::size_t>(order[static_cast<std::size_t>(range.begin + i)])]);
     Tape tape;
     auto logits = model.forward(tape, Var<float>(x));
+    box_labels(logits.space(), d, order, range, labels);
     auto loss = loss::cross_entropy(tape, logits, labels);
     tape.clear();
-    if (model.holds_output()) {
-      m.loss += loss.value().local().to_vector()[0] * static_cast<double>(range.size());
-      m.correct += loss::count_correct(logits.value(), labels);
-    }
+    const auto [l, correct] = batch_totals(loss, logits, labels);
+    m.loss += l * static_cast<double>(range.size());
+    m.correct += correct;
     m.seen += range.size();
   }
   m.loss /= static_cast<double>(std::max<std::int64_t>(m.seen, 1));
+  model.train(was_training);
   return m;
 }
 
 }  // namespace detail
 
-// Trains `model` with SGD on `train` and evaluates it on `test`. Collective over MPI_COMM_WORLD.
-template <class Model, class Load>
-int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
-                       const data::Dataset& train, const data::Dataset& test, Load load,
-                       io::Metadata save_metadata) {
+// Trains `model` on `train` with the optimizer and schedule of `o` (cross-entropy of its logits
+// against the labels), evaluates it on `test` after each epoch and at the end, and keeps the
+// checkpoints, logs and weights `o` asks for. `program` names the program in messages, errors and
+// the checkpoint's metadata; `save_metadata` goes into the --save file. Collective over
+// MPI_COMM_WORLD: every rank calls it with the same options (and the errors it raises are raised
+// on every rank). Returns 0.
+template <ClassificationModel Model, class Load>
+int fit(const std::string& program, Model& model, const TrainOptions& o, const data::Dataset& train,
+        const data::Dataset& test, Load load, io::Metadata save_metadata = {}) {
+  const char* name = program.c_str();
   int rank = 0, ranks = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   const bool talk = rank == 0 && !o.quiet;
-  DISTOP_CHECK(o.batch_size >= 1 && o.epochs >= 0 && o.steps >= 0 && o.checkpoint_every >= 0, name,
-               "--batch-size must be positive and --epochs, --steps, --checkpoint-every "
-               "non-negative");
-  DISTOP_CHECK(!o.resume || !o.checkpoint_dir.empty(), name, "--resume needs --checkpoint-dir");
-  DISTOP_CHECK(!(o.resume && !o.init.empty()), name,
-               "--resume and --init both set the weights; give one of them");
+  check_options(o, program);
   DISTOP_CHECK(test.rows == train.rows && test.cols == train.cols, name, "the test images are ",
                test.rows, " x ", test.cols, " but the training images ", train.rows, " x ",
                train.cols);
@@ -159,30 +144,31 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
                    " is not a writable directory");
     });
   }
-  if (!o.init.empty()) io::load_parameters(o.init, io::named_parameters(model));
+  if (!o.init.empty()) io::load_state_dict(o.init, model);
   if (talk)
     std::fprintf(stderr, "distop %s: %d rank%s, %lld training and %lld test images\n%s", name,
                  ranks, ranks == 1 ? "" : "s", static_cast<long long>(train.size),
                  static_cast<long long>(test.size), model.describe().c_str());
 
-  optim::SGDOptions sgd;
-  sgd.lr = o.lr;
-  sgd.momentum = o.momentum;
-  sgd.weight_decay = o.weight_decay;
-  optim::SGD<float> opt(model.parameters(), sgd);
   const auto named = io::named_parameters(model);
+  auto opt = make_optimizer(o, model.parameters());
   data::Sampler sampler(train.size, o.batch_size, {!o.no_shuffle, false, o.seed});
   const auto batches = sampler.batches();
   const auto per_epoch = static_cast<std::int64_t>(batches.size());
+  // The learning rate of step t is a function of t and of the run's --epochs (not of --steps,
+  // which only stops early), so that a resumed run continues the schedule exactly.
+  const std::int64_t total_steps = o.epochs * per_epoch;
+  optim::LRScheduler<float> scheduler(*opt, make_schedule(o, total_steps));
   // The settings a checkpoint's position and schedule depend on; a resumed run must repeat them.
   const io::Metadata settings{{"batch_size", std::to_string(o.batch_size)},
                               {"shuffle", o.no_shuffle ? "false" : "true"},
                               {"epochs", std::to_string(o.epochs)},
-                              {"lr_schedule", o.lr_schedule}};
+                              {"lr_schedule", scheduler.schedule().str()}};
   io::CheckpointInfo position;
   position.seed = o.seed;
   if (o.resume) {
-    position = io::load_checkpoint(o.checkpoint_dir, named, opt);
+    const optim::Hyperparameters given = opt->group_options(0);
+    position = io::load_checkpoint(o.checkpoint_dir, named, *opt);
     // The same on every rank (load_checkpoint agrees on what it read), so are these checks.
     const std::string from = "the checkpoint in " + o.checkpoint_dir + " was made with ";
     DISTOP_CHECK(position.seed == o.seed, name, from, "--seed ", position.seed, ", not ", o.seed);
@@ -191,16 +177,23 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
       DISTOP_CHECK(it == position.metadata.end() || it->second == value, name, from, key, " ",
                    it->second, ", not ", value, "; resume with the settings of the run");
     }
-    DISTOP_CHECK(
-        opt.options().momentum == o.momentum && opt.options().weight_decay == o.weight_decay, name,
-        from, "--momentum ", opt.options().momentum, " and --weight-decay ",
-        opt.options().weight_decay, ", not ", o.momentum, " and ", o.weight_decay);
+    // The optimizer's options but the (scheduled) learning rate must be the flags' too.
+    for (const auto& [key, value] : opt->group_options(0)) {
+      if (key == "lr") continue;
+      const auto it = given.find(key);
+      DISTOP_CHECK(it != given.end() && it->second == value, name, from, opt->name(), " ", key, " ",
+                   value, ", not ", it == given.end() ? 0.0 : it->second,
+                   "; resume with the settings of the run");
+    }
     DISTOP_CHECK(position.epoch >= 0 && position.step_in_epoch >= 0 &&
                      position.step_in_epoch < per_epoch &&
                      position.global_step == position.epoch * per_epoch + position.step_in_epoch,
                  name, "the checkpoint in ", o.checkpoint_dir, " is at epoch ", position.epoch,
                  ", step ", position.step_in_epoch, " of it, ", position.global_step,
                  " steps in all, which does not fit ", per_epoch, " steps per epoch");
+    DISTOP_CHECK(position.scheduler.has_value(), name, "the checkpoint in ", o.checkpoint_dir,
+                 " has no learning-rate schedule state");
+    scheduler.load_state(*position.scheduler);
     if (talk)
       std::fprintf(stderr, "resuming at epoch %lld, step %lld of it (%lld steps done)\n",
                    static_cast<long long>(position.epoch + 1),
@@ -229,21 +222,13 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
     info.global_step = position.global_step;
     info.seed = o.seed;
     info.metadata = settings;
-    info.metadata.emplace("model", name);
-    io::save_checkpoint(o.checkpoint_dir, named, opt, info);
+    info.metadata.emplace("model", program);
+    info.scheduler = scheduler.state();
+    io::save_checkpoint(o.checkpoint_dir, named, *opt, info);
   };
 
   std::int64_t& step = position.global_step;
   bool stop = o.steps > 0 && step >= o.steps;
-  // The learning rate of step t (0-based) of the run's --epochs: a function of t alone (not of
-  // --steps, which only stops early), so that a resumed run continues the schedule exactly.
-  const std::int64_t total_steps = o.epochs * static_cast<std::int64_t>(sampler.batches().size());
-  auto lr_at = [&](std::int64_t t) {
-    if (o.lr_schedule != "cosine" || total_steps <= 0) return o.lr;
-    constexpr double kPi = 3.14159265358979323846;
-    return o.lr * 0.5 *
-           (1.0 + std::cos(kPi * static_cast<double>(t) / static_cast<double>(total_steps)));
-  };
   std::vector<std::int32_t> labels;
   for (std::int64_t epoch = position.epoch; epoch < o.epochs && !stop; ++epoch) {
     const auto order = sampler.order(static_cast<std::uint64_t>(epoch));
@@ -258,25 +243,19 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
       const auto space = model.input_space(range.size());
       auto x = DistTensor<float>::uninitialized(space);
       load(train, order, range, space, x);
-      labels.clear();
-      if (model.holds_output())
-        for (std::int64_t i = 0; i < range.size(); ++i)
-          labels.push_back(train.labels[static_cast<std::size_t>(
-              order[static_cast<std::size_t>(range.begin + i)])]);
       Tape tape;
       auto logits = model.forward(tape, Var<float>(x));
+      detail::box_labels(logits.space(), train, order, range, labels);
       auto loss = loss::cross_entropy(tape, logits, labels);
       backward(tape, loss);
-      opt.set_lr(lr_at(step));
-      opt.step();
-      opt.zero_grad();
+      opt->step();
+      opt->zero_grad();
+      scheduler.step();
       ++step;
-      if (model.holds_output()) {
-        const double l = loss.value().local().to_vector()[0];
-        m.loss += l * static_cast<double>(range.size());
-        m.correct += loss::count_correct(logits.value(), labels);
-        log.append(step, l);
-      }
+      const auto [l, correct] = detail::batch_totals(loss, logits, labels);
+      m.loss += l * static_cast<double>(range.size());
+      m.correct += correct;
+      if (rank == 0) log.append(step, l);
       m.seen += range.size();
       progress.update(b + 1, m.seen, m.loss / static_cast<double>(m.seen), m.accuracy());
       if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && b + 1 < per_epoch)
@@ -306,31 +285,10 @@ int train_and_evaluate(const char* name, Model& model, const TrainOptions& o,
                  100.0 * t.accuracy(), t.loss, static_cast<long long>(step));
   if (!o.save.empty()) {
     save_metadata.emplace("steps", std::to_string(step));
-    io::save_parameters(o.save, named, save_metadata);
+    io::save_state_dict(o.save, model, save_metadata);
     if (talk) std::fprintf(stderr, "saved %s\n", o.save.c_str());
   }
   return 0;
 }
 
-// main() of an example: sets up distop, parses the options (every rank parses the same arguments,
-// so every rank leaves alike on a bad flag) and runs `run`. An error raised on every rank (as
-// distop's are) becomes a message from rank 0 and exit status 1; one raised on some ranks only
-// aborts the job with each such rank's message (Environment::report_error).
-inline int example_main(int argc, char** argv, CLI::App& app, const char* name,
-                        const std::function<int()>& run) {
-  distop::Environment env(argc, argv);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return rank == 0 ? app.exit(e) : (e.get_exit_code() == 0 ? 0 : 2);
-  }
-  try {
-    return run();
-  } catch (const std::exception& e) {
-    return env.report_error(e, name);
-  }
-}
-
-}  // namespace distop::examples
+}  // namespace distop::train

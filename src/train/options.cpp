@@ -1,0 +1,118 @@
+#include "distop/train/options.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "distop/core/error.hpp"
+#include "distop/optim/adagrad.hpp"
+#include "distop/optim/adam.hpp"
+#include "distop/optim/adamw.hpp"
+#include "distop/optim/rmsprop.hpp"
+#include "distop/optim/sgd.hpp"
+
+namespace distop::train {
+
+namespace {
+
+// The flags each setting comes from, and the optimizers that have it.
+struct Applicability {
+  const char* flag;
+  bool given;
+  std::vector<std::string> optimizers;
+};
+
+}  // namespace
+
+void check_options(const TrainOptions& o, const std::string& program) {
+  const std::vector<std::string> optimizers{"sgd", "adam", "adamw", "rmsprop", "adagrad"};
+  DISTOP_CHECK(std::find(optimizers.begin(), optimizers.end(), o.optimizer) != optimizers.end(),
+               program, "--optimizer ", o.optimizer,
+               " is not one of sgd, adam, adamw, rmsprop, adagrad");
+  DISTOP_CHECK(o.batch_size >= 1, program, "--batch-size must be at least 1, found ", o.batch_size);
+  DISTOP_CHECK(o.epochs >= 0 && o.steps >= 0 && o.checkpoint_every >= 0 && o.warmup_steps >= 0,
+               program,
+               "--epochs, --steps, --checkpoint-every and --warmup-steps must be non-negative");
+  DISTOP_CHECK(std::isfinite(o.lr) && o.lr >= 0, program, "--lr must be finite and >= 0, found ",
+               o.lr);
+  const Applicability rules[] = {
+      {"--momentum", o.momentum.has_value(), {"sgd", "rmsprop"}},
+      {"--betas", o.betas.has_value(), {"adam", "adamw"}},
+      {"--eps", o.eps.has_value(), {"adam", "adamw", "rmsprop", "adagrad"}},
+      {"--alpha", o.alpha.has_value(), {"rmsprop"}},
+      {"--nesterov", o.nesterov, {"sgd"}},
+      {"--amsgrad", o.amsgrad, {"adam", "adamw"}},
+      {"--centered", o.centered, {"rmsprop"}},
+  };
+  for (const auto& r : rules) {
+    if (!r.given) continue;
+    const bool applies =
+        std::find(r.optimizers.begin(), r.optimizers.end(), o.optimizer) != r.optimizers.end();
+    std::string list;
+    for (const auto& name : r.optimizers) list += (list.empty() ? "" : ", ") + name;
+    DISTOP_CHECK(applies, program, r.flag, " does not apply to --optimizer ", o.optimizer,
+                 " (it applies to ", list, ")");
+  }
+  const std::vector<std::string> schedules{"constant", "cosine", "step"};
+  DISTOP_CHECK(std::find(schedules.begin(), schedules.end(), o.lr_schedule) != schedules.end(),
+               program, "--lr-schedule ", o.lr_schedule, " is not one of constant, cosine, step");
+  DISTOP_CHECK(o.lr_schedule != "step" || o.lr_step_size >= 1, program,
+               "--lr-schedule step needs --lr-step-size of at least 1");
+  DISTOP_CHECK(o.lr_schedule == "step" || o.lr_step_size == 0, program,
+               "--lr-step-size applies to --lr-schedule step only");
+  DISTOP_CHECK(!o.resume || !o.checkpoint_dir.empty(), program, "--resume needs --checkpoint-dir");
+  DISTOP_CHECK(!(o.resume && !o.init.empty()), program,
+               "--resume and --init both set the weights; give one of them");
+}
+
+std::unique_ptr<optim::Optimizer<float>> make_optimizer(const TrainOptions& o,
+                                                        std::vector<Var<float>> parameters) {
+  if (o.optimizer == "sgd") {
+    return std::make_unique<optim::SGD<float>>(
+        std::move(parameters),
+        optim::SGDOptions{.lr = o.lr,
+                          .momentum = o.momentum.value_or(o.default_sgd_momentum),
+                          .weight_decay = o.weight_decay.value_or(0),
+                          .nesterov = o.nesterov});
+  }
+  if (o.optimizer == "adam" || o.optimizer == "adamw") {
+    const auto betas = o.betas.value_or(std::array<double, 2>{0.9, 0.999});
+    if (o.optimizer == "adam")
+      return std::make_unique<optim::Adam<float>>(
+          std::move(parameters), optim::AdamOptions{.lr = o.lr,
+                                                    .betas = betas,
+                                                    .eps = o.eps.value_or(1e-8),
+                                                    .weight_decay = o.weight_decay.value_or(0),
+                                                    .amsgrad = o.amsgrad});
+    return std::make_unique<optim::AdamW<float>>(
+        std::move(parameters), optim::AdamWOptions{.lr = o.lr,
+                                                   .betas = betas,
+                                                   .eps = o.eps.value_or(1e-8),
+                                                   .weight_decay = o.weight_decay.value_or(1e-2),
+                                                   .amsgrad = o.amsgrad});
+  }
+  if (o.optimizer == "rmsprop")
+    return std::make_unique<optim::RMSprop<float>>(
+        std::move(parameters), optim::RMSpropOptions{.lr = o.lr,
+                                                     .alpha = o.alpha.value_or(0.99),
+                                                     .eps = o.eps.value_or(1e-8),
+                                                     .weight_decay = o.weight_decay.value_or(0),
+                                                     .momentum = o.momentum.value_or(0),
+                                                     .centered = o.centered});
+  DISTOP_CHECK(o.optimizer == "adagrad", "make_optimizer", "unknown optimizer ", o.optimizer);
+  return std::make_unique<optim::Adagrad<float>>(
+      std::move(parameters),
+      optim::AdagradOptions{
+          .lr = o.lr, .weight_decay = o.weight_decay.value_or(0), .eps = o.eps.value_or(1e-10)});
+}
+
+optim::LRSchedule make_schedule(const TrainOptions& o, std::int64_t total_steps) {
+  optim::LRSchedule s = optim::LRSchedule::constant();
+  const std::int64_t after_warmup = std::max<std::int64_t>(total_steps - o.warmup_steps, 1);
+  if (o.lr_schedule == "cosine")
+    s = optim::LRSchedule::cosine(after_warmup);
+  else if (o.lr_schedule == "step")
+    s = optim::LRSchedule::step(o.lr_step_size, o.lr_gamma);
+  return o.warmup_steps > 0 ? s.with_warmup(o.warmup_steps) : s;
+}
+
+}  // namespace distop::train

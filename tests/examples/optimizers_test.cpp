@@ -1,0 +1,130 @@
+// The training driver's optimizers as a user runs them through the MLP example: every optimizer
+// resumes from a checkpoint bit-identically at 2 ranks, a checkpoint of one optimizer does not
+// load into another, and flags that do not apply to the chosen optimizer are errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "run_example.hpp"
+
+namespace fs = std::filesystem;
+using distop::test::Outcome;
+
+namespace {
+
+fs::path work() { return fs::path(DISTOP_MLP_WORK_DIR) / "optimizers"; }
+
+Outcome run_mlp(int ranks, const std::string& args) {
+  return distop::test::run_example(DISTOP_MPIEXEC, DISTOP_MLP, ranks,
+                                   std::string("--quiet --hidden 64 ") + args, 300);
+}
+
+std::vector<std::string> lines(const fs::path& p) {
+  std::ifstream in(p);
+  std::vector<std::string> v;
+  for (std::string l; std::getline(in, l);) v.push_back(l);
+  return v;
+}
+
+std::string bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void expect_clean_failure(const Outcome& o, const std::string& needle) {
+  EXPECT_NE(o.status, 0) << o.output;
+  EXPECT_NE(o.status, 124) << "the example hung:\n" << o.output;
+  EXPECT_NE(o.output.find(needle), std::string::npos) << "expected '" << needle << "' in:\n"
+                                                      << o.output;
+  EXPECT_EQ(o.output.find("MPI_Abort"), std::string::npos) << o.output;
+}
+
+struct OptimizerCase {
+  const char* name;
+  const char* flags;
+};
+
+class Optimizers : public ::testing::TestWithParam<OptimizerCase> {
+ protected:
+  void SetUp() override { fs::create_directories(work()); }
+};
+
+// Eight steps in one go, and four, a stop and four more from the checkpoint: the same losses and
+// the same final weights, to the last bit, with a warm-up and a cosine schedule running across
+// the stop.
+TEST_P(Optimizers, ResumeContinuesExactlyAsAnUninterruptedRun) {
+  const auto w = work() / GetParam().name;
+  fs::remove_all(w);
+  fs::create_directories(w);
+  const std::string common = std::string(GetParam().flags) +
+                             " --warmup-steps 3 --lr-schedule cosine --epochs 1 --checkpoint-every 2";
+  auto a = run_mlp(2, common + " --steps 8 --loss-log " + (w / "a.txt").string() + " --save " +
+                          (w / "a.safetensors").string());
+  ASSERT_EQ(a.status, 0) << a.output;
+  auto b1 = run_mlp(2, common + " --steps 4 --loss-log " + (w / "b.txt").string() +
+                           " --checkpoint-dir " + (w / "ckpt").string());
+  ASSERT_EQ(b1.status, 0) << b1.output;
+  auto b2 = run_mlp(2, common + " --steps 8 --resume --loss-log " + (w / "b.txt").string() +
+                           " --checkpoint-dir " + (w / "ckpt").string() + " --save " +
+                           (w / "b.safetensors").string());
+  ASSERT_EQ(b2.status, 0) << b2.output;
+  const auto la = lines(w / "a.txt");
+  ASSERT_EQ(la.size(), 8u);
+  EXPECT_EQ(la, lines(w / "b.txt"));
+  EXPECT_EQ(bytes(w / "a.safetensors"), bytes(w / "b.safetensors")) << "the final weights differ";
+  // Resuming with other hyper-parameters than the checkpoint's is an error naming the option.
+  if (std::string(GetParam().name) == "adam")
+    expect_clean_failure(run_mlp(2, "--optimizer adam --eps 1e-6 --warmup-steps 3 --lr-schedule "
+                                    "cosine --epochs 1 --steps 8 --resume --checkpoint-dir " +
+                                        (w / "ckpt").string()),
+                         "eps");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EveryOptimizer, Optimizers,
+    ::testing::Values(OptimizerCase{"sgd", "--optimizer sgd --nesterov --weight-decay 1e-3"},
+                      OptimizerCase{"adam", "--optimizer adam --lr 1e-3 --amsgrad"},
+                      OptimizerCase{"adamw", "--optimizer adamw --lr 1e-3 --betas 0.8,0.99"},
+                      OptimizerCase{"rmsprop",
+                                    "--optimizer rmsprop --lr 1e-3 --centered --momentum 0.5"},
+                      OptimizerCase{"adagrad", "--optimizer adagrad --eps 1e-9"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(OptimizerFlags, ACheckpointOfOneOptimizerIsNotLoadedIntoAnother) {
+  const auto w = work() / "cross";
+  fs::remove_all(w);
+  ASSERT_EQ(run_mlp(2, "--optimizer adam --steps 2 --checkpoint-dir " + w.string()).status, 0);
+  expect_clean_failure(run_mlp(2, "--optimizer sgd --steps 4 --resume --checkpoint-dir " + w.string()),
+                       "Adam");
+}
+
+TEST(OptimizerFlags, FlagsThatDoNotApplyAreErrors) {
+  expect_clean_failure(run_mlp(2, "--optimizer adam --nesterov --steps 1"),
+                       "--nesterov does not apply to --optimizer adam");
+  expect_clean_failure(run_mlp(2, "--betas 0.9,0.99 --steps 1"),
+                       "--betas does not apply to --optimizer sgd");
+  expect_clean_failure(run_mlp(2, "--optimizer adagrad --momentum 0.9 --steps 1"),
+                       "--momentum does not apply to --optimizer adagrad");
+  expect_clean_failure(run_mlp(2, "--optimizer sgd --alpha 0.9 --steps 1"), "--alpha");
+  expect_clean_failure(run_mlp(2, "--optimizer rmsprop --amsgrad --steps 1"), "--amsgrad");
+  expect_clean_failure(run_mlp(2, "--optimizer adam --centered --steps 1"), "--centered");
+  expect_clean_failure(run_mlp(2, "--optimizer nadam --steps 1"), "--optimizer");
+  expect_clean_failure(run_mlp(2, "--optimizer adam --betas 0.9 --steps 1"), "--betas");
+  expect_clean_failure(run_mlp(2, "--optimizer adam --betas 0.9,1.5 --steps 1"), "beta");
+  expect_clean_failure(run_mlp(2, "--lr-schedule step --steps 1"), "--lr-step-size");
+  expect_clean_failure(run_mlp(2, "--lr-step-size 3 --steps 1"), "--lr-step-size");
+  expect_clean_failure(run_mlp(2, "--warmup-steps -1 --steps 1"), "--warmup-steps");
+  // Flags that do apply run.
+  EXPECT_EQ(run_mlp(2, "--optimizer rmsprop --alpha 0.9 --eps 1e-7 --centered --steps 2 "
+                       "--lr-schedule step --lr-step-size 1 --lr-gamma 0.5")
+                .status,
+            0);
+}
+
+}  // namespace
