@@ -81,15 +81,17 @@ TEST(MakeFunction, TwoOutputsAndAVarUsedTwice) {
         auto s = square(t, ab[0]);  // x used again through the first output
         auto l1 = weighted_sum(t, s, r1);
         auto l2 = weighted_sum(t, ab[1], r2);
-        return make_function(t, "add", {l1, l2}, [&] {
-          auto v = l1.value().clone();
-          v.local().fill(l1.value().local().to_vector()[0] + l2.value().local().to_vector()[0]);
-          return v;
-        }(),
-                             [](const DistTensor<double>&, Gradients<double>& g) {
-                               g.add_output_grad(0);
-                               g.add_output_grad(1);
-                             });
+        return make_function(
+            t, "add", {l1, l2},
+            [&] {
+              auto v = l1.value().clone();
+              v.local().fill(l1.value().local().to_vector()[0] + l2.value().local().to_vector()[0]);
+              return v;
+            }(),
+            [](const DistTensor<double>&, Gradients<double>& g) {
+              g.add_output_grad(0);
+              g.add_output_grad(1);
+            });
       },
       {x});
 }
@@ -134,7 +136,9 @@ TEST(MakeFunction, NonCollectiveBackwardSkippedWithoutGradientCollectiveRunsWith
     auto l = weighted_sum(tape, square(tape, x), random_tensor<double>(space, 6));
     backward(tape, l);
     EXPECT_EQ(calls, collective ? 1 : 0) << "collective " << collective;
-    if (collective) EXPECT_EQ(seen, 0.0);
+    if (collective) {
+      EXPECT_EQ(seen, 0.0);
+    }
     x.zero_grad();
   }
 }
