@@ -6,7 +6,7 @@
 namespace distop::optim {
 
 void AdagradRule::check(const Options& o) {
-  detail::check_non_negative(kName, "lr", o.lr);
+  detail::check_lr(kName, o.lr);
   detail::check_non_negative(kName, "lr_decay", o.lr_decay);
   detail::check_non_negative(kName, "weight_decay", o.weight_decay);
   detail::check_non_negative(kName, "initial_accumulator_value", o.initial_accumulator_value);

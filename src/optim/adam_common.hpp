@@ -9,7 +9,7 @@ namespace distop::optim::detail {
 
 template <class Options>
 void check_adam(const char* op, const Options& o) {
-  check_non_negative(op, "lr", o.lr);
+  check_lr(op, o.lr);
   check_beta(op, "beta1", o.betas[0]);
   check_beta(op, "beta2", o.betas[1]);
   check_non_negative(op, "eps", o.eps);

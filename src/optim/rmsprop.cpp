@@ -6,7 +6,7 @@
 namespace distop::optim {
 
 void RMSpropRule::check(const Options& o) {
-  detail::check_non_negative(kName, "lr", o.lr);
+  detail::check_lr(kName, o.lr);
   detail::check_non_negative(kName, "alpha", o.alpha);
   detail::check_non_negative(kName, "eps", o.eps);
   detail::check_non_negative(kName, "weight_decay", o.weight_decay);

@@ -6,7 +6,7 @@
 namespace distop::optim {
 
 void SGDRule::check(const Options& o) {
-  detail::check_non_negative(kName, "lr", o.lr);
+  detail::check_lr(kName, o.lr);
   detail::check_non_negative(kName, "momentum", o.momentum);
   DISTOP_CHECK(std::isfinite(o.dampening), kName, "option dampening must be finite, found ",
                o.dampening);

@@ -500,7 +500,7 @@ TEST(Checkpoint, StateTheOptimizerWouldRejectIsAnErrorAndChangesNothing) {
     before.expect_unchanged(b, opt_b);
   };
   expect_rejected([](io::Metadata& m) { m["optimizer.group.0.lr"] = "-1"; }, "",
-                  "option lr must be finite and >= 0");
+                  "learning rate must be finite and >= 0 (option lr)");
   expect_rejected([](io::Metadata& m) { m["optimizer.group.0.beta1"] = "x"; }, "",
                   "expected a number");
   expect_rejected([](io::Metadata& m) { m.erase("optimizer.group.0.eps"); }, "",
