@@ -1,110 +1,64 @@
 #include "distop/optim/sgd.hpp"
 
-#include <cmath>
-#include <utility>
-
-#include "distop/core/error.hpp"
-#include "distop/kernels/axpy.hpp"
+#include "checks.hpp"
+#include "distop/kernels/optim.hpp"
 
 namespace distop::optim {
 
-namespace {
-void check_options(const SGDOptions& o) {
-  DISTOP_CHECK(o.lr >= 0 && std::isfinite(o.lr), "SGD",
-               "learning rate must be finite and >= 0, found ", o.lr);
-  DISTOP_CHECK(o.momentum >= 0 && std::isfinite(o.momentum), "SGD",
-               "momentum must be finite and >= 0, found ", o.momentum);
-  DISTOP_CHECK(std::isfinite(o.dampening), "SGD", "dampening must be finite, found ", o.dampening);
-  DISTOP_CHECK(o.weight_decay >= 0 && std::isfinite(o.weight_decay), "SGD",
-               "weight decay must be finite and >= 0, found ", o.weight_decay);
-  DISTOP_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD",
-               "Nesterov momentum needs momentum > 0 and dampening 0, found momentum ", o.momentum,
+void SGDRule::check(const Options& o) {
+  detail::check_lr(kName, o.lr);
+  detail::check_non_negative(kName, "momentum", o.momentum);
+  DISTOP_CHECK(std::isfinite(o.dampening), kName, "option dampening must be finite, found ",
+               o.dampening);
+  detail::check_non_negative(kName, "weight_decay", o.weight_decay);
+  DISTOP_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), kName,
+               "option nesterov needs momentum > 0 and dampening 0, found momentum ", o.momentum,
                " and dampening ", o.dampening);
 }
-}  // namespace
 
-template <class T>
-SGD<T>::SGD(std::vector<Var<T>> parameters, SGDOptions options)
-    : params_(std::move(parameters)), momentum_(params_.size()), options_(options) {
-  check_options(options_);
-  for (const auto& p : params_)
-    DISTOP_CHECK(p.defined(), "SGD", "a parameter is an undefined (default-constructed) Var");
+StateKeys SGDRule::state_keys(const Options& o) {
+  if (o.momentum == 0) return {};
+  return {{"momentum_buffer"}, {}};
 }
 
 template <class T>
-void SGD<T>::set_lr(double lr) {
-  SGDOptions o = options_;
-  o.lr = lr;
-  check_options(o);
-  options_ = o;
+void SGDRule::init_state(typename OptimizerState<T>::Param&, const Tensor<T>&, const Options&) {
+  // The momentum buffer starts as the first step's gradient (update makes it).
 }
 
 template <class T>
-void SGD<T>::set_options(const SGDOptions& options) {
-  check_options(options);
-  options_ = options;
-}
-
-template <class T>
-std::vector<std::optional<Tensor<T>>> SGD<T>::momentum_buffers() const {
-  std::vector<std::optional<Tensor<T>>> out(momentum_.size());
-  for (std::size_t i = 0; i < momentum_.size(); ++i)
-    if (momentum_[i]) out[i] = momentum_[i]->clone();
-  return out;
-}
-
-template <class T>
-void SGD<T>::set_momentum_buffers(const std::vector<std::optional<Tensor<T>>>& buffers) {
-  constexpr const char* op = "SGD::set_momentum_buffers";
-  DISTOP_CHECK(buffers.size() == params_.size(), op, "expected one entry per parameter (",
-               params_.size(), "), found ", buffers.size());
-  for (std::size_t i = 0; i < buffers.size(); ++i) {
-    if (!buffers[i]) continue;
-    const Shape& expected = params_[i].value().local().shape();
-    DISTOP_CHECK(buffers[i]->shape() == expected, op, "the momentum buffer of parameter ", i,
-                 " has shape ", buffers[i]->shape().str(), ", expected the local shape ",
-                 expected.str(), " of the parameter's box");
+void SGDRule::update(Tensor<T>& value, const Tensor<T>& grad,
+                     typename OptimizerState<T>::Param& state, const Options& o) {
+  kernels::SgdStep s{.lr = o.lr,
+                     .momentum = o.momentum,
+                     .dampening = o.dampening,
+                     .weight_decay = o.weight_decay,
+                     .nesterov = o.nesterov,
+                     .maximize = o.maximize,
+                     .first = false};
+  if (o.momentum == 0) {
+    Tensor<T> none;
+    kernels::sgd_step(value, grad, none, s);
+    return;
   }
-  std::vector<std::optional<Tensor<T>>> copies(buffers.size());
-  for (std::size_t i = 0; i < buffers.size(); ++i)
-    if (buffers[i]) copies[i] = buffers[i]->clone();
-  momentum_ = std::move(copies);
-}
-
-template <class T>
-void SGD<T>::step() {
-  const auto& o = options_;
-  const T momentum = static_cast<T>(o.momentum);
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    Var<T>& p = params_[i];
-    if (!p.has_grad()) continue;
-    Tensor<T>& value = p.value().local();
-    // g aliases the gradient unless it has to be changed, as PyTorch's out-of-place updates do.
-    Tensor<T> g = p.grad().local();
-    const bool modified = o.weight_decay != 0 || (o.momentum != 0 && o.nesterov);
-    if (modified) g = g.clone();
-    if (o.weight_decay != 0) kernels::axpy(static_cast<T>(o.weight_decay), value, g);
-    if (o.momentum != 0) {
-      std::optional<Tensor<T>>& buf = momentum_[i];
-      if (!buf)
-        buf = g.clone();
-      else
-        kernels::axpby(static_cast<T>(1 - o.dampening), g, momentum, *buf);
-      if (o.nesterov)
-        kernels::axpy(momentum, *buf, g);
-      else
-        g = *buf;
-    }
-    kernels::axpy(static_cast<T>(-o.lr), g, value);
+  auto it = state.tensors.find("momentum_buffer");
+  if (it == state.tensors.end()) {
+    it = state.tensors
+             .emplace("momentum_buffer",
+                      Tensor<T>::uninitialized(value.shape(), "distop::momentum_buffer"))
+             .first;
+    s.first = true;
   }
+  kernels::sgd_step(value, grad, it->second, s);
 }
 
-template <class T>
-void SGD<T>::zero_grad() {
-  for (auto& p : params_) p.zero_grad();
-}
-
-template class SGD<float>;
-template class SGD<double>;
+#define DISTOP_INSTANTIATE(T)                                                                     \
+  template void SGDRule::init_state(OptimizerState<T>::Param&, const Tensor<T>&, const Options&); \
+  template void SGDRule::update(Tensor<T>&, const Tensor<T>&, OptimizerState<T>::Param&,          \
+                                const Options&);                                                  \
+  template class BasicOptimizer<T, SGDRule>;
+DISTOP_INSTANTIATE(float)
+DISTOP_INSTANTIATE(double)
+#undef DISTOP_INSTANTIATE
 
 }  // namespace distop::optim

@@ -1,7 +1,7 @@
 // libFuzzer target: load_checkpoint on arbitrary bytes as a checkpoint file, into a small model
-// with an SGD optimizer (fuzz_model.hpp), at one MPI rank. A malformed or foreign checkpoint must
-// give distop::Error, never a crash, an out-of-bounds access or undefined arithmetic (the
-// metadata's integers and floating options are parsed from strings).
+// with an SGD and an Adam optimizer (fuzz_model.hpp), at one MPI rank. A malformed or foreign
+// checkpoint must give distop::Error, never a crash, an out-of-bounds access or undefined
+// arithmetic (the metadata's integers and floating options are parsed from strings).
 #include <cstdint>
 #include <string>
 
@@ -22,6 +22,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   distop::fuzz::CheckpointModel model;
   try {
     (void)distop::io::load_checkpoint(dir, model.named(), model.optimizer);
+  } catch (const distop::Error&) {
+  }
+  try {
+    (void)distop::io::load_checkpoint(dir, model.named(), model.adam);
   } catch (const distop::Error&) {
   }
   return 0;

@@ -1,5 +1,6 @@
-// The model the checkpoint fuzz target loads into and fuzz_seeds saves: two parameters on one rank
-// and an SGD optimizer with momentum, as a training loop's checkpoint holds them.
+// The model the checkpoint fuzz target loads into and fuzz_seeds saves: two parameters on one rank,
+// an SGD optimizer with momentum and an Adam optimizer with AMSGrad in two parameter groups, as a
+// training loop's checkpoint holds them.
 #pragma once
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include "distop/autodiff/var.hpp"
 #include "distop/dist/partition.hpp"
 #include "distop/io/checkpoint.hpp"
+#include "distop/optim/adam.hpp"
 #include "distop/optim/sgd.hpp"
 
 namespace distop::fuzz {
@@ -17,11 +19,13 @@ struct CheckpointModel {
   CheckpointModel()
       : weight(DistTensor<float>(TensorSpace(Shape{2, 3}, Partition::world({1, 1}))), true),
         bias(DistTensor<float>(TensorSpace(Shape{3}, Partition::world({1}))), true),
-        optimizer({weight, bias}, {.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-4}) {}
+        optimizer({weight, bias}, {.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-4}),
+        adam(std::vector<optim::Adam<float>::Group>{{{weight}, {.lr = 1e-3, .amsgrad = true}},
+                                                    {{bias}, {.lr = 1e-2}}}) {}
 
   io::NamedParameters<float> named() const { return {{"fc.weight", weight}, {"fc.bias", bias}}; }
 
-  // One SGD step with made-up gradients, so that the optimizer has momentum buffers.
+  // One step of each optimizer with made-up gradients, so that they have state.
   void step() {
     for (const auto& [name, p] : named()) {
       std::vector<float> g(static_cast<std::size_t>(p.value().local().numel()));
@@ -29,12 +33,14 @@ struct CheckpointModel {
       p.grad().local().copy_from(Tensor<float>::from_vector(p.value().local().shape(), g));
     }
     optimizer.step();
+    adam.step();
     optimizer.zero_grad();
   }
 
   Var<float> weight;
   Var<float> bias;
   optim::SGD<float> optimizer;
+  optim::Adam<float> adam;
 };
 
 }  // namespace distop::fuzz

@@ -1,7 +1,8 @@
 // Writes the fuzz targets' seed inputs with distop's own writers: DIR/safetensors/ (tensors of
 // every element type, empty and scalar shapes, metadata), DIR/idx/ (plain and gzip-compressed, one
-// to four axes) and DIR/checkpoint/ (fuzz_model.hpp's model saved before and after a step, so with
-// and without momentum buffers). Usage: fuzz_seeds DIR
+// to four axes) and DIR/checkpoint/ (fuzz_model.hpp's model saved with its SGD optimizer before and
+// after a step, so with and without momentum buffers, and with its Adam optimizer and a
+// scheduler's state after a step). Usage: fuzz_seeds DIR
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -71,6 +72,13 @@ int main(int argc, char** argv) {
                                  .seed = 18446744073709551615ull,
                                  .metadata = {{"run", "fuzz"}}});
     fs::rename(distop::io::checkpoint_path(work.string()), ck / "stepped");
+    distop::io::save_checkpoint(work.string(), model.named(), model.adam,
+                                {.epoch = 0,
+                                 .step_in_epoch = 1,
+                                 .global_step = 1,
+                                 .seed = 7,
+                                 .scheduler = distop::optim::LRSchedulerState{1, {1e-3, 1e-2}}});
+    fs::rename(distop::io::checkpoint_path(work.string()), ck / "adam");
     fs::remove_all(work);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fuzz_seeds: %s\n", e.what());

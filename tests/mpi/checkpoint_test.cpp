@@ -1,6 +1,8 @@
-// Training checkpoints: weights, momentum buffers, options and loop position round-trip exactly,
-// training resumed from a checkpoint continues bit for bit as an uninterrupted run, and bad files
-// or another model's checkpoint give the same Error on every rank with nothing changed.
+// Training checkpoints: weights, the state and options of every optimizer (SGD, Adam, AdamW,
+// RMSprop, Adagrad, with parameter groups), a scheduler's state and the loop position round-trip
+// exactly, training resumed from a checkpoint continues bit for bit as an uninterrupted run, and
+// bad files, another model's or another optimizer's checkpoint give the same Error on every rank
+// with nothing changed.
 #include "distop/io/checkpoint.hpp"
 
 #include <gtest/gtest.h>
@@ -9,12 +11,19 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
-#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "distop/nn/distributed_linear.hpp"
+#include "distop/optim/adagrad.hpp"
+#include "distop/optim/adam.hpp"
+#include "distop/optim/adamw.hpp"
+#include "distop/optim/lr_scheduler.hpp"
+#include "distop/optim/rmsprop.hpp"
+#include "distop/optim/sgd.hpp"
 #include "mpi_test_util.hpp"
 #include "temp_dir.hpp"
 
@@ -110,10 +119,12 @@ struct Model {
   Var<T> extra;
 };
 
-// `steps` SGD steps with made-up gradients that depend on the current values and the step (on
-// every rank, as backward gives ranks outside a parameter's partition empty gradients).
+// `steps` optimizer steps with made-up gradients that depend on the current values and the step
+// (on every rank, as backward gives ranks outside a parameter's partition empty gradients), each
+// followed by a scheduler step when there is a scheduler.
 template <class T>
-void train(const Model<T>& model, optim::SGD<T>& opt, int first_step, int steps) {
+void train(const Model<T>& model, optim::Optimizer<T>& opt, int first_step, int steps,
+           optim::LRScheduler<T>* scheduler = nullptr) {
   for (int s = first_step; s < first_step + steps; ++s) {
     for (const auto& [name, p] : model.named()) {
       if (name == "frozen") continue;
@@ -125,56 +136,150 @@ void train(const Model<T>& model, optim::SGD<T>& opt, int first_step, int steps)
     }
     opt.step();
     opt.zero_grad();
+    if (scheduler) scheduler->step();
   }
 }
 
+// This rank's optimizer state: every state tensor and scalar, by parameter and key.
 template <class T>
-std::vector<std::optional<std::vector<T>>> buffers(const optim::SGD<T>& opt) {
-  std::vector<std::optional<std::vector<T>>> out;
-  for (const auto& b : opt.momentum_buffers())
-    out.push_back(b ? std::optional<std::vector<T>>(b->to_vector()) : std::nullopt);
+std::vector<std::pair<std::string, std::vector<double>>> state_of(const optim::Optimizer<T>& opt) {
+  std::vector<std::pair<std::string, std::vector<double>>> out;
+  const auto state = opt.state_dict();
+  for (std::size_t j = 0; j < state.params.size(); ++j) {
+    for (const auto& [key, t] : state.params[j].tensors) {
+      const auto v = t.to_vector();
+      out.emplace_back(std::to_string(j) + "." + key, std::vector<double>(v.begin(), v.end()));
+    }
+    for (const auto& [key, v] : state.params[j].scalars)
+      out.emplace_back(std::to_string(j) + "." + key, std::vector<double>{v});
+  }
+  return out;
+}
+
+template <class T>
+std::vector<optim::Hyperparameters> options_of(const optim::Optimizer<T>& opt) {
+  std::vector<optim::Hyperparameters> out;
+  for (std::size_t g = 0; g < opt.group_count(); ++g) out.push_back(opt.group_options(g));
   return out;
 }
 
 const optim::SGDOptions kOptions{
     .lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 1e-3};
 
+// Makes an optimizer of a model, with the options a run uses (`other`: other options, which a
+// checkpoint's replace).
+template <class T>
+using Factory = std::function<std::unique_ptr<optim::Optimizer<T>>(const Model<T>&, bool other)>;
+
+// Two groups: fc1's parameters, and the others.
+template <class T, class Opt>
+std::unique_ptr<optim::Optimizer<T>> two_groups(const Model<T>& m,
+                                                const typename Opt::Options& first,
+                                                const typename Opt::Options& second) {
+  const auto all = m.parameters();
+  std::vector<typename Opt::Group> groups(2);
+  groups[0] = {{all[0], all[1]}, first};
+  groups[1] = {std::vector<Var<T>>(all.begin() + 2, all.end()), second};
+  return std::make_unique<Opt>(std::move(groups));
+}
+
+template <class T>
+std::vector<std::pair<std::string, Factory<T>>> optimizers() {
+  using Ptr = std::unique_ptr<optim::Optimizer<T>>;
+  return {
+      {"SGD",
+       [](const Model<T>& m, bool other) -> Ptr {
+         return std::make_unique<optim::SGD<T>>(m.parameters(),
+                                                other ? optim::SGDOptions{.lr = 1} : kOptions);
+       }},
+      {"SGD with Nesterov momentum in two groups",
+       [](const Model<T>& m, bool other) -> Ptr {
+         const optim::SGDOptions o{.lr = other ? 0.5 : 0.05, .momentum = 0.8, .nesterov = true};
+         return two_groups<T, optim::SGD<T>>(m, o, {.lr = 0.01, .weight_decay = 0.1});
+       }},
+      {"Adam in two groups",
+       [](const Model<T>& m, bool other) -> Ptr {
+         if (other) return two_groups<T, optim::Adam<T>>(m, {}, {});
+         return two_groups<T, optim::Adam<T>>(m, {.lr = 0.01, .amsgrad = true},
+                                              {.lr = 0.02, .weight_decay = 0.01, .maximize = true});
+       }},
+      {"AdamW",
+       [](const Model<T>& m, bool other) -> Ptr {
+         return std::make_unique<optim::AdamW<T>>(
+             m.parameters(),
+             other ? optim::AdamWOptions{} : optim::AdamWOptions{.lr = 0.01, .betas = {0.8, 0.99}});
+       }},
+      {"RMSprop",
+       [](const Model<T>& m, bool other) -> Ptr {
+         return std::make_unique<optim::RMSprop<T>>(
+             m.parameters(),
+             other ? optim::RMSpropOptions{}
+                   : optim::RMSpropOptions{.lr = 0.01, .momentum = 0.5, .centered = true});
+       }},
+      {"Adagrad",
+       [](const Model<T>& m, bool other) -> Ptr {
+         return std::make_unique<optim::Adagrad<T>>(
+             m.parameters(),
+             other ? optim::AdagradOptions{}
+                   : optim::AdagradOptions{
+                         .lr = 0.1, .lr_decay = 0.01, .initial_accumulator_value = 0.1});
+       }},
+  };
+}
+
+template <class T>
+void expect_resumed_run_is_bit_identical() {
+  for (const auto& [label, make] : optimizers<T>()) {
+    SCOPED_TRACE(label);
+    SharedDir dir;
+    Model<T> a(1);
+    auto opt_a = make(a, false);
+    optim::LRScheduler<T> sched_a(*opt_a, optim::LRSchedule::cosine(10).with_warmup(2));
+    train(a, *opt_a, 0, 3, &sched_a);
+    io::CheckpointInfo info{.epoch = 2,
+                            .step_in_epoch = 17,
+                            .global_step = 3,
+                            .seed = 18446744073709551615ull,
+                            .metadata = {{"model", "two layers"}},
+                            .scheduler = sched_a.state()};
+    io::save_checkpoint(dir.str(), a.named(), *opt_a, info);
+    const auto saved_values = a.local();
+    const auto saved_state = state_of(*opt_a);
+    const auto saved_options = options_of(*opt_a);
+    train(a, *opt_a, 3, 4, &sched_a);
+
+    // Another initialisation, other options and another scheduler base, all replaced by the
+    // checkpoint's.
+    Model<T> b(99);
+    auto opt_b = make(b, true);
+    optim::LRScheduler<T> sched_b(*opt_b, optim::LRSchedule::cosine(10).with_warmup(2));
+    const auto loaded = io::load_checkpoint(dir.str(), b.named(), *opt_b);
+    EXPECT_EQ(loaded.epoch, 2);
+    EXPECT_EQ(loaded.step_in_epoch, 17);
+    EXPECT_EQ(loaded.global_step, 3);
+    EXPECT_EQ(loaded.seed, info.seed);
+    EXPECT_EQ(loaded.metadata, info.metadata);
+    ASSERT_TRUE(loaded.scheduler.has_value());
+    EXPECT_EQ(loaded.scheduler->last_step, 3);
+    EXPECT_EQ(loaded.scheduler->base_lrs, info.scheduler->base_lrs);
+    sched_b.load_state(*loaded.scheduler);
+    EXPECT_EQ(b.local(), saved_values);
+    EXPECT_EQ(state_of(*opt_b), saved_state);
+    EXPECT_EQ(options_of(*opt_b), saved_options);
+
+    train(b, *opt_b, 3, 4, &sched_b);
+    EXPECT_EQ(b.local(), a.local());
+    EXPECT_EQ(state_of(*opt_b), state_of(*opt_a));
+    EXPECT_EQ(options_of(*opt_b), options_of(*opt_a));
+  }
+}
+
 TEST(Checkpoint, ResumedTrainingIsBitIdenticalToAnUninterruptedRun) {
-  SharedDir dir;
-  Model<double> a(1);
-  optim::SGD<double> opt_a(a.parameters(), kOptions);
-  train(a, opt_a, 0, 3);
-  io::CheckpointInfo info{.epoch = 2,
-                          .step_in_epoch = 17,
-                          .global_step = 123,
-                          .seed = 18446744073709551615ull,
-                          .metadata = {{"model", "two layers"}}};
-  io::save_checkpoint(dir.str(), a.named(), opt_a, info);
-  const auto saved_values = a.local();
-  const auto saved_buffers = buffers(opt_a);
-  EXPECT_FALSE(saved_buffers.back().has_value());  // "frozen" was never stepped
-  train(a, opt_a, 3, 4);
+  expect_resumed_run_is_bit_identical<double>();
+}
 
-  // Another initialisation and other options, all replaced by the checkpoint's.
-  Model<double> b(99);
-  optim::SGD<double> opt_b(b.parameters(), {.lr = 1});
-  const auto loaded = io::load_checkpoint(dir.str(), b.named(), opt_b);
-  EXPECT_EQ(loaded.epoch, 2);
-  EXPECT_EQ(loaded.step_in_epoch, 17);
-  EXPECT_EQ(loaded.global_step, 123);
-  EXPECT_EQ(loaded.seed, info.seed);
-  EXPECT_EQ(loaded.metadata, info.metadata);
-  EXPECT_EQ(opt_b.options().lr, kOptions.lr);
-  EXPECT_EQ(opt_b.options().momentum, kOptions.momentum);
-  EXPECT_EQ(opt_b.options().dampening, kOptions.dampening);
-  EXPECT_EQ(opt_b.options().weight_decay, kOptions.weight_decay);
-  EXPECT_EQ(opt_b.options().nesterov, kOptions.nesterov);
-  EXPECT_EQ(b.local(), saved_values);
-  EXPECT_EQ(buffers(opt_b), saved_buffers);
-
-  train(b, opt_b, 3, 4);
-  EXPECT_EQ(b.local(), a.local());
-  EXPECT_EQ(buffers(opt_b), buffers(opt_a));
+TEST(Checkpoint, ResumedTrainingIsBitIdenticalInFloat) {
+  expect_resumed_run_is_bit_identical<float>();
 }
 
 TEST(Checkpoint, IsASafetensorsFileOfGlobalTensors) {
@@ -185,33 +290,67 @@ TEST(Checkpoint, IsASafetensorsFileOfGlobalTensors) {
   io::save_checkpoint(dir.str(), a.named(), opt, {});
   const auto file = io::SafetensorsFile::open(io::checkpoint_path(dir.str()));
   EXPECT_EQ(io::checkpoint_path(dir.str()), dir.file("checkpoint.safetensors"));
-  EXPECT_EQ(file.names(), (std::vector<std::string>{
-                              "fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight", "frozen",
-                              "optimizer.momentum.fc1.bias", "optimizer.momentum.fc1.weight",
-                              "optimizer.momentum.fc2.bias", "optimizer.momentum.fc2.weight"}));
-  EXPECT_EQ(file.shape("optimizer.momentum.fc1.weight"), (Shape{5, 7}));
+  EXPECT_EQ(file.names(),
+            (std::vector<std::string>{
+                "fc1.bias", "fc1.weight", "fc2.bias", "fc2.weight", "frozen",
+                "optimizer.momentum_buffer.fc1.bias", "optimizer.momentum_buffer.fc1.weight",
+                "optimizer.momentum_buffer.fc2.bias", "optimizer.momentum_buffer.fc2.weight"}));
+  EXPECT_EQ(file.shape("optimizer.momentum_buffer.fc1.weight"), (Shape{5, 7}));
   EXPECT_EQ(file.dtype("fc2.weight"), "F32");
-  EXPECT_EQ(file.metadata().at("format"), "distop.checkpoint");
+  const auto& m = file.metadata();
+  EXPECT_EQ(m.at("format"), "distop.checkpoint");
+  EXPECT_EQ(m.at("format_version"), "2");
+  EXPECT_EQ(m.at("optimizer"), "SGD");
+  EXPECT_EQ(m.at("optimizer.groups"), "1");
+  EXPECT_EQ(m.at("optimizer.group.0.params"),
+            "[\"fc1.weight\",\"fc1.bias\",\"fc2.weight\",\"fc2.bias\",\"frozen\"]");
+  EXPECT_EQ(m.at("optimizer.group.0.lr"), "0.050000000000000003");  // 17 digits: reads back exactly
+  EXPECT_EQ(m.at("optimizer.group.0.nesterov"), "0");
+  EXPECT_EQ(m.count("scheduler.last_step"), 0u);
+
+  // Adam's state: its moments as tensors, its step counts as metadata; a scheduler's state.
+  SharedDir adam_dir;
+  Model<double> b(1);
+  optim::Adam<double> adam(b.parameters(), {.lr = 0.01, .amsgrad = true});
+  optim::LRScheduler<double> scheduler(adam, optim::LRSchedule::step(1, 0.5));
+  train(b, adam, 0, 2, &scheduler);
+  io::save_checkpoint(adam_dir.str(), b.named(), adam, {.scheduler = scheduler.state()});
+  const auto adam_file = io::SafetensorsFile::open(io::checkpoint_path(adam_dir.str()));
+  for (const char* key : {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}) {
+    EXPECT_TRUE(adam_file.contains(std::string("optimizer.") + key + ".fc2.weight")) << key;
+    EXPECT_FALSE(adam_file.contains(std::string("optimizer.") + key + ".frozen")) << key;
+  }
+  EXPECT_EQ(adam_file.shape("optimizer.exp_avg.fc2.weight"), (Shape{3, 5}));
+  const auto& am = adam_file.metadata();
+  EXPECT_EQ(am.at("optimizer"), "Adam");
+  EXPECT_EQ(am.at("optimizer.step.fc1.bias"), "2");
+  EXPECT_EQ(am.count("optimizer.step.frozen"), 0u);
+  EXPECT_EQ(am.at("optimizer.group.0.lr"), "0.0025000000000000001");  // 0.01 halved twice
+  EXPECT_EQ(am.at("optimizer.group.0.amsgrad"), "1");
+  EXPECT_EQ(am.at("optimizer.group.0.beta2"), "0.999");
+  EXPECT_EQ(am.at("scheduler.last_step"), "2");
+  EXPECT_EQ(am.at("scheduler.base_lr.0"), "0.01");
 }
 
-// The parameters and momentum buffers of `model`, to check that a failed load changed nothing.
+// The parameters, optimizer options and state of `model`, to check that a failed load changed
+// nothing.
 template <class T>
 struct Snapshot {
-  Snapshot(const Model<T>& m, const optim::SGD<T>& opt)
-      : values(m.local()), momenta(buffers(opt)), lr(opt.options().lr) {}
+  Snapshot(const Model<T>& m, const optim::Optimizer<T>& opt)
+      : values(m.local()), state(state_of(opt)), options(options_of(opt)) {}
   std::vector<std::vector<T>> values;
-  std::vector<std::optional<std::vector<T>>> momenta;
-  double lr;
-  void expect_unchanged(const Model<T>& m, const optim::SGD<T>& opt) const {
+  std::vector<std::pair<std::string, std::vector<double>>> state;
+  std::vector<optim::Hyperparameters> options;
+  void expect_unchanged(const Model<T>& m, const optim::Optimizer<T>& opt) const {
     EXPECT_EQ(m.local(), values);
-    EXPECT_EQ(buffers(opt), momenta);
-    EXPECT_EQ(opt.options().lr, lr);
+    EXPECT_EQ(state_of(opt), state);
+    EXPECT_EQ(options_of(opt), options);
   }
 };
 
 // Expects load_checkpoint to throw distop::Error mentioning `what` on this rank (so on all).
 template <class T>
-void expect_load_error(const std::string& dir, const Model<T>& m, optim::SGD<T>& opt,
+void expect_load_error(const std::string& dir, const Model<T>& m, optim::Optimizer<T>& opt,
                        const std::string& what) {
   try {
     io::load_checkpoint(dir, m.named(), opt);
@@ -291,6 +430,98 @@ TEST(Checkpoint, AnotherModelsCheckpointIsAnErrorAndChangesNothing) {
   expect_load_error(dir.str(), single, opt_f, "has dtype F64");
 }
 
+TEST(Checkpoint, AnotherOptimizersCheckpointIsAnErrorNamingBothAndChangesNothing) {
+  SharedDir dir;
+  Model<double> a(1);
+  optim::Adam<double> adam(a.parameters(), {.lr = 0.01});
+  train(a, adam, 0, 2);
+  io::save_checkpoint(dir.str(), a.named(), adam, {});
+
+  Model<double> b(7);
+  optim::SGD<double> sgd(b.parameters(), kOptions);
+  train(b, sgd, 0, 1);
+  const Snapshot<double> before(b, sgd);
+  expect_load_error(dir.str(), b, sgd,
+                    "holds the state of optimizer Adam, which cannot be loaded into optimizer SGD");
+  before.expect_unchanged(b, sgd);
+
+  // The same optimizer with other parameter groups.
+  auto grouped = two_groups<double, optim::Adam<double>>(b, {}, {});
+  const Snapshot<double> before_grouped(b, *grouped);
+  expect_load_error(dir.str(), b, *grouped, "holds 1 parameter groups of its optimizer");
+  before_grouped.expect_unchanged(b, *grouped);
+  const auto ps = b.parameters();
+  optim::Adam<double> reordered(std::vector<Var<double>>(ps.rbegin(), ps.rend()));
+  expect_load_error(dir.str(), b, reordered, "parameter group 0 holds the parameters");
+}
+
+// Rewrites the checkpoint of a double model on rank 0: `edit` changes its metadata, `drop` names a
+// tensor to leave out.
+void tamper(const std::string& dir, const std::function<void(io::Metadata&)>& edit,
+            const std::string& drop = "") {
+  on_rank0([&] {
+    const std::string path = io::checkpoint_path(dir);
+    std::vector<std::string> names;
+    std::vector<Shape> shapes;
+    std::vector<std::vector<double>> data;
+    io::Metadata metadata;
+    {
+      const auto file = io::SafetensorsFile::open(path);
+      metadata = file.metadata();
+      for (const auto& name : file.names()) {
+        if (name == drop) continue;
+        names.push_back(name);
+        shapes.push_back(file.shape(name));
+        data.push_back(file.read<double>(name));
+      }
+    }
+    std::vector<io::TensorEntry> entries;
+    for (std::size_t i = 0; i < names.size(); ++i)
+      entries.emplace_back(names[i], shapes[i], data[i].data());
+    edit(metadata);
+    io::write_safetensors(path, entries, metadata);
+  });
+}
+
+TEST(Checkpoint, StateTheOptimizerWouldRejectIsAnErrorAndChangesNothing) {
+  SharedDir dir;
+  Model<double> a(1);
+  optim::Adam<double> adam(a.parameters(), {.lr = 0.01});
+  train(a, adam, 0, 2);
+  Model<double> b(7);
+  optim::Adam<double> opt_b(b.parameters());
+  train(b, opt_b, 0, 1);
+  const Snapshot<double> before(b, opt_b);
+  const auto expect_rejected = [&](const std::function<void(io::Metadata&)>& edit,
+                                   const std::string& drop, const std::string& what) {
+    io::save_checkpoint(dir.str(), a.named(), adam, {});
+    tamper(dir.str(), edit, drop);
+    expect_load_error(dir.str(), b, opt_b, what);
+    before.expect_unchanged(b, opt_b);
+  };
+  expect_rejected([](io::Metadata& m) { m["optimizer.group.0.lr"] = "-1"; }, "",
+                  "learning rate must be finite and >= 0 (option lr)");
+  expect_rejected([](io::Metadata& m) { m["optimizer.group.0.beta1"] = "x"; }, "",
+                  "expected a number");
+  expect_rejected([](io::Metadata& m) { m.erase("optimizer.group.0.eps"); }, "",
+                  "has no option 'eps'");
+  expect_rejected([](io::Metadata& m) { m["optimizer.group.0.momentum"] = "0.9"; }, "",
+                  "has option 'momentum'");
+  expect_rejected([](io::Metadata& m) { m["optimizer.group.0.amsgrad"] = "1"; }, "",
+                  "max_exp_avg_sq");
+  expect_rejected([](io::Metadata& m) { m["optimizer.step.fc1.weight"] = "1.5"; }, "",
+                  "whole number");
+  expect_rejected([](io::Metadata& m) { m["optimizer.step.nothing"] = "1"; }, "",
+                  "of a parameter 'nothing' that the optimizer lacks");
+  expect_rejected([](io::Metadata& m) { m["optimizer.group.3.lr"] = "1"; }, "",
+                  "of a parameter group it does not have");
+  expect_rejected([](io::Metadata&) {}, "optimizer.exp_avg_sq.fc2.bias", "expected tensors");
+  expect_rejected([](io::Metadata& m) { m["format_version"] = "1"; }, "",
+                  "has format version 1, this distop reads version 2");
+  expect_rejected([](io::Metadata& m) { m["scheduler.last_step"] = "4"; }, "",
+                  "no metadata 'scheduler.base_lr.0'");
+}
+
 TEST(Checkpoint, ALeftoverTemporaryFileFromACrashedWriteIsIgnored) {
   SharedDir dir;
   Model<double> a(1);
@@ -351,6 +582,10 @@ TEST(Checkpoint, SaveErrorsAreRaisedOnEveryRank) {
   named = a.named();
   named.pop_back();
   EXPECT_THROW(io::save_checkpoint(dir.str(), named, opt, {}), Error);
+  // A scheduler state that is not one base learning rate per group.
+  EXPECT_THROW(io::save_checkpoint(dir.str(), a.named(), opt,
+                                   {.scheduler = optim::LRSchedulerState{1, {0.1, 0.2}}}),
+               Error);
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
-#include <optional>
+#include <string>
 #include <vector>
 
 #include "distop/dist/dist_tensor.hpp"
@@ -97,68 +97,73 @@ TEST(Sgd, BadOptionsAreErrors) {
   SGD<double> sgd({p}, {.lr = 0.1});
   EXPECT_THROW(sgd.set_lr(-0.1), distop::Error);
   EXPECT_THROW(sgd.set_lr(inf), distop::Error);
+  EXPECT_EQ(sgd.options().lr, 0.1);
   sgd.set_lr(0.2);
   EXPECT_EQ(sgd.options().lr, 0.2);
+  EXPECT_EQ(sgd.lr(0), 0.2);
 }
 
-TEST(Sgd, MomentumBuffersExportAndImport) {
+TEST(Sgd, DefaultsAreTorchs) {
+  Var<double> p(vec({1}), true);
+  SGD<double> sgd({p});
+  EXPECT_EQ(sgd.name(), "SGD");
+  EXPECT_EQ(sgd.group_options(0), (distop::optim::Hyperparameters{{"lr", 1e-3},
+                                                                  {"momentum", 0},
+                                                                  {"dampening", 0},
+                                                                  {"weight_decay", 0},
+                                                                  {"nesterov", 0},
+                                                                  {"maximize", 0}}));
+}
+
+TEST(Sgd, MomentumBuffersInTheStateDict) {
   Var<double> p(vec({1, -2}), true);
   Var<double> frozen(vec({3}), true);
   SGD<double> sgd({p, frozen}, {.lr = 0.1, .momentum = 0.9});
-  auto none = sgd.momentum_buffers();
-  ASSERT_EQ(none.size(), 2u);
-  EXPECT_FALSE(none[0].has_value());
-  EXPECT_FALSE(none[1].has_value());
+  EXPECT_EQ(sgd.state_keys(0).tensors, std::vector<std::string>{"momentum_buffer"});
+  auto none = sgd.state_dict();
+  ASSERT_EQ(none.params.size(), 2u);
+  EXPECT_TRUE(none.params[0].empty());
+  EXPECT_TRUE(none.params[1].empty());
 
   p.accumulate_grad(vec({0.5, 1}));
   sgd.step();
-  auto state = sgd.momentum_buffers();
-  ASSERT_TRUE(state[0].has_value());
-  EXPECT_FALSE(state[1].has_value());  // no gradient yet: no buffer, as in PyTorch
-  EXPECT_EQ(state[0]->to_vector(), (std::vector<double>{0.5, 1}));
+  auto state = sgd.state_dict();
+  ASSERT_EQ(state.params[0].tensors.count("momentum_buffer"), 1u);
+  EXPECT_TRUE(state.params[0].scalars.empty());  // torch's SGD keeps no step count
+  EXPECT_TRUE(state.params[1].empty());          // no gradient yet: no buffer, as in PyTorch
+  EXPECT_EQ(state.params[0].tensors.at("momentum_buffer").to_vector(),
+            (std::vector<double>{0.5, 1}));
   // A deep copy: changing it leaves the optimizer alone.
-  state[0]->fill(7);
-  EXPECT_EQ(sgd.momentum_buffers()[0]->to_vector(), (std::vector<double>{0.5, 1}));
+  state.params[0].tensors.at("momentum_buffer").fill(7);
+  EXPECT_EQ(sgd.state_dict().params[0].tensors.at("momentum_buffer").to_vector(),
+            (std::vector<double>{0.5, 1}));
 
-  // A second optimizer given the first one's state takes the same next step.
+  // Clearing a buffer: the next step starts it from the gradient again, as a fresh optimizer.
   Var<double> q(p.value().clone(), true);
-  Var<double> frozen2(vec({3}), true);
-  SGD<double> restored({q, frozen2}, {.lr = 0.1, .momentum = 0.9});
-  restored.set_momentum_buffers(sgd.momentum_buffers());
-  EXPECT_FALSE(restored.momentum_buffers()[1].has_value());
+  SGD<double> fresh({q, Var<double>(vec({3}), true)}, {.lr = 0.1, .momentum = 0.9});
+  auto cleared = sgd.state_dict();
+  cleared.params[0] = {};
+  sgd.load_state_dict(cleared);
+  EXPECT_TRUE(sgd.state_dict().params[0].empty());
   p.zero_grad();
   p.accumulate_grad(vec({-1, 2}));
   q.accumulate_grad(vec({-1, 2}));
   sgd.step();
-  restored.step();
+  fresh.step();
   EXPECT_EQ(q.value().local().to_vector(), p.value().local().to_vector());
-
-  // Clearing a buffer: the next step starts it from the gradient again.
-  restored.set_momentum_buffers({std::nullopt, std::nullopt});
-  EXPECT_FALSE(restored.momentum_buffers()[0].has_value());
 }
 
-TEST(Sgd, BadMomentumBuffersAreErrorsAndChangeNothing) {
+TEST(Sgd, WithoutMomentumThereIsNoState) {
   Var<double> p(vec({1, -2}), true);
-  SGD<double> sgd({p}, {.lr = 0.1, .momentum = 0.9});
+  SGD<double> sgd({p}, {.lr = 0.1});
   p.accumulate_grad(vec({0.5, 1}));
   sgd.step();
-  using Buffers = std::vector<std::optional<distop::Tensor<double>>>;
-  EXPECT_THROW(sgd.set_momentum_buffers(Buffers{}), distop::Error);
-  EXPECT_THROW(sgd.set_momentum_buffers(Buffers{distop::Tensor<double>(distop::Shape{3})}),
-               distop::Error);
-  EXPECT_EQ(sgd.momentum_buffers()[0]->to_vector(), (std::vector<double>{0.5, 1}));
-}
-
-TEST(Sgd, SetOptionsChecksAndReplacesAll) {
-  Var<double> p(vec({1}), true);
-  SGD<double> sgd({p}, {.lr = 0.1});
-  EXPECT_THROW(sgd.set_options({.lr = 0.1, .nesterov = true}), distop::Error);
-  EXPECT_EQ(sgd.options().momentum, 0.0);
-  sgd.set_options({.lr = 0.3, .momentum = 0.8, .weight_decay = 0.01});
-  EXPECT_EQ(sgd.options().lr, 0.3);
-  EXPECT_EQ(sgd.options().momentum, 0.8);
-  EXPECT_EQ(sgd.options().weight_decay, 0.01);
+  EXPECT_TRUE(sgd.state_keys(0).tensors.empty());
+  EXPECT_TRUE(sgd.state_dict().params[0].empty());
+  // A buffer where the options keep none is an error.
+  auto state = sgd.state_dict();
+  state.params[0].tensors.emplace("momentum_buffer", distop::Tensor<double>(distop::Shape{2}));
+  EXPECT_THROW(sgd.load_state_dict(state), distop::Error);
 }
 
 }  // namespace
