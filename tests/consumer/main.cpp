@@ -1,31 +1,27 @@
 // A program a user writes against the installed package: an operator's adjoint test, then a model
 // of its own (a Module) trained with distop's training driver, its flags and checkpoints. Run
 // under mpiexec; exits non-zero on failure.
+#include <cstdio>
 #include <distop/distop.hpp>
 
-#include <cstdio>
-
 // [model]
-// A data-parallel MLP of local layers: every rank holds the whole model and its share of the batch.
+// A model-parallel MLP: fc1's weight is split by columns over every rank (each rank holds a block
+// of the input features and of fc1's weight), fc2 runs on rank 0, where the logits end.
 class Mlp : public distop::nn::Module<float> {
  public:
   explicit Mlp(std::uint64_t seed)
-      : net_(register_module("net", std::make_shared<distop::nn::Sequential<float>>())) {
-    using distop::nn::Linear, distop::nn::LinearOptions;
-    net_->add(std::make_shared<Linear<float>>(784, 64, LinearOptions{.seed = seed}))
-        .add(distop::nn::relu<float>)
-        .add(std::make_shared<Linear<float>>(64, 10, LinearOptions{.seed = seed + 1}));
-  }
-  // [batch, 784] with the batch split over every rank.
-  distop::TensorSpace input_space(std::int64_t batch) const {
-    auto ranks = distop::Partition::world(distop::Shape{size(), 1});
-    return distop::TensorSpace(
-        ranks, distop::Decomposition::balanced(distop::Shape{batch, 784}, ranks.shape(), {0, -1}));
-  }
+      : fc1_(register_module("fc1", std::make_shared<distop::nn::DistributedLinear<float>>(
+                                        784, 64, distop::Partition::world(distop::Shape{1, size()}),
+                                        distop::nn::LinearOptions{.seed = seed}))),
+        fc2_(register_module("fc2", std::make_shared<distop::nn::DistributedLinear<float>>(
+                                        64, 10, distop::Partition::world(distop::Shape{1, 1}),
+                                        distop::nn::LinearOptions{.seed = seed + 1}))) {}
+  // [batch, 784], the features split over the ranks.
+  distop::TensorSpace input_space(std::int64_t batch) const { return fc1_->input_space(batch); }
   distop::Var<float> forward(distop::Tape& tape, const distop::Var<float>& x) {
-    return net_->forward(tape, x);
+    return fc2_->forward(tape, distop::nn::relu(tape, fc1_->forward(tape, x)));
   }
-  std::string describe() const { return "  784 -> 64 -> 10, the batch split over the ranks\n"; }
+  std::string describe() const { return "  784 -> 64 (split by columns) -> 10\n"; }
 
  private:
   static int size() {
@@ -33,21 +29,23 @@ class Mlp : public distop::nn::Module<float> {
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     return n;
   }
-  std::shared_ptr<distop::nn::Sequential<float>> net_;
+  std::shared_ptr<distop::nn::DistributedLinear<float>> fc1_, fc2_;
 };
 // [model]
 
 namespace {
 
-// This rank's rows of the batch, as train::fit asks.
-void load_rows(const distop::data::Dataset& d, const std::vector<std::int64_t>& order,
-               const distop::data::BatchRange& range, const distop::TensorSpace& space,
-               distop::DistTensor<float>& x) {
+// This rank's box of the batch (its block of every image's pixels), as train::fit asks.
+void load_features(const distop::data::Dataset& d, const std::vector<std::int64_t>& order,
+                   const distop::data::BatchRange& range, const distop::TensorSpace& space,
+                   distop::DistTensor<float>& x) {
   const auto& local = space.local_shape();
+  if (local.numel() == 0) return;
+  const std::int64_t first = space.local_offset()[1], cols = local[1];
   std::vector<float> v;
   for (std::int64_t i = 0; i < local[0]; ++i) {
-    const float* img = d.image(order[static_cast<std::size_t>(range.begin + space.local_offset()[0] + i)]);
-    v.insert(v.end(), img, img + local[1]);
+    const float* img = d.image(order[static_cast<std::size_t>(range.begin + i)]);
+    v.insert(v.end(), img + first, img + first + cols);
   }
   x.local().copy_from(distop::Tensor<float>::from_vector(local, v));
 }
@@ -75,7 +73,7 @@ int main(int argc, char** argv) {
     auto train_set = distop::data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, true);
     auto test_set = distop::data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, false);
     Mlp model(o.seed);
-    return distop::train::fit("consumer", model, o, train_set, test_set, load_rows);
+    return distop::train::fit("consumer", model, o, train_set, test_set, load_features);
   });
   // [main]
 }

@@ -1,5 +1,5 @@
-// An example's losses over its first 20 steps at 1, 2 and 4 ranks, from the same initial weights and
-// data order, agree to 1e-4 relative (they differ only by float rounding in the reductions).
+// An example's losses over its first 20 steps at 1, 2 and 4 ranks, from the same initial weights
+// and data order, agree to 1e-4 relative (they differ only by float rounding in the reductions).
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -81,7 +81,7 @@ TEST_F(MlpErrors, CorruptDataFile) {
 TEST_F(MlpErrors, InitFileMissingATensor) {
   const auto f = work() / "missing-bias.safetensors";
   write_weights(f, kMlp, "fc2.bias");
-  expect_clean_failure(run_mlp(2, "--steps 1 --init " + f.string()), "no tensor 'fc2.bias'");
+  expect_clean_failure(run_mlp(2, "--steps 1 --init " + f.string()), "has no entry 'fc2.bias'");
 }
 
 TEST_F(MlpErrors, InitFileWithAWrongShape) {
@@ -113,7 +113,7 @@ TEST_F(MlpErrors, BadFlags) {
 }
 
 TEST_F(MlpErrors, NonFiniteLearningRate) {
-  expect_clean_failure(run_mlp(2, "--steps 1 --lr inf"), "learning rate must be finite");
+  expect_clean_failure(run_mlp(2, "--steps 1 --lr inf"), "--lr must be finite");
 }
 
 // Files rank 0 writes are checked on rank 0 and agreed: no rank waits for one that failed.
@@ -139,7 +139,7 @@ TEST_F(MlpErrors, ResumingWithOtherSettingsIsAnError) {
   expect_clean_failure(run_mlp(2, resume + " --batch-size 30000"), "batch_size 32, not 30000");
   expect_clean_failure(run_mlp(2, resume + " --no-shuffle"), "shuffle true, not false");
   expect_clean_failure(run_mlp(2, resume + " --epochs 7"), "epochs 5, not 7");
-  expect_clean_failure(run_mlp(2, resume + " --momentum 0.5"), "--momentum 0.9");
+  expect_clean_failure(run_mlp(2, resume + " --momentum 0.5"), "SGD momentum 0.9, not 0.5");
   EXPECT_EQ(run_mlp(2, resume).status, 0);
 }
 

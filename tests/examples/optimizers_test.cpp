@@ -62,8 +62,9 @@ TEST_P(Optimizers, ResumeContinuesExactlyAsAnUninterruptedRun) {
   const auto w = work() / GetParam().name;
   fs::remove_all(w);
   fs::create_directories(w);
-  const std::string common = std::string(GetParam().flags) +
-                             " --warmup-steps 3 --lr-schedule cosine --epochs 1 --checkpoint-every 2";
+  const std::string common =
+      std::string(GetParam().flags) +
+      " --warmup-steps 3 --lr-schedule cosine --epochs 1 --checkpoint-every 2";
   auto a = run_mlp(2, common + " --steps 8 --loss-log " + (w / "a.txt").string() + " --save " +
                           (w / "a.safetensors").string());
   ASSERT_EQ(a.status, 0) << a.output;
@@ -80,10 +81,9 @@ TEST_P(Optimizers, ResumeContinuesExactlyAsAnUninterruptedRun) {
   EXPECT_EQ(bytes(w / "a.safetensors"), bytes(w / "b.safetensors")) << "the final weights differ";
   // Resuming with other hyper-parameters than the checkpoint's is an error naming the option.
   if (std::string(GetParam().name) == "adam")
-    expect_clean_failure(run_mlp(2, "--optimizer adam --eps 1e-6 --warmup-steps 3 --lr-schedule "
-                                    "cosine --epochs 1 --steps 8 --resume --checkpoint-dir " +
+    expect_clean_failure(run_mlp(2, common + " --eps 1e-6 --steps 8 --resume --checkpoint-dir " +
                                         (w / "ckpt").string()),
-                         "eps");
+                         "Adam eps 1e-08, not 1e-06");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -94,14 +94,14 @@ INSTANTIATE_TEST_SUITE_P(
                       OptimizerCase{"rmsprop",
                                     "--optimizer rmsprop --lr 1e-3 --centered --momentum 0.5"},
                       OptimizerCase{"adagrad", "--optimizer adagrad --eps 1e-9"}),
-    [](const auto& info) { return std::string(info.param.name); });
+    [](const auto& test_info) { return std::string(test_info.param.name); });
 
 TEST(OptimizerFlags, ACheckpointOfOneOptimizerIsNotLoadedIntoAnother) {
   const auto w = work() / "cross";
   fs::remove_all(w);
   ASSERT_EQ(run_mlp(2, "--optimizer adam --steps 2 --checkpoint-dir " + w.string()).status, 0);
-  expect_clean_failure(run_mlp(2, "--optimizer sgd --steps 4 --resume --checkpoint-dir " + w.string()),
-                       "Adam");
+  expect_clean_failure(
+      run_mlp(2, "--optimizer sgd --steps 4 --resume --checkpoint-dir " + w.string()), "Adam");
 }
 
 TEST(OptimizerFlags, FlagsThatDoNotApplyAreErrors) {
@@ -121,8 +121,9 @@ TEST(OptimizerFlags, FlagsThatDoNotApplyAreErrors) {
   expect_clean_failure(run_mlp(2, "--lr-step-size 3 --steps 1"), "--lr-step-size");
   expect_clean_failure(run_mlp(2, "--warmup-steps -1 --steps 1"), "--warmup-steps");
   // Flags that do apply run.
-  EXPECT_EQ(run_mlp(2, "--optimizer rmsprop --alpha 0.9 --eps 1e-7 --centered --steps 2 "
-                       "--lr-schedule step --lr-step-size 1 --lr-gamma 0.5")
+  EXPECT_EQ(run_mlp(2,
+                    "--optimizer rmsprop --alpha 0.9 --eps 1e-7 --centered --steps 2 "
+                    "--lr-schedule step --lr-step-size 1 --lr-gamma 0.5")
                 .status,
             0);
 }

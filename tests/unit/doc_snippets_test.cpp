@@ -15,6 +15,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Whether the line, less its indentation, opens or closes a code block.
+bool fence(const std::string& line) {
+  const auto first = line.find_first_not_of(' ');
+  return first != std::string::npos && line.compare(first, 3, "```") == 0;
+}
+
 std::vector<std::string> lines_of(const fs::path& path) {
   std::ifstream in(path);
   std::vector<std::string> lines;
@@ -41,7 +47,8 @@ std::vector<std::string> tagged(const std::vector<std::string>& source, const st
   std::vector<std::size_t> at;
   for (std::size_t i = 0; i < source.size(); ++i) {
     const auto first = source[i].find_first_not_of(' ');
-    if (first != std::string::npos && source[i].substr(first) == "// [" + tag + "]") at.push_back(i);
+    if (first != std::string::npos && source[i].substr(first) == "// [" + tag + "]")
+      at.push_back(i);
   }
   if (at.size() != 2) return {};
   return {source.begin() + static_cast<long>(at[0]) + 1, source.begin() + static_cast<long>(at[1])};
@@ -62,11 +69,11 @@ TEST(DocSnippets, EveryMarkedBlockIsTheCompiledCode) {
       const std::string file = m[1], tag = m[2];
       SCOPED_TRACE(doc.filename().string() + ":" + std::to_string(i + 1) + " from " + file + " [" +
                    tag + "]");
-      ASSERT_TRUE(i + 1 < lines.size() && lines[i + 1].rfind("```", 0) == 0)
+      ASSERT_TRUE(i + 1 < lines.size() && fence(lines[i + 1]))
           << "the marker must be followed by a code block";
       std::vector<std::string> block;
       std::size_t j = i + 2;
-      for (; j < lines.size() && lines[j].rfind("```", 0) != 0; ++j) block.push_back(lines[j]);
+      for (; j < lines.size() && !fence(lines[j]); ++j) block.push_back(lines[j]);
       ASSERT_LT(j, lines.size()) << "unterminated code block";
       const auto want = tagged(lines_of(root / file), tag);
       ASSERT_FALSE(want.empty()) << file << " has no pair of // [" << tag << "] lines";

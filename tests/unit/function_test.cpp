@@ -18,27 +18,30 @@ using test::local_batch_space;
 using test::random_tensor;
 using test::weighted_sum;
 
-// y = x * x entrywise, written as a user would.
+// y = x * x entrywise, written as a user would (docs/models.md shows it).
+// [square]
 template <class T>
 Var<T> square(Tape& tape, const Var<T>& x) {
-  DistTensor<T> y = x.value().clone();
-  const auto xv = x.value().local().to_vector();
-  std::vector<T> yv(xv.size());
-  for (std::size_t i = 0; i < xv.size(); ++i) yv[i] = xv[i] * xv[i];
-  y.local().copy_from(Tensor<T>::from_vector(y.local().shape(), yv));
+  auto y = DistTensor<T>::uninitialized(x.space());
+  auto xv = x.value().local().view();
+  auto yv = y.local().view();
+  Kokkos::parallel_for(
+      "square", y.local_numel(), KOKKOS_LAMBDA(std::int64_t i) { yv(i) = xv(i) * xv(i); });
   return make_function(tape, "square", {x}, std::move(y),
                        [x](const DistTensor<T>& dy, Gradients<T>& grads) {
+                         // g = beta g + 2 x dy, straight into x's gradient (beta is 0 or 1).
                          grads.accumulate(0, [&](T beta, Tensor<T>& g) {
-                           const auto gv = g.to_vector();
-                           const auto d = dy.local().to_vector();
-                           const auto v = x.value().local().to_vector();
-                           std::vector<T> out(v.size());
-                           for (std::size_t i = 0; i < v.size(); ++i)
-                             out[i] = (beta != T(0) ? beta * gv[i] : T(0)) + 2 * v[i] * d[i];
-                           g.copy_from(Tensor<T>::from_vector(g.shape(), out));
+                           auto gv = g.view();
+                           auto xs = x.value().local().view();
+                           auto dv = dy.local().view();
+                           Kokkos::parallel_for(
+                               "square_backward", g.numel(), KOKKOS_LAMBDA(std::int64_t i) {
+                                 gv(i) = (beta == T(0) ? T(0) : beta * gv(i)) + 2 * xs(i) * dv(i);
+                               });
                          });
                        });
 }
+// [square]
 
 // (a, b) = (x, 3 x): two outputs, the first a pass-through of the input's storage.
 template <class T>

@@ -107,6 +107,20 @@ TEST(Module, BatchNormCountsTrainingBatchesOnly) {
   EXPECT_EQ(m.norm().num_batches_tracked(), 2);
 }
 
+TEST(Module, SequentialNamesItsStepsByIndexAsPyTorchDoes) {
+  // [sequential]
+  auto mlp = std::make_shared<nn::Sequential<float>>();
+  mlp->add(std::make_shared<nn::Linear<float>>(784, 128, nn::LinearOptions{.seed = 1}))
+      .add(nn::relu<float>)
+      .add(std::make_shared<nn::Linear<float>>(128, 10, nn::LinearOptions{.seed = 2}));
+  // named_parameters(): "0.weight" [128, 784], "0.bias", "2.weight" [10, 128], "2.bias"
+  // [sequential]
+  std::vector<std::string> names;
+  for (const auto& p : mlp->named_parameters()) names.push_back(p.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
+  EXPECT_EQ(mlp->named_parameters()[2].var.space().global_shape(), (Shape{10, 128}));
+}
+
 TEST(Module, SequentialIsTheCompositionOfItsSteps) {
   auto a = std::make_shared<nn::Linear<double>>(4, 5, nn::LinearOptions{.seed = 3});
   auto b = std::make_shared<nn::Linear<double>>(5, 2, nn::LinearOptions{.seed = 4});
