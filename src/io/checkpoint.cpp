@@ -172,15 +172,35 @@ std::string checkpoint_path(const std::string& dir) {
   return (std::filesystem::path(dir) / "checkpoint.safetensors").string();
 }
 
+namespace {
+
+// The buffers' names must be free too: not reserved, not a parameter's, not twice.
+template <class T>
+void check_buffer_names(const NamedParameters<T>& parameters, const Buffers<T>& buffers,
+                        const char* op) {
+  std::set<std::string> names;
+  for (const auto& [name, p] : parameters) names.insert(name);
+  for (const auto& b : buffers) {
+    DISTOP_CHECK(!starts_with(b.name, kReserved), op, "the buffer name '", b.name,
+                 "' starts with '", kReserved, "', which checkpoints reserve for the optimizer");
+    DISTOP_CHECK(names.insert(b.name).second, op, "two parameters or buffers are named '", b.name,
+                 "'");
+  }
+}
+
+}  // namespace
+
 template <class T>
 void save_checkpoint(const std::string& dir, const NamedParameters<T>& parameters,
-                     const optim::Optimizer<T>& optimizer, const CheckpointInfo& info) {
+                     const Buffers<T>& buffers, const optim::Optimizer<T>& optimizer,
+                     const CheckpointInfo& info) {
   const MPI_Comm comm = parent_of(parameters);
   std::vector<std::size_t> slot;
   optim::OptimizerState<T> state;
   std::vector<optim::StateKeys> keys;  // per optimizer parameter
   comm::agree(comm, kSaveOp, [&] {
     slot = match(parameters, optimizer, kSaveOp);
+    check_buffer_names(parameters, buffers, kSaveOp);
     if (info.scheduler)
       DISTOP_CHECK(info.scheduler->base_lrs.size() == optimizer.group_count(), kSaveOp,
                    "the scheduler state has ", info.scheduler->base_lrs.size(),
@@ -273,6 +293,17 @@ void save_checkpoint(const std::string& dir, const NamedParameters<T>& parameter
     shapes.push_back(p.space().global_shape());
     globals.push_back(assemble(p.value(), 0));
   }
+  std::vector<std::int64_t> counts;  // the buffers that are counts, in order
+  counts.reserve(buffers.size());
+  for (const auto& b : buffers) {
+    if (b.count) {
+      counts.push_back(*b.count);
+    } else {
+      names.push_back(b.name);
+      shapes.push_back(b.tensor.space().global_shape());
+      globals.push_back(assemble(b.tensor, 0));
+    }
+  }
   for (std::size_t j = 0; j < n; ++j) {
     if (!flags[3 * j]) continue;
     const auto& [name, p] = parameters[slot[j]];
@@ -316,20 +347,26 @@ void save_checkpoint(const std::string& dir, const NamedParameters<T>& parameter
     std::vector<TensorEntry> entries;
     for (std::size_t i = 0; i < names.size(); ++i)
       entries.emplace_back(names[i], shapes[i], globals[i].data());
+    std::size_t c = 0;
+    for (const auto& b : buffers)
+      if (b.count) entries.emplace_back(b.name, Shape{}, &counts[c++]);
     write_safetensors(checkpoint_path(dir), entries, metadata);
   });
 }
 
 template <class T>
 CheckpointInfo load_checkpoint(const std::string& dir, const NamedParameters<T>& parameters,
-                               optim::Optimizer<T>& optimizer) {
+                               const Buffers<T>& buffers, optim::Optimizer<T>& optimizer) {
   const std::string path = checkpoint_path(dir);
   CheckpointInfo info;
   std::vector<std::vector<T>> weights;
+  std::vector<std::vector<T>> buffer_values;  // the tensor buffers, in order
+  std::vector<std::int64_t> counts;           // the count buffers, in order
   optim::OptimizerState<T> state;
   comm::Fingerprint read;  // of what this rank read, to compare with the others
   comm::agree(parent_of(parameters), kLoadOp, [&] {
     const std::vector<std::size_t> slot = match(parameters, optimizer, kLoadOp);
+    check_buffer_names(parameters, buffers, kLoadOp);
     std::map<std::string, std::size_t> index;  // optimizer parameter by name
     for (std::size_t j = 0; j < slot.size(); ++j) index[parameters[slot[j]].first] = j;
     DISTOP_CHECK(std::filesystem::exists(path), kLoadOp, "no checkpoint: ", path,
@@ -379,6 +416,17 @@ CheckpointInfo load_checkpoint(const std::string& dir, const NamedParameters<T>&
       weights.push_back(file.read<T>(name, p.space().global_shape()));
       add_bytes(read, weights.back());
     }
+    for (const auto& b : buffers) {
+      DISTOP_CHECK(file.contains(b.name), kLoadOp, "checkpoint ", path, " has no tensor '", b.name,
+                   "': is it a checkpoint of another model?");
+      if (b.count) {
+        counts.push_back(file.read<std::int64_t>(b.name, Shape{}).at(0));
+        read.add(static_cast<std::uint64_t>(counts.back()));
+      } else {
+        buffer_values.push_back(file.read<T>(b.name, b.tensor.space().global_shape()));
+        add_bytes(read, buffer_values.back());
+      }
+    }
     std::vector<std::pair<std::string, std::size_t>> state_tensors;  // name, optimizer parameter
     for (const std::string& name : file.names()) {
       const bool is_state = starts_with(name, kReserved);
@@ -386,10 +434,12 @@ CheckpointInfo load_checkpoint(const std::string& dir, const NamedParameters<T>&
           is_state ? index.find(
                          split_state(name.substr(std::string(kReserved).size()), name, path).second)
                    : index.end();
-      const bool known = is_state
-                             ? it != index.end()
-                             : std::any_of(parameters.begin(), parameters.end(),
-                                           [&](const auto& named) { return named.first == name; });
+      const bool known =
+          is_state ? it != index.end()
+                   : std::any_of(parameters.begin(), parameters.end(),
+                                 [&](const auto& named) { return named.first == name; }) ||
+                         std::any_of(buffers.begin(), buffers.end(),
+                                     [&](const auto& b) { return b.name == name; });
       DISTOP_CHECK(known, kLoadOp, "checkpoint ", path, " has tensor '", name,
                    "', which the model (or its optimizer) lacks: is it a checkpoint of another "
                    "model?");
@@ -470,16 +520,56 @@ CheckpointInfo load_checkpoint(const std::string& dir, const NamedParameters<T>&
   optimizer.load_state_dict(state);
   for (std::size_t i = 0; i < parameters.size(); ++i)
     distribute(weights[i], parameters[i].second.value());
+  std::size_t t = 0, c = 0;
+  for (const auto& b : buffers) {
+    if (b.count) {
+      *b.count = counts[c++];
+    } else {
+      DistTensor<T> box = b.tensor;  // a handle on the buffer's storage
+      distribute(buffer_values[t++], box);
+    }
+  }
   return info;
 }
 
-template void save_checkpoint(const std::string&, const NamedParameters<float>&,
-                              const optim::Optimizer<float>&, const CheckpointInfo&);
-template void save_checkpoint(const std::string&, const NamedParameters<double>&,
-                              const optim::Optimizer<double>&, const CheckpointInfo&);
-template CheckpointInfo load_checkpoint(const std::string&, const NamedParameters<float>&,
-                                        optim::Optimizer<float>&);
-template CheckpointInfo load_checkpoint(const std::string&, const NamedParameters<double>&,
-                                        optim::Optimizer<double>&);
+template <class T>
+void save_checkpoint(const std::string& dir, const NamedParameters<T>& parameters,
+                     const optim::Optimizer<T>& optimizer, const CheckpointInfo& info) {
+  save_checkpoint(dir, parameters, Buffers<T>{}, optimizer, info);
+}
+
+template <class T>
+CheckpointInfo load_checkpoint(const std::string& dir, const NamedParameters<T>& parameters,
+                               optim::Optimizer<T>& optimizer) {
+  return load_checkpoint(dir, parameters, Buffers<T>{}, optimizer);
+}
+
+template <class T>
+void save_checkpoint(const std::string& dir, const nn::Module<T>& model,
+                     const optim::Optimizer<T>& optimizer, const CheckpointInfo& info) {
+  save_checkpoint(dir, named_parameters(model), model.named_buffers(), optimizer, info);
+}
+
+template <class T>
+CheckpointInfo load_checkpoint(const std::string& dir, nn::Module<T>& model,
+                               optim::Optimizer<T>& optimizer) {
+  return load_checkpoint(dir, named_parameters(model), model.named_buffers(), optimizer);
+}
+
+#define DISTOP_INSTANTIATE(T)                                                                     \
+  template void save_checkpoint(const std::string&, const NamedParameters<T>&,                    \
+                                const optim::Optimizer<T>&, const CheckpointInfo&);               \
+  template CheckpointInfo load_checkpoint(const std::string&, const NamedParameters<T>&,          \
+                                          optim::Optimizer<T>&);                                  \
+  template void save_checkpoint(const std::string&, const NamedParameters<T>&, const Buffers<T>&, \
+                                const optim::Optimizer<T>&, const CheckpointInfo&);               \
+  template CheckpointInfo load_checkpoint(const std::string&, const NamedParameters<T>&,          \
+                                          const Buffers<T>&, optim::Optimizer<T>&);               \
+  template void save_checkpoint(const std::string&, const nn::Module<T>&,                         \
+                                const optim::Optimizer<T>&, const CheckpointInfo&);               \
+  template CheckpointInfo load_checkpoint(const std::string&, nn::Module<T>&, optim::Optimizer<T>&);
+DISTOP_INSTANTIATE(float)
+DISTOP_INSTANTIATE(double)
+#undef DISTOP_INSTANTIATE
 
 }  // namespace distop::io

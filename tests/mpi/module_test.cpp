@@ -9,11 +9,13 @@
 #include <memory>
 #include <string>
 
+#include "distop/io/checkpoint.hpp"
 #include "distop/io/safetensors.hpp"
 #include "distop/io/state_dict.hpp"
 #include "distop/nn/batch_norm.hpp"
 #include "distop/nn/distributed_conv.hpp"
 #include "distop/nn/distributed_linear.hpp"
+#include "distop/optim/sgd.hpp"
 #include "mpi_test_util.hpp"
 
 using namespace distop;
@@ -139,6 +141,42 @@ TEST(DistributedModule, ABadFileIsTheSameErrorOnEveryRankAndChangesNothing) {
   EXPECT_EQ(r.unexpected_keys.size(), 2u);
   EXPECT_EQ(r.missing_keys.size(), before.size());
   EXPECT_THROW(io::load_state_dict(dir + "/none.safetensors", d), Error);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+
+namespace {
+
+TEST(DistributedModule, CheckpointsCarryTheBuffers) {
+  const auto dir = shared_dir("checkpoint");
+  Distributed d(kSeed);
+  // Running statistics and a batch count of their own, as training would leave them.
+  for (auto& b : d.named_buffers()) {
+    if (b.count) {
+      *b.count = 7;
+    } else if (b.tensor.local_numel() > 0) {
+      b.tensor.local().fill(b.name == "bn.running_mean" ? 0.25 : 2.5);
+    }
+  }
+  optim::SGD<double> opt(d.parameters(), {.lr = 0.1, .momentum = 0.9});
+  io::CheckpointInfo info;
+  info.global_step = 3;
+  io::save_checkpoint(dir, d, opt, info);
+
+  Distributed e(kSeed + 1);
+  optim::SGD<double> opt_e(e.parameters(), {.lr = 0.1, .momentum = 0.9});
+  EXPECT_EQ(io::load_checkpoint(dir, e, opt_e).global_step, 3);
+  EXPECT_EQ(e.state_dict().at("bn.running_var").values, d.state_dict().at("bn.running_var").values);
+  EXPECT_EQ(
+      e.state_dict().at("bn.num_batches_tracked").values,
+      (std::variant<std::vector<double>, std::vector<std::int64_t>>(std::vector<std::int64_t>{7})));
+  EXPECT_EQ(e.state_dict().at("fc.weight").values, d.state_dict().at("fc.weight").values);
+
+  // The parameters alone (no buffers) do not match a checkpoint that holds buffers: strict.
+  optim::SGD<double> opt_f(e.parameters(), {.lr = 0.1, .momentum = 0.9});
+  EXPECT_THROW(io::load_checkpoint(dir, io::named_parameters(e), opt_f), Error);
   MPI_Barrier(MPI_COMM_WORLD);
   if (world_rank() == 0) std::filesystem::remove_all(dir);
 }

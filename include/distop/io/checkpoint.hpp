@@ -7,7 +7,8 @@
 // (checkpoint_path(dir)); each save replaces it. It is an ordinary safetensors file (see
 // safetensors.hpp) that PyTorch's safetensors.torch.load_file reads:
 //
-//   "<name>"                      each parameter's global tensor under its name ("conv1.weight"),
+//   "<name>"                      each parameter's (and, for a Module, each buffer's) global
+//                                 tensor under its name ("conv1.weight", "bn.running_mean"),
 //                                 F32 for float models and F64 for double, as save_parameters
 //                                 writes it (so load_parameters also reads a checkpoint's weights)
 //   "optimizer.<key>.<name>"      the global tensor of the optimizer state <key> (torch's state[p]
@@ -62,6 +63,7 @@
 
 #include "distop/io/parameters.hpp"
 #include "distop/io/safetensors.hpp"
+#include "distop/nn/module.hpp"
 #include "distop/optim/lr_scheduler.hpp"
 #include "distop/optim/optimizer.hpp"
 
@@ -106,13 +108,27 @@ template <class T>
 CheckpointInfo load_checkpoint(const std::string& dir, const NamedParameters<T>& parameters,
                                optim::Optimizer<T>& optimizer);
 
-extern template void save_checkpoint(const std::string&, const NamedParameters<float>&,
-                                     const optim::Optimizer<float>&, const CheckpointInfo&);
-extern template void save_checkpoint(const std::string&, const NamedParameters<double>&,
-                                     const optim::Optimizer<double>&, const CheckpointInfo&);
-extern template CheckpointInfo load_checkpoint(const std::string&, const NamedParameters<float>&,
-                                               optim::Optimizer<float>&);
-extern template CheckpointInfo load_checkpoint(const std::string&, const NamedParameters<double>&,
-                                               optim::Optimizer<double>&);
+// A module's buffers (nn::Module::named_buffers): saved and restored with the parameters.
+template <class T>
+using Buffers = std::vector<nn::NamedBuffer<T>>;
+
+// The checkpoint of a whole model: its state_dict (every parameter and buffer, BatchNorm's
+// running statistics and num_batches_tracked included, under their state_dict names; counts as
+// I64 tensors of shape []) with the optimizer's state. The same format, checks and collectives as
+// above; a buffer missing from the file, or a tensor the model lacks, is an error.
+template <class T>
+void save_checkpoint(const std::string& dir, const nn::Module<T>& model,
+                     const optim::Optimizer<T>& optimizer, const CheckpointInfo& info);
+template <class T>
+CheckpointInfo load_checkpoint(const std::string& dir, nn::Module<T>& model,
+                               optim::Optimizer<T>& optimizer);
+// The same with the parameters and buffers given separately.
+template <class T>
+void save_checkpoint(const std::string& dir, const NamedParameters<T>& parameters,
+                     const Buffers<T>& buffers, const optim::Optimizer<T>& optimizer,
+                     const CheckpointInfo& info);
+template <class T>
+CheckpointInfo load_checkpoint(const std::string& dir, const NamedParameters<T>& parameters,
+                               const Buffers<T>& buffers, optim::Optimizer<T>& optimizer);
 
 }  // namespace distop::io

@@ -150,7 +150,6 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
                  ranks, ranks == 1 ? "" : "s", static_cast<long long>(train.size),
                  static_cast<long long>(test.size), model.describe().c_str());
 
-  const auto named = io::named_parameters(model);
   auto opt = make_optimizer(o, model.parameters());
   data::Sampler sampler(train.size, o.batch_size, {!o.no_shuffle, false, o.seed});
   const auto batches = sampler.batches();
@@ -168,7 +167,7 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
   position.seed = o.seed;
   if (o.resume) {
     const optim::Hyperparameters given = opt->group_options(0);
-    position = io::load_checkpoint(o.checkpoint_dir, named, *opt);
+    position = io::load_checkpoint(o.checkpoint_dir, model, *opt);
     // The same on every rank (load_checkpoint agrees on what it read), so are these checks.
     const std::string from = "the checkpoint in " + o.checkpoint_dir + " was made with ";
     DISTOP_CHECK(position.seed == o.seed, name, from, "--seed ", position.seed, ", not ", o.seed);
@@ -224,7 +223,7 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
     info.metadata = settings;
     info.metadata.emplace("model", program);
     info.scheduler = scheduler.state();
-    io::save_checkpoint(o.checkpoint_dir, named, *opt, info);
+    io::save_checkpoint(o.checkpoint_dir, model, *opt, info);
   };
 
   std::int64_t& step = position.global_step;
