@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "distop/dist/dist_tensor.hpp"
+#include "distop/nn/linear.hpp"
 #include "distop/optim/adam.hpp"
+#include "distop/optim/adamw.hpp"
 #include "distop/optim/sgd.hpp"
 
 namespace {
@@ -117,6 +119,25 @@ TEST(LrScheduler, AResumedSchedulerContinuesExactly) {
   EXPECT_THROW(sb.load_state({.last_step = -1, .base_lrs = {0.1}}), distop::Error);
   EXPECT_THROW(sb.load_state({.last_step = 1, .base_lrs = {-0.1}}), distop::Error);
   EXPECT_EQ(sb.last_step(), 9);
+}
+
+}  // namespace
+
+namespace {
+
+// docs/models.md's example.
+TEST(LRScheduler, DocsExampleWarmsUpFromAThird) {
+  distop::nn::Linear<float> model(4, 2);
+  const std::int64_t total_steps = 10000;
+  namespace optim = distop::optim;
+  // [schedule]
+  optim::AdamW<float> opt(model.parameters(), {.lr = 3e-4, .weight_decay = 0.05});
+  optim::LRScheduler<float> schedule(opt, optim::LRSchedule::cosine(total_steps).with_warmup(500));
+  // each step: backward, opt.step(), opt.zero_grad(), schedule.step()
+  // [schedule]
+  EXPECT_DOUBLE_EQ(opt.lr(0), 3e-4 / 3);
+  schedule.set_step(500);
+  EXPECT_DOUBLE_EQ(opt.lr(0), 3e-4);
 }
 
 }  // namespace
