@@ -134,7 +134,9 @@ TEST(MakeFunction, NonCollectiveBackwardSkippedWithoutGradientCollectiveRunsWith
     auto l = weighted_sum(tape, square(tape, x), random_tensor<double>(space, 6));
     backward(tape, l);
     EXPECT_EQ(calls, collective ? 1 : 0) << "collective " << collective;
-    if (collective) EXPECT_EQ(seen, 0.0);
+    if (collective) {
+      EXPECT_EQ(seen, 0.0);
+    }
     x.zero_grad();
   }
 }

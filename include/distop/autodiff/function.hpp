@@ -149,7 +149,7 @@ std::vector<Var<T>> make_function(Tape& tape, std::string name, std::vector<Var<
       any = any || outputs[o].has_grad();
     }
     if (!any && !collective) return;
-    Gradients<T> grads(std::span<const Var<T>>(inputs), std::span<const Var<T>>(outputs));
+    Gradients<T> grads{std::span<const Var<T>>(inputs), std::span<const Var<T>>(outputs)};
     backward(std::span<const DistTensor<T>* const>(dys), grads);
   });
   return outputs;
