@@ -86,8 +86,9 @@ TEST(MakeFunction, TwoOutputsAndAVarUsedTwice) {
           v.local().fill(l1.value().local().to_vector()[0] + l2.value().local().to_vector()[0]);
           return v;
         }(),
-                             [](const DistTensor<double>&, Gradients<double>& g) {
-                               g.add_output_grad(0);
+                             [](const DistTensor<double>& dy, Gradients<double>& g) {
+                               // add_output_grad may take dy's storage: the other input first.
+                               g.add(0, dy.clone());
                                g.add_output_grad(1);
                              });
       },
@@ -139,6 +140,20 @@ TEST(MakeFunction, NonCollectiveBackwardSkippedWithoutGradientCollectiveRunsWith
     }
     x.zero_grad();
   }
+}
+
+TEST(MakeFunction, HandingOneOutputGradientOnTwiceIsAnError) {
+  const auto space = local_batch_space(2, 2);
+  Var<double> a(random_tensor<double>(space, 4), true);
+  Var<double> b(random_tensor<double>(space, 5), true);
+  Tape tape;
+  auto y = make_function(tape, "twice", {a, b}, a.value().clone(),
+                         [](const DistTensor<double>&, Gradients<double>& g) {
+                           g.add_output_grad(0);
+                           g.add_output_grad(1);  // the gradient may be gone: an Error
+                         });
+  auto l = weighted_sum(tape, y, random_tensor<double>(space, 1));
+  EXPECT_THROW(backward(tape, l), Error);
 }
 
 TEST(MakeFunction, UndefinedInputIsAnError) {

@@ -96,11 +96,19 @@ class Gradients {
     if (required(i)) input(i).accumulate_grad(std::move(g));
   }
   // grad_i += the gradient of output `o` as it is (a pass-through: output o's boxes are input i's).
-  // Takes the output gradient's storage when it can; nothing may read that gradient afterwards.
+  // Takes the output gradient's storage when it can; nothing may read that gradient afterwards
+  // (the dy the backward function was given included), and handing the same output's gradient on
+  // a second time is an Error: give it to the other inputs first, with add(j, dy.clone()).
   void add_output_grad(std::size_t i, std::size_t o = 0) {
     DISTOP_CHECK(o < outputs_.size(), "Gradients", "output ", o, " of an operation with ",
                  outputs_.size(), " outputs");
-    if (required(i)) pass_grad(outputs_[o], input(i));
+    if (!required(i)) return;
+    if (handed_on_.empty()) handed_on_.assign(outputs_.size(), false);
+    DISTOP_CHECK(!handed_on_[o], "Gradients", "the gradient of output ", o,
+                 " was handed on by add_output_grad already, which may have taken its storage; "
+                 "give it to the other inputs first with add(i, dy.clone())");
+    handed_on_[o] = true;
+    pass_grad(outputs_[o], input(i));
   }
 
   // Made by make_function for the duration of one backward call (it refers to its inputs and
@@ -111,6 +119,7 @@ class Gradients {
  private:
   std::span<const Var<T>> inputs_;
   std::span<const Var<T>> outputs_;
+  std::vector<bool> handed_on_;  // per output: given to an input by add_output_grad (made on use)
 };
 
 // A differentiable operation of several outputs. `values` are the outputs' values, computed by the
