@@ -59,6 +59,7 @@
 #include "distop/nn/log_softmax.hpp"
 #include "distop/nn/pointwise.hpp"
 #include "distop/nn/pool.hpp"
+#include "distop/nn/reduction.hpp"
 #include "distop/ops/all_gather.hpp"
 #include "distop/ops/all_sum_reduce.hpp"
 #include "distop/ops/broadcast.hpp"
