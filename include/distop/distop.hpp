@@ -48,6 +48,7 @@
 #include "distop/nn/all_min.hpp"
 #include "distop/nn/arithmetic.hpp"
 #include "distop/nn/batch_norm.hpp"
+#include "distop/nn/concat.hpp"
 #include "distop/nn/conv.hpp"
 #include "distop/nn/distributed_conv.hpp"
 #include "distop/nn/distributed_linear.hpp"
