@@ -60,6 +60,7 @@
 #include "distop/nn/init.hpp"
 #include "distop/nn/linear.hpp"
 #include "distop/nn/log_softmax.hpp"
+#include "distop/nn/matmul.hpp"
 #include "distop/nn/normalize.hpp"
 #include "distop/nn/pointwise.hpp"
 #include "distop/nn/pool.hpp"
