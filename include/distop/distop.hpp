@@ -65,6 +65,7 @@
 #include "distop/nn/pointwise.hpp"
 #include "distop/nn/pool.hpp"
 #include "distop/nn/reduction.hpp"
+#include "distop/nn/softmax.hpp"
 #include "distop/nn/transpose.hpp"
 #include "distop/ops/all_gather.hpp"
 #include "distop/ops/all_sum_reduce.hpp"
