@@ -34,17 +34,13 @@ void normalize_rows(const Tensor<T>& x, double eps, Tensor<T>& y, Tensor<double>
       KOKKOS_LAMBDA(const TeamMember& team) {
         const std::int64_t r = team.league_rank();
         const std::int64_t base = r * n;
-        double squares = 0;
-        Kokkos::parallel_reduce(
-            Kokkos::TeamThreadRange(team, n),
-            [&](const std::int64_t j, double& s) {
-              const double v = static_cast<double>(xv(base + j));
-              s += v * v;
-            },
-            squares);
+        const double squares = team_sum(team, n, [&](const std::int64_t j) {
+          const double v = static_cast<double>(xv(base + j));
+          return v * v;
+        });
         const double norm = kmath::sqrt(squares);
         const double denominator = norm > eps ? norm : eps;
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](const std::int64_t j) {
+        team_for(team, n, [&](const std::int64_t j) {
           yv(base + j) = static_cast<T>(static_cast<double>(xv(base + j)) / denominator);
         });
         Kokkos::single(Kokkos::PerTeam(team), [&]() { nv(r) = norm; });
@@ -71,15 +67,13 @@ void normalize_rows_backward(const Tensor<T>& y, const Tensor<T>& dy, const Tens
         // torch divides by clamp_min(norm, eps), whose gradient passes where norm >= eps: there
         // the norm's derivative counts; below, the denominator is the constant eps.
         const bool through_norm = norm >= eps;
-        double dot = 0;
-        if (through_norm)
-          Kokkos::parallel_reduce(
-              Kokkos::TeamThreadRange(team, n),
-              [&](const std::int64_t j, double& s) {
-                s += static_cast<double>(yv(base + j)) * static_cast<double>(gv(base + j));
-              },
-              dot);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, n), [&](const std::int64_t j) {
+        const double dot = through_norm ? team_sum(team, n,
+                                                   [&](const std::int64_t j) {
+                                                     return static_cast<double>(yv(base + j)) *
+                                                            static_cast<double>(gv(base + j));
+                                                   })
+                                        : 0.0;
+        team_for(team, n, [&](const std::int64_t j) {
           const std::int64_t i = base + j;
           const double g = static_cast<double>(gv(i));
           const T v = static_cast<T>(through_norm ? (g - static_cast<double>(yv(i)) * dot) / norm

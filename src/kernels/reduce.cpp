@@ -149,14 +149,10 @@ void sum_axes(const Tensor<T>& x, const std::vector<int>& axes, T alpha, T beta,
         KOKKOS_LAMBDA(const TeamMember& team) {
           const std::int64_t r = team.league_rank();
           const std::int64_t base = r * len;
-          double sum = 0;
-          Kokkos::parallel_reduce(
-              Kokkos::TeamThreadRange(team, len),
-              [&](const std::int64_t j, double& acc) {
-                acc += static_cast<double>(xv(base + j)) *
-                       (weighted ? static_cast<double>(wv(base + j)) : 1.0);
-              },
-              sum);
+          const double sum = team_sum(team, len, [&](const std::int64_t j) {
+            return static_cast<double>(xv(base + j)) *
+                   (weighted ? static_cast<double>(wv(base + j)) : 1.0);
+          });
           Kokkos::single(Kokkos::PerTeam(team), [&]() {
             ov(r) = static_cast<T>(beta == T(0) ? a * sum : a * sum + b * ov(r));
           });

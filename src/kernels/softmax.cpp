@@ -46,50 +46,24 @@ std::int64_t rows_with_classes(const Tensor<T>& logits) {
   return logits.extent(1) == 0 ? 0 : logits.extent(0);
 }
 
-// The maximum of the row of x starting at `base` (classes >= 1 entries) and the sum of exp(x - max)
-// over it, in double, the team's threads sharing the row. Every thread of the team gets both.
-template <class V>
-KOKKOS_INLINE_FUNCTION void row_stats(const TeamMember& team, const V& x, std::int64_t base,
-                                      std::int64_t classes, double& max, double& sum_exp) {
-  Kokkos::parallel_reduce(
-      Kokkos::TeamThreadRange(team, classes),
-      [&](const std::int64_t j, double& m) {
-        const double v = static_cast<double>(x(base + j));
-        if (v > m) m = v;
-      },
-      Kokkos::Max<double>(max));
-  const double shift = max;
-  Kokkos::parallel_reduce(
-      Kokkos::TeamThreadRange(team, classes),
-      [&](const std::int64_t j, double& s) {
-        s += kmath::exp(static_cast<double>(x(base + j)) - shift);
-      },
-      sum_exp);
-}
+// The maximum of a row and the sum of exp(x - max) over it, in double.
+struct RowStats {
+  double max, sum_exp;
+};
 
-// The sum of the row of g starting at `base`, in double, shared by the team.
+// The statistics of the row of x starting at `base` (classes >= 1 entries), the team's threads
+// sharing the row; every thread of the team gets them. Returned by value, for the caller to capture
+// by value: a statistic the write loop refers to by address stays in memory, and the reduction
+// into it then stores every entry.
 template <class V>
-KOKKOS_INLINE_FUNCTION double row_sum(const TeamMember& team, const V& g, std::int64_t base,
-                                      std::int64_t classes) {
-  double sum = 0;
-  Kokkos::parallel_reduce(
-      Kokkos::TeamThreadRange(team, classes),
-      [&](const std::int64_t j, double& s) { s += static_cast<double>(g(base + j)); }, sum);
-  return sum;
-}
-
-// The sum of the products of the rows of a and b starting at `base`, in double, shared by the team.
-template <class V>
-KOKKOS_INLINE_FUNCTION double row_dot(const TeamMember& team, const V& a, const V& b,
-                                      std::int64_t base, std::int64_t classes) {
-  double sum = 0;
-  Kokkos::parallel_reduce(
-      Kokkos::TeamThreadRange(team, classes),
-      [&](const std::int64_t j, double& s) {
-        s += static_cast<double>(a(base + j)) * static_cast<double>(b(base + j));
-      },
-      sum);
-  return sum;
+KOKKOS_INLINE_FUNCTION RowStats row_stats(const TeamMember& team, const V& x, std::int64_t base,
+                                          std::int64_t classes) {
+  const double max = team_max(
+      team, classes, [&](const std::int64_t j) { return static_cast<double>(x(base + j)); });
+  const double sum_exp = team_sum(team, classes, [&, max](const std::int64_t j) {
+    return kmath::exp(static_cast<double>(x(base + j)) - max);
+  });
+  return {max, sum_exp};
 }
 
 }  // namespace
@@ -107,9 +81,9 @@ void softmax(const Tensor<T>& logits, Tensor<T>& probs) {
       "distop::softmax", team_per_row(rows_with_classes(logits), "softmax"),
       KOKKOS_LAMBDA(const TeamMember& team) {
         const std::int64_t base = team.league_rank() * classes;
-        double max = 0, sum_exp = 0;
-        row_stats(team, xv, base, classes, max, sum_exp);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, classes), [&](const std::int64_t j) {
+        const RowStats stats = row_stats(team, xv, base, classes);
+        const double max = stats.max, sum_exp = stats.sum_exp;
+        team_for(team, classes, [&, max, sum_exp](const std::int64_t j) {
           pv(base + j) =
               static_cast<T>(kmath::exp(static_cast<double>(xv(base + j)) - max) / sum_exp);
         });
@@ -127,12 +101,12 @@ void log_softmax(const Tensor<T>& logits, Tensor<T>& out) {
       "distop::log_softmax", team_per_row(rows_with_classes(logits), "log_softmax"),
       KOKKOS_LAMBDA(const TeamMember& team) {
         const std::int64_t base = team.league_rank() * classes;
-        double max = 0, sum_exp = 0;
-        row_stats(team, xv, base, classes, max, sum_exp);
+        const RowStats stats = row_stats(team, xv, base, classes);
+        const double max = stats.max, sum_exp = stats.sum_exp;
         // (x - max) - log(sum), not x - (max + log(sum)): max + log(sum) rounds away the digits
         // of log(sum) below max's precision (all of log 2 once |max| reaches 1e17).
         const double log_sum = kmath::log(sum_exp);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, classes), [&](const std::int64_t j) {
+        team_for(team, classes, [&, max, log_sum](const std::int64_t j) {
           ov(base + j) = static_cast<T>((static_cast<double>(xv(base + j)) - max) - log_sum);
         });
       });
@@ -152,8 +126,9 @@ void log_softmax_backward(const Tensor<T>& out, const Tensor<T>& dout, T beta, T
       "distop::log_softmax_backward", team_per_row(out.extent(0), op),
       KOKKOS_LAMBDA(const TeamMember& team) {
         const std::int64_t base = team.league_rank() * classes;
-        const double sum = row_sum(team, gv, base, classes);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, classes), [&](const std::int64_t j) {
+        const double sum = team_sum(
+            team, classes, [&](const std::int64_t j) { return static_cast<double>(gv(base + j)); });
+        team_for(team, classes, [&](const std::int64_t j) {
           const std::int64_t i = base + j;
           const T v = static_cast<T>(static_cast<double>(gv(i)) -
                                      kmath::exp(static_cast<double>(ov(i))) * sum);
@@ -176,8 +151,10 @@ void softmax_backward(const Tensor<T>& probs, const Tensor<T>& dprobs, T beta, T
       "distop::softmax_backward", team_per_row(probs.extent(0), op),
       KOKKOS_LAMBDA(const TeamMember& team) {
         const std::int64_t base = team.league_rank() * classes;
-        const double dot = row_dot(team, pv, gv, base, classes);
-        Kokkos::parallel_for(Kokkos::TeamThreadRange(team, classes), [&](const std::int64_t j) {
+        const double dot = team_sum(team, classes, [&](const std::int64_t j) {
+          return static_cast<double>(pv(base + j)) * static_cast<double>(gv(base + j));
+        });
+        team_for(team, classes, [&](const std::int64_t j) {
           const std::int64_t i = base + j;
           const T v =
               static_cast<T>(static_cast<double>(pv(i)) * (static_cast<double>(gv(i)) - dot));
@@ -208,10 +185,10 @@ double softmax_cross_entropy(const Tensor<T>& logits, const std::vector<std::int
       KOKKOS_LAMBDA(const TeamMember& team, double& acc) {
         const std::int64_t r = team.league_rank();
         const std::int64_t base = r * classes;
-        double max = 0, sum_exp = 0;
-        row_stats(team, xv, base, classes, max, sum_exp);
+        const RowStats stats = row_stats(team, xv, base, classes);
+        const double max = stats.max, sum_exp = stats.sum_exp;
         if (write_probs)
-          Kokkos::parallel_for(Kokkos::TeamThreadRange(team, classes), [&](const std::int64_t j) {
+          team_for(team, classes, [&, max, sum_exp](const std::int64_t j) {
             pv(base + j) =
                 static_cast<T>(kmath::exp(static_cast<double>(xv(base + j)) - max) / sum_exp);
           });
