@@ -8,6 +8,8 @@
 #include <functional>
 #include <vector>
 
+#include "distop/autodiff/function.hpp"
+#include "distop/kernels/arithmetic.hpp"
 #include "gradcheck.hpp"
 
 namespace {
@@ -172,6 +174,33 @@ TEST(Arithmetic, FloatMatchesDouble) {
         return nn::scale(t, nn::sub(t, nn::mul(t, x, Var<float>(bf)), x), 3.0);
       },
       1e-6);
+}
+
+// docs/operations.md's make_function example, as written there.
+template <class T>
+Var<T> square(Tape& tape, const Var<T>& x) {
+  using namespace distop;
+  auto y = DistTensor<T>::uninitialized(x.space());
+  kernels::mul(T(1), x.value().local(), x.value().local(), T(0), y.local());  // y = x x
+  return make_function<T>(tape, "square", {x}, std::move(y),
+                          [](const DistTensor<T>& dy, Gradients<T>& grads) {
+                            const Tensor<T>& xv = grads.input(0).value().local();
+                            grads.accumulate(0, [&](T beta, Tensor<T>& g) {
+                              kernels::mul(T(2), dy.local(), xv, beta, g);  // g = beta g + 2 dy x
+                            });
+                          });
+}
+
+TEST(Arithmetic, TheDocumentedMakeFunctionExample) {
+  Var<double> x(random_tensor<double>(local_space(Shape{3, 4}), 10), true);
+  const auto r = random_tensor<double>(x.space(), 11);
+  Tape tape;
+  const auto y = square(tape, x).value().local().to_vector();
+  const auto xv = x.value().local().to_vector();
+  for (std::size_t i = 0; i < y.size(); ++i) EXPECT_DOUBLE_EQ(y[i], xv[i] * xv[i]);
+  tape.clear();
+  test::expect_gradients_match(
+      [&](Tape& t) { return test::weighted_sum(t, nn::mul(t, square(t, x), x), r); }, {x});
 }
 
 TEST(Arithmetic, MismatchedOperandsAreErrors) {
