@@ -81,16 +81,18 @@ TEST(MakeFunction, TwoOutputsAndAVarUsedTwice) {
         auto s = square(t, ab[0]);  // x used again through the first output
         auto l1 = weighted_sum(t, s, r1);
         auto l2 = weighted_sum(t, ab[1], r2);
-        return make_function(t, "add", {l1, l2}, [&] {
-          auto v = l1.value().clone();
-          v.local().fill(l1.value().local().to_vector()[0] + l2.value().local().to_vector()[0]);
-          return v;
-        }(),
-                             [](const DistTensor<double>& dy, Gradients<double>& g) {
-                               // add_output_grad may take dy's storage: the other input first.
-                               g.add(0, dy.clone());
-                               g.add_output_grad(1);
-                             });
+        return make_function(
+            t, "add", {l1, l2},
+            [&] {
+              auto v = l1.value().clone();
+              v.local().fill(l1.value().local().to_vector()[0] + l2.value().local().to_vector()[0]);
+              return v;
+            }(),
+            [](const DistTensor<double>& dy, Gradients<double>& g) {
+              // add_output_grad may take dy's storage: the other input first.
+              g.add(0, dy.clone());
+              g.add_output_grad(1);
+            });
       },
       {x});
 }

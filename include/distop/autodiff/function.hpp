@@ -136,10 +136,10 @@ template <class T, class Backward>
 std::vector<Var<T>> make_function(Tape& tape, std::string name, std::vector<Var<T>> inputs,
                                   std::vector<DistTensor<T>> values, Backward backward,
                                   bool collective = false) {
-  static_assert(std::is_invocable_v<Backward&, std::span<const DistTensor<T>* const>,
-                                    Gradients<T>&>,
-                "make_function: backward must be callable as "
-                "f(std::span<const DistTensor<T>* const>, Gradients<T>&)");
+  static_assert(
+      std::is_invocable_v<Backward&, std::span<const DistTensor<T>* const>, Gradients<T>&>,
+      "make_function: backward must be callable as "
+      "f(std::span<const DistTensor<T>* const>, Gradients<T>&)");
   bool record = false;
   for (const auto& x : inputs) {
     DISTOP_CHECK(x.defined(), name, "an input is an undefined (default-constructed) Var");
