@@ -9,7 +9,7 @@ namespace distop::nn {
 
 // y = a + b, a - b, a * b entry by entry on every rank's box, as torch's, with y in a's space.
 // Local (no messages). b is either
-//  - in a's space (any decomposition, any rank), or
+//  - in a's space (any shape, any decomposition), or
 //  - a row operand broadcast along a's first (batch) axis: b of global shape [1, d1, ..., dk] or
 //    [d1, ..., dk] for a of global shape [N, d1, ..., dk], on a's partition, each of d1..dk split
 //    exactly as a's (the same blocks over the same grid axis, or unsplit in both). Every row of a's
