@@ -8,11 +8,13 @@ namespace distop::kernels::kmath {
 #if KOKKOS_VERSION >= 30700
 using Kokkos::exp;
 using Kokkos::log;
+using Kokkos::log1p;
 using Kokkos::sqrt;
 using Kokkos::tanh;
 #else
 using Kokkos::Experimental::exp;
 using Kokkos::Experimental::log;
+using Kokkos::Experimental::log1p;
 using Kokkos::Experimental::sqrt;
 using Kokkos::Experimental::tanh;
 #endif

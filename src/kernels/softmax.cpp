@@ -3,6 +3,7 @@
 #include <Kokkos_Core.hpp>
 
 #include "kokkos_math.hpp"
+#include "team.hpp"
 
 namespace distop::kernels {
 
@@ -45,19 +46,24 @@ std::int64_t rows_with_classes(const Tensor<T>& logits) {
   return logits.extent(1) == 0 ? 0 : logits.extent(0);
 }
 
-// The maximum of row r (classes >= 1) and the sum of exp(x - max) over it, in double.
+// The maximum of a row and the sum of exp(x - max) over it, in double.
+struct RowStats {
+  double max, sum_exp;
+};
+
+// The statistics of the row of x starting at `base` (classes >= 1 entries), the team's threads
+// sharing the row; every thread of the team gets them. Returned by value, for the caller to capture
+// by value: a statistic the write loop refers to by address stays in memory, and the reduction
+// into it then stores every entry.
 template <class V>
-KOKKOS_INLINE_FUNCTION void row_stats(const V& x, std::int64_t r, std::int64_t classes, double& max,
-                                      double& sum_exp) {
-  const std::int64_t base = r * classes;
-  max = static_cast<double>(x(base));
-  for (std::int64_t j = 1; j < classes; ++j) {
-    const double v = static_cast<double>(x(base + j));
-    if (v > max) max = v;
-  }
-  sum_exp = 0;
-  for (std::int64_t j = 0; j < classes; ++j)
-    sum_exp += kmath::exp(static_cast<double>(x(base + j)) - max);
+KOKKOS_INLINE_FUNCTION RowStats row_stats(const TeamMember& team, const V& x, std::int64_t base,
+                                          std::int64_t classes) {
+  const double max = team_max(
+      team, classes, [&](const std::int64_t j) { return static_cast<double>(x(base + j)); });
+  const double sum_exp = team_sum(team, classes, [&, max](const std::int64_t j) {
+    return kmath::exp(static_cast<double>(x(base + j)) - max);
+  });
+  return {max, sum_exp};
 }
 
 }  // namespace
@@ -69,13 +75,18 @@ void softmax(const Tensor<T>& logits, Tensor<T>& probs) {
   const std::int64_t classes = logits.extent(1);
   auto xv = logits.view();
   auto pv = probs.view();
+  // Each thread writes the entries it read (probs may alias logits), after the team's reductions
+  // have read the whole row.
   Kokkos::parallel_for(
-      "distop::softmax", Kokkos::RangePolicy<ExecSpace>(0, rows_with_classes(logits)),
-      KOKKOS_LAMBDA(std::int64_t r) {
-        double max, sum_exp;
-        row_stats(xv, r, classes, max, sum_exp);
-        for (std::int64_t j = r * classes; j < (r + 1) * classes; ++j)
-          pv(j) = static_cast<T>(kmath::exp(static_cast<double>(xv(j)) - max) / sum_exp);
+      "distop::softmax", team_per_row(rows_with_classes(logits), "softmax"),
+      KOKKOS_LAMBDA(const TeamMember& team) {
+        const std::int64_t base = team.league_rank() * classes;
+        const RowStats stats = row_stats(team, xv, base, classes);
+        const double max = stats.max, sum_exp = stats.sum_exp;
+        team_for(team, classes, [&, max, sum_exp](const std::int64_t j) {
+          pv(base + j) =
+              static_cast<T>(kmath::exp(static_cast<double>(xv(base + j)) - max) / sum_exp);
+        });
       });
 }
 
@@ -87,15 +98,17 @@ void log_softmax(const Tensor<T>& logits, Tensor<T>& out) {
   auto xv = logits.view();
   auto ov = out.view();
   Kokkos::parallel_for(
-      "distop::log_softmax", Kokkos::RangePolicy<ExecSpace>(0, rows_with_classes(logits)),
-      KOKKOS_LAMBDA(std::int64_t r) {
-        double max, sum_exp;
-        row_stats(xv, r, classes, max, sum_exp);
+      "distop::log_softmax", team_per_row(rows_with_classes(logits), "log_softmax"),
+      KOKKOS_LAMBDA(const TeamMember& team) {
+        const std::int64_t base = team.league_rank() * classes;
+        const RowStats stats = row_stats(team, xv, base, classes);
+        const double max = stats.max, sum_exp = stats.sum_exp;
         // (x - max) - log(sum), not x - (max + log(sum)): max + log(sum) rounds away the digits
         // of log(sum) below max's precision (all of log 2 once |max| reaches 1e17).
         const double log_sum = kmath::log(sum_exp);
-        for (std::int64_t j = r * classes; j < (r + 1) * classes; ++j)
-          ov(j) = static_cast<T>((static_cast<double>(xv(j)) - max) - log_sum);
+        team_for(team, classes, [&, max, log_sum](const std::int64_t j) {
+          ov(base + j) = static_cast<T>((static_cast<double>(xv(base + j)) - max) - log_sum);
+        });
       });
 }
 
@@ -110,16 +123,43 @@ void log_softmax_backward(const Tensor<T>& out, const Tensor<T>& dout, T beta, T
   auto gv = dout.view();
   auto dv = dx.view();
   Kokkos::parallel_for(
-      "distop::log_softmax_backward", Kokkos::RangePolicy<ExecSpace>(0, out.extent(0)),
-      KOKKOS_LAMBDA(std::int64_t r) {
-        double sum = 0;
-        for (std::int64_t j = r * classes; j < (r + 1) * classes; ++j)
-          sum += static_cast<double>(gv(j));
-        for (std::int64_t j = r * classes; j < (r + 1) * classes; ++j) {
-          const T v = static_cast<T>(static_cast<double>(gv(j)) -
-                                     kmath::exp(static_cast<double>(ov(j))) * sum);
-          dv(j) = beta == T(0) ? v : v + beta * dv(j);
-        }
+      "distop::log_softmax_backward", team_per_row(out.extent(0), op),
+      KOKKOS_LAMBDA(const TeamMember& team) {
+        const std::int64_t base = team.league_rank() * classes;
+        const double sum = team_sum(
+            team, classes, [&](const std::int64_t j) { return static_cast<double>(gv(base + j)); });
+        team_for(team, classes, [&](const std::int64_t j) {
+          const std::int64_t i = base + j;
+          const T v = static_cast<T>(static_cast<double>(gv(i)) -
+                                     kmath::exp(static_cast<double>(ov(i))) * sum);
+          dv(i) = beta == T(0) ? v : v + beta * dv(i);
+        });
+      });
+}
+
+template <class T>
+void softmax_backward(const Tensor<T>& probs, const Tensor<T>& dprobs, T beta, Tensor<T>& dx) {
+  const char* op = "softmax_backward";
+  check_logits(probs, op);
+  check_same_shape(probs, dprobs, op, "dprobs");
+  check_same_shape(probs, dx, op, "dx");
+  const std::int64_t classes = probs.extent(1);
+  auto pv = probs.view();
+  auto gv = dprobs.view();
+  auto dv = dx.view();
+  Kokkos::parallel_for(
+      "distop::softmax_backward", team_per_row(probs.extent(0), op),
+      KOKKOS_LAMBDA(const TeamMember& team) {
+        const std::int64_t base = team.league_rank() * classes;
+        const double dot = team_sum(team, classes, [&](const std::int64_t j) {
+          return static_cast<double>(pv(base + j)) * static_cast<double>(gv(base + j));
+        });
+        team_for(team, classes, [&](const std::int64_t j) {
+          const std::int64_t i = base + j;
+          const T v =
+              static_cast<T>(static_cast<double>(pv(i)) * (static_cast<double>(gv(i)) - dot));
+          dv(i) = beta == T(0) ? v : v + beta * dv(i);
+        });
       });
 }
 
@@ -139,16 +179,22 @@ double softmax_cross_entropy(const Tensor<T>& logits, const std::vector<std::int
   auto pv = probs ? probs->view() : typename Tensor<T>::View();
   const bool write_probs = probs != nullptr;
   double loss = 0;
+  // One team per row; its row's term is added once, by one of its threads.
   Kokkos::parallel_reduce(
-      "distop::softmax_cross_entropy", Kokkos::RangePolicy<ExecSpace>(0, rows),
-      KOKKOS_LAMBDA(std::int64_t r, double& acc) {
-        double max, sum_exp;
-        row_stats(xv, r, classes, max, sum_exp);
+      "distop::softmax_cross_entropy", team_per_row(rows, op),
+      KOKKOS_LAMBDA(const TeamMember& team, double& acc) {
+        const std::int64_t r = team.league_rank();
         const std::int64_t base = r * classes;
-        acc += kmath::log(sum_exp) - (static_cast<double>(xv(base + lv(r))) - max);
+        const RowStats stats = row_stats(team, xv, base, classes);
+        const double max = stats.max, sum_exp = stats.sum_exp;
         if (write_probs)
-          for (std::int64_t j = base; j < base + classes; ++j)
-            pv(j) = static_cast<T>(kmath::exp(static_cast<double>(xv(j)) - max) / sum_exp);
+          team_for(team, classes, [&, max, sum_exp](const std::int64_t j) {
+            pv(base + j) =
+                static_cast<T>(kmath::exp(static_cast<double>(xv(base + j)) - max) / sum_exp);
+          });
+        Kokkos::single(Kokkos::PerTeam(team), [&]() {
+          acc += kmath::log(sum_exp) - (static_cast<double>(xv(base + lv(r))) - max);
+        });
       },
       loss);
   return loss;
@@ -198,6 +244,7 @@ std::int64_t count_correct(const Tensor<T>& logits, const std::vector<std::int32
   template void softmax(const Tensor<T>&, Tensor<T>&);                                             \
   template void log_softmax(const Tensor<T>&, Tensor<T>&);                                         \
   template void log_softmax_backward(const Tensor<T>&, const Tensor<T>&, T, Tensor<T>&);           \
+  template void softmax_backward(const Tensor<T>&, const Tensor<T>&, T, Tensor<T>&);               \
   template double softmax_cross_entropy(const Tensor<T>&, const std::vector<std::int32_t>&,        \
                                         Tensor<T>*);                                               \
   template void softmax_cross_entropy_backward(const Tensor<T>&, const std::vector<std::int32_t>&, \

@@ -2,41 +2,34 @@
 
 #include <utility>
 
-#include "common.hpp"
+#include "distop/autodiff/function.hpp"
 #include "distop/kernels/softmax.hpp"
+#include "spaces.hpp"
 
 namespace distop::nn {
 
 template <class T>
 Var<T> log_softmax(Tape& tape, const Var<T>& x) {
   const TensorSpace& xs = x.space();
-  const int last = xs.rank() - 1;
-  DISTOP_CHECK(xs.rank() >= 1 && xs.decomposition().parts(last) == 1, "log_softmax",
+  DISTOP_CHECK(xs.rank() >= 1 && !detail::split(xs, xs.rank() - 1), "log_softmax",
                "expected an input [..., classes] with the last axis unsplit, found ", xs.str());
   // The box as rows [rows, classes] for the kernels (classes > 0 wherever the box has entries).
-  const Shape& box = xs.local_shape();
-  const std::int64_t classes = box[last];
-  const Shape rows{classes == 0 ? 0 : box.numel() / classes, classes};
-  auto y_value = DistTensor<T>::uninitialized(xs);
-  if (box.numel() > 0) {
-    Tensor<T> y2 = y_value.local().reshaped(rows);
+  const Shape rows = detail::row_shape(xs.local_shape());
+  auto y = DistTensor<T>::uninitialized(xs);
+  if (rows.numel() > 0) {
+    Tensor<T> y2 = y.local().reshaped(rows);
     kernels::log_softmax(x.value().local().reshaped(rows), y2);
   }
-  Var<T> y(std::move(y_value), x.requires_grad());
-  if (!x.requires_grad()) return y;
-  tape.record("log_softmax", [xin = x, y, rows]() {
-    if (!y.has_grad()) return;
-    if (rows.numel() == 0) {
-      xin.grad();
-      return;
-    }
-    accumulate_grad(xin, [&](T beta, Tensor<T>& dx) {
-      Tensor<T> dx2 = dx.reshaped(rows);
-      kernels::log_softmax_backward(y.value().local().reshaped(rows),
-                                    y.grad().local().reshaped(rows), beta, dx2);
-    });
-  });
-  return y;
+  const Tensor<T> saved = y.local().reshaped(rows);  // the output, shared with the result
+  return make_function<T>(tape, "log_softmax", {x}, std::move(y),
+                          [saved, rows](const DistTensor<T>& dy, Gradients<T>& grads) {
+                            grads.accumulate(0, [&](T beta, Tensor<T>& g) {
+                              if (rows.numel() == 0) return;
+                              Tensor<T> g2 = g.reshaped(rows);
+                              kernels::log_softmax_backward(saved, dy.local().reshaped(rows), beta,
+                                                            g2);
+                            });
+                          });
 }
 
 template Var<float> log_softmax(Tape&, const Var<float>&);

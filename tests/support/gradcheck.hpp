@@ -27,6 +27,14 @@ inline TensorSpace local_batch_space(std::int64_t batch, std::int64_t features) 
   return TensorSpace(p, Decomposition::balanced(Shape{batch, features}, p.shape(), {0, -1}));
 }
 
+// Any shape on this process alone, every axis unsplit.
+inline TensorSpace local_space(const Shape& shape) {
+  Partition p = Partition::self();
+  return TensorSpace(
+      p, Decomposition::balanced(shape, p.shape(),
+                                 std::vector<int>(static_cast<std::size_t>(shape.rank()), -1)));
+}
+
 // Uniform in [lo, hi) from (seed, global index), in any space.
 template <class T>
 DistTensor<T> random_tensor(const TensorSpace& space, std::uint64_t seed, double lo = -1.0,

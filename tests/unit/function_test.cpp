@@ -146,6 +146,29 @@ TEST(MakeFunction, NonCollectiveBackwardSkippedWithoutGradientCollectiveRunsWith
   }
 }
 
+TEST(MakeFunction, OneOutputGradientHandedOnToTwoInputsReachesBoth) {
+  const auto space = local_batch_space(2, 2);
+  Var<double> a(random_tensor<double>(space, 4), true);
+  Var<double> b(random_tensor<double>(space, 5), true);
+  Tape tape;
+  auto y = make_function(tape, "twice", {a, b}, a.value().clone(),
+                         [](const DistTensor<double>&, Gradients<double>& g) {
+                           g.add_output_grad(0);
+                           g.add_output_grad(1);
+                           g.add_output_grad(1);  // b counted twice
+                         });
+  const auto r = random_tensor<double>(space, 1);
+  auto l = weighted_sum(tape, y, r);
+  backward(tape, l);
+  const auto rv = r.local().to_vector();
+  const auto ga = a.grad().local().to_vector(), gb = b.grad().local().to_vector();
+  for (std::size_t i = 0; i < rv.size(); ++i) {
+    EXPECT_EQ(ga[i], rv[i]);
+    EXPECT_EQ(gb[i], 2 * rv[i]);
+  }
+  EXPECT_FALSE(a.grad().local().shares_storage() && b.grad().local().shares_storage());
+}
+
 TEST(MakeFunction, UndefinedInputIsAnError) {
   Tape tape;
   Var<double> undefined;

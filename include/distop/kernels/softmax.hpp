@@ -1,7 +1,8 @@
 #pragma once
 // Softmax, log-softmax and softmax cross-entropy over the last axis of 2-D logits [rows, classes],
 // computed stably (the row maximum is subtracted before exponentiating, the row statistics are
-// kept in double).
+// kept in double). Each row is worked on by a team of threads (one thread on the host), so that
+// rows of 10^4-10^5 classes are reduced in parallel on a GPU.
 
 #include <cstdint>
 #include <vector>
@@ -23,6 +24,11 @@ void log_softmax(const Tensor<T>& logits, Tensor<T>& out);
 // its output out (same shape as dout and dx; dx may alias dout).
 template <class T>
 void log_softmax_backward(const Tensor<T>& out, const Tensor<T>& dout, T beta, Tensor<T>& dx);
+
+// dx = beta dx + probs (dprobs - (the row sum of dprobs probs)): the input gradient of softmax,
+// given its output probs (same shape as dprobs and dx; dx may alias dprobs).
+template <class T>
+void softmax_backward(const Tensor<T>& probs, const Tensor<T>& dprobs, T beta, Tensor<T>& dx);
 
 // The sum over rows of -log softmax(logits)[row, label[row]], accumulated in double. When probs is
 // given (same shape as logits, not aliasing it) it receives softmax(logits), for the backward pass.

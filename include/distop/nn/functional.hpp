@@ -3,13 +3,9 @@
 
 #include "distop/autodiff/tape.hpp"
 #include "distop/autodiff/var.hpp"
+#include "distop/nn/matmul.hpp"  // matmul_nt, which layers use with these
 
 namespace distop::nn {
-
-// y = x W^T on every rank's boxes: x [rows, k], W [n, k], y [rows, n] in `out_space`. Records
-// dx = dy W and dW = dy^T x. Purely local: no messages.
-template <class T>
-Var<T> matmul_nt(Tape& tape, const Var<T>& x, const Var<T>& w, const TensorSpace& out_space);
 
 // y[i, :] = x[i, :] + b on every rank's boxes: x [rows, n], b [n]. Records dx = dy, db = column
 // sums of dy.
