@@ -96,6 +96,8 @@
 #include "distop/optim/optimizer.hpp"
 #include "distop/optim/rmsprop.hpp"
 #include "distop/optim/sgd.hpp"
+#include "distop/parallel/gradient_reducer.hpp"
+#include "distop/parallel/replicas.hpp"
 #include "distop/testing/adjoint_test.hpp"
 #include "distop/testing/linearisation.hpp"
 #include "distop/train/cli.hpp"

@@ -59,7 +59,7 @@ std::shared_ptr<State<T>> started(Tape& tape, std::string name, const Var<T>& x,
   s->range = std::move(range);
   s->post_adjoint = std::move(post_adjoint);
   if (x.requires_grad()) {
-    tape.record(s->name + ".start", [s]() {
+    tape.record(s->name + ".start", [s, use = x.use()]() {
       DISTOP_CHECK(s->posted, s->name + ".start",
                    "backward reached a transfer whose wait was not recorded on the same tape after "
                    "its start");

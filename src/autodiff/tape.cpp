@@ -35,7 +35,8 @@ void* Tape::Arena::allocate(std::size_t bytes, std::size_t align) {
 Tape::Tape(Tape&& other) noexcept
     : entries_(std::move(other.entries_)),
       arena_(std::move(other.arena_)),
-      replayed_(std::exchange(other.replayed_, false)) {
+      replayed_(std::exchange(other.replayed_, false)),
+      progress_(std::move(other.progress_)) {
   other.entries_.clear();
   other.arena_ = Arena();
 }
@@ -46,6 +47,7 @@ Tape& Tape::operator=(Tape&& other) noexcept {
     entries_ = std::move(other.entries_);
     arena_ = std::move(other.arena_);
     replayed_ = std::exchange(other.replayed_, false);
+    progress_ = std::move(other.progress_);
     other.entries_.clear();
     other.arena_ = Arena();
   }
@@ -77,6 +79,7 @@ void Tape::backward() {
         e.run(e.closure);
       }
       e.destroy(e.closure);
+      if (progress_) progress_();
     }
   } catch (...) {
     entries.resize(left);  // the one that threw and those before it, all still alive

@@ -68,6 +68,15 @@ Tensor<T> Tensor<T>::reshaped(Shape shape) const {
 }
 
 template <class T>
+Tensor<T> Tensor<T>::slice(std::int64_t offset, Shape shape) const {
+  const std::int64_t n = shape.numel();
+  DISTOP_CHECK(offset >= 0 && n >= 0 && offset + n <= numel(), "Tensor::slice", "entries [", offset,
+               ", ", offset + n, ") do not lie within the ", numel(), " of ", shape_.str());
+  View v = Kokkos::subview(view_, Kokkos::make_pair(offset, offset + n));
+  return Tensor(std::move(shape), std::move(v), storage_);
+}
+
+template <class T>
 void Tensor<T>::copy_from(const Tensor& src) {
   DISTOP_CHECK(src.numel() == numel(), "Tensor::copy_from", "expected ", numel(), " elements (",
                shape_.str(), "), found ", src.numel(), " (", src.shape().str(), ")");

@@ -28,6 +28,14 @@ DistTensor<T> DistTensor<T>::uninitialized(TensorSpace space) {
 }
 
 template <class T>
+DistTensor<T> DistTensor<T>::from_local(TensorSpace space, Tensor<T> local) {
+  DISTOP_CHECK(local.shape() == space.local_shape(), "DistTensor::from_local",
+               "local tensor of shape ", local.shape().str(), " where ", space.str(), " expects ",
+               space.local_shape().str());
+  return DistTensor(std::move(space), std::move(local), Unchecked{});
+}
+
+template <class T>
 DistTensor<T> DistTensor<T>::reinterpreted(TensorSpace space) const {
   for (int r = 0; r < space.partition().parent_size(); ++r)
     DISTOP_CHECK(space.local_shape_of_rank(r) == space_.local_shape_of_rank(r),

@@ -52,7 +52,7 @@ Var<T> cross_entropy(Tape& tape, const Var<T>& logits, const std::vector<std::in
               logits.requires_grad());
   if (!logits.requires_grad()) return loss;
 
-  tape.record(op, [x = logits, loss, probs, labels, active, batch]() mutable {
+  tape.record(op, [x = logits, loss, probs, labels, active, batch, use = logits.use()]() mutable {
     if (!loss.has_grad()) return;
     auto dx = DistTensor<T>::uninitialized(x.space());
     if (active) {

@@ -19,7 +19,7 @@ Var<T> mse(Tape& tape, const Var<T>& x, const DistTensor<T>& target) {
               x.requires_grad());
   if (!x.requires_grad()) return loss;
 
-  tape.record("mse", [xin = x, loss, diff, numel]() mutable {
+  tape.record("mse", [xin = x, loss, diff, numel, use = x.use()]() mutable {
     if (!loss.has_grad()) return;
     // The saved difference becomes the gradient: a tape entry runs once.
     kernels::scale(static_cast<T>(2.0 * detail::scalar_grad(loss.grad()) / numel), diff.local());

@@ -21,7 +21,7 @@ Var<T> activation(Tape& tape, const Var<T>& x, const char* name, Forward<T> forw
   forward(x.value().local(), y_value.local());
   Var<T> y(std::move(y_value), x.requires_grad());
   if (!x.requires_grad()) return y;
-  tape.record(name, [xin = x, y, backward, save_output]() mutable {
+  tape.record(name, [xin = x, y, backward, save_output, use = x.use()]() mutable {
     if (!y.has_grad()) return;
     auto dx = DistTensor<T>::uninitialized(xin.space());
     const Tensor<T>& saved = save_output ? y.value().local() : xin.value().local();

@@ -1,5 +1,4 @@
 #include "distop/nn/all_max.hpp"
-#include "distop/nn/all_min.hpp"
 
 #include <Kokkos_Core.hpp>
 #include <string>
@@ -8,6 +7,7 @@
 #include "distop/comm/collectives.hpp"
 #include "distop/comm/mpi.hpp"
 #include "distop/core/error.hpp"
+#include "distop/nn/all_min.hpp"
 
 namespace distop::nn {
 
@@ -53,7 +53,7 @@ Var<T> extremum(Tape& tape, const Var<T>& x, const std::vector<int>& axes, bool 
   std::vector<T> keep(owner.size());
   for (std::size_t i = 0; i < owner.size(); ++i) keep[i] = owner[i] == me ? T(1) : T(0);
   auto mask = Tensor<T>::from_vector(space.local_shape(), keep);
-  tape.record(op, [xin = x, out, mask, group]() {
+  tape.record(op, [xin = x, out, mask, group, use = x.use()]() {
     auto dx = DistTensor<T>::uninitialized(xin.space());
     if (group != MPI_COMM_NULL) {
       const DistTensor<T> dy = out.has_grad() ? out.grad() : DistTensor<T>(out.space());

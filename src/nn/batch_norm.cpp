@@ -98,8 +98,8 @@ Var<T> normalize(Tape& tape, const Var<T>& x, const Var<T>& weight, const Var<T>
   Var<T> y(std::move(y_value), record);
   if (!record) return y;
   tape.record(ctx.name, [xin = x, y, weight, bias, w, mean, invstd, has_data, C,
-                         training = ctx.training, comm = ctx.comm, participates = ctx.participates,
-                         count = ctx.count]() {
+                         uses = uses_of<T>(x, weight, bias), training = ctx.training,
+                         comm = ctx.comm, participates = ctx.participates, count = ctx.count]() {
     // A distributed layer's backward is collective: it runs with a zero gradient where y has none.
     if (!y.has_grad() && comm == MPI_COMM_NULL) return;
     const Tensor<T>& dy = y.grad().local();

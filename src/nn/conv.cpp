@@ -62,7 +62,8 @@ Var<T> conv(Tape& tape, const Var<T>& x, const Var<T>& w, const Var<T>& b,
   Var<T> y(std::move(y_value), record);
   if (!record) return y;
 
-  tape.record("conv", [xin = x, y, wv = w, bv = b, g, active, columns]() mutable {
+  tape.record("conv", [xin = x, y, wv = w, bv = b, g, active, columns,
+                       uses = uses_of<T>(x, w, b)]() mutable {
     if (!y.has_grad()) return;
     const bool need_w = wv.requires_grad(), need_x = xin.requires_grad();
     const bool need_b = bv.defined() && bv.requires_grad();

@@ -17,7 +17,7 @@ Var<T> dropout(Tape& tape, const Var<T>& x, double p, std::uint64_t seed, bool t
                    y_value.local());
   Var<T> y(std::move(y_value), x.requires_grad());
   if (!x.requires_grad()) return y;
-  tape.record("dropout", [xin = x, y, p, seed]() {
+  tape.record("dropout", [xin = x, y, p, seed, use = x.use()]() {
     if (!y.has_grad()) return;
     const TensorSpace& s = xin.space();
     accumulate_grad(xin, [&](T beta, Tensor<T>& dx) {

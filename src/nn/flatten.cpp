@@ -49,7 +49,7 @@ Var<T> flatten(Tape& tape, const Var<T>& x, const TensorSpace& out_space) {
   y_value.local() = x.value().local().reshaped(out_space.local_shape());
   Var<T> y(std::move(y_value), x.requires_grad());
   if (!x.requires_grad()) return y;
-  tape.record("flatten", [xin = x, y]() {
+  tape.record("flatten", [xin = x, y, use = x.use()]() {
     if (!y.has_grad()) return;
     const Tensor<T>& dy = y.grad().local();
     accumulate_grad(xin, [&](T beta, Tensor<T>& dx) {

@@ -11,7 +11,7 @@ Var<T> add_bias(Tape& tape, const Var<T>& x, const Var<T>& b) {
   if (y_value.local_numel() > 0) kernels::add_row_vector(y_value.local(), b.value().local());
   Var<T> y(std::move(y_value), x.requires_grad() || b.requires_grad());
   if (y.requires_grad()) {
-    tape.record("add_bias", [x, b, y]() mutable {
+    tape.record("add_bias", [x, b, y, uses = uses_of<T>(x, b)]() mutable {
       if (!y.has_grad()) return;
       if (b.requires_grad()) {
         auto db = DistTensor<T>::uninitialized(b.space());
@@ -28,7 +28,7 @@ template <class T>
 Var<T> reinterpret(Tape& tape, const Var<T>& x, const TensorSpace& space) {
   Var<T> y(x.value().reinterpreted(space), x.requires_grad());
   if (y.requires_grad()) {
-    tape.record("reinterpret", [x, y]() mutable {
+    tape.record("reinterpret", [x, y, use = x.use()]() mutable {
       if (!y.has_grad()) return;
       pass_grad(y, x);
     });

@@ -11,7 +11,8 @@ void uniform_init(DistTensor<T>& x, std::uint64_t seed, double bound) {
   const auto idx = x.space().global_indices();
   std::vector<T> v(idx.size());
   for (std::size_t i = 0; i < idx.size(); ++i)
-    v[i] = static_cast<T>(bound * (2.0 * random::uniform(seed, static_cast<std::uint64_t>(idx[i])) - 1.0));
+    v[i] = static_cast<T>(bound *
+                          (2.0 * random::uniform(seed, static_cast<std::uint64_t>(idx[i])) - 1.0));
   x.local().copy_from(Tensor<T>::from_vector(x.space().local_shape(), v));
 }
 

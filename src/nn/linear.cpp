@@ -76,7 +76,8 @@ Var<T> Linear<T>::forward(Tape& tape, const Var<T>& x) const {
   Var<T> y(std::move(y_value), record);
   if (!record) return y;
 
-  tape.record("Linear", [xin = x, y, w = weight_, b = bias_, active]() mutable {
+  tape.record("Linear", [xin = x, y, w = weight_, b = bias_, active,
+                         uses = uses_of<T>(x, weight_, bias_)]() mutable {
     if (!y.has_grad()) return;
     const Tensor<T>& dy = y.grad().local();
     const Tensor<T>& xl = xin.value().local();

@@ -55,7 +55,7 @@ Var<T> max_pool(Tape& tape, const Var<T>& x, const kernels::WindowGeometry& g,
   if (active) kernels::max_pool_forward(x.value().local(), y_value.local(), argmax, g);
   Var<T> y(std::move(y_value), x.requires_grad());
   if (!x.requires_grad()) return y;
-  tape.record("max_pool", [xin = x, y, argmax, active]() {
+  tape.record("max_pool", [xin = x, y, argmax, active, use = x.use()]() {
     if (!y.has_grad()) return;
     // Every rank adds a gradient (zero where it holds nothing) so that whether a Var has one is the
     // same on all ranks, which the adjoints of collective operations upstream rely on.
@@ -78,7 +78,7 @@ Var<T> avg_pool(Tape& tape, const Var<T>& x, const kernels::WindowGeometry& g,
   if (active) kernels::avg_pool_forward(x.value().local(), y_value.local(), g);
   Var<T> y(std::move(y_value), x.requires_grad());
   if (!x.requires_grad()) return y;
-  tape.record("avg_pool", [xin = x, y, g, active]() {
+  tape.record("avg_pool", [xin = x, y, g, active, use = x.use()]() {
     if (!y.has_grad()) return;
     if (!active) {
       xin.grad();

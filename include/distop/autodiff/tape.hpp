@@ -50,6 +50,10 @@ class Tape {
   bool replayed() const noexcept { return replayed_; }
   // The names of the recorded operations, in recording order.
   std::vector<std::string> names() const;
+  // A callback backward() runs after each entry's adjoint (and its destruction), for work that
+  // must advance while the replay computes: data parallelism's reductions progress there (MPICH
+  // advances a nonblocking collective only inside MPI calls). Empty: none.
+  void set_progress_hook(std::function<void()> hook) { progress_ = std::move(hook); }
 
  private:
   struct Entry {
@@ -89,6 +93,7 @@ class Tape {
   std::vector<Entry> entries_;
   Arena arena_;
   bool replayed_ = false;
+  std::function<void()> progress_;
 };
 
 template <class F>

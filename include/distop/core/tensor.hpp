@@ -52,6 +52,9 @@ class Tensor {
   Tensor clone() const;
   // The same storage under another shape of the same number of elements.
   Tensor reshaped(Shape shape) const;
+  // A tensor of `shape` on the entries [offset, offset + shape.numel()) of this one's storage
+  // (shared: writes to either show in both), for views into a flat buffer.
+  Tensor slice(std::int64_t offset, Shape shape) const;
   // Copies src's entries into this tensor's storage; the element counts must match.
   void copy_from(const Tensor& src);
   void fill(T value);

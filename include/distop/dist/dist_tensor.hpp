@@ -23,6 +23,10 @@ class DistTensor {
   DistTensor(TensorSpace space, Tensor<T> local);
   // Local entries left uninitialised, for outputs that are overwritten in full.
   static DistTensor uninitialized(TensorSpace space);
+  // Wraps existing local storage without communicating: only this rank's box is checked (an Error
+  // on this rank alone if its shape is not the space's local shape). For storage laid out by a
+  // plan that every rank follows alike, such as views into a flat buffer.
+  static DistTensor from_local(TensorSpace space, Tensor<T> local);
 
   const TensorSpace& space() const noexcept { return space_; }
   Tensor<T>& local() noexcept { return local_; }

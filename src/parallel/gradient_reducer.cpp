@@ -1,0 +1,300 @@
+#include "distop/parallel/gradient_reducer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+#include <type_traits>
+
+#include "distop/autodiff/apply.hpp"
+#include "distop/comm/mpi.hpp"
+#include "distop/core/error.hpp"
+#include "distop/kernels/axpy.hpp"
+
+namespace distop::parallel {
+
+namespace {
+
+constexpr const char* kOp = "GradientReducer";
+
+template <class T>
+MPI_Datatype mpi_type() {
+  return std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE;
+}
+
+// Whether every rank of `p` lies in this rank's replica (ranks [first, first + count) of world).
+bool within_replica(const Partition& p, MPI_Comm world, int first, int count) {
+  MPI_Group parent = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
+  MPI_Comm_group(p.parent(), &parent);
+  MPI_Comm_group(world, &world_group);
+  std::vector<int> in_world(p.ranks().size());
+  MPI_Group_translate_ranks(parent, static_cast<int>(p.ranks().size()), p.ranks().data(),
+                            world_group, in_world.data());
+  MPI_Group_free(&parent);
+  MPI_Group_free(&world_group);
+  return std::all_of(in_world.begin(), in_world.end(),
+                     [&](int r) { return r != MPI_UNDEFINED && r >= first && r < first + count; });
+}
+
+// The module owning a parameter: its name without the last component ("fc1" of "fc1.weight").
+std::string owner(const std::string& name) {
+  const auto dot = name.rfind('.');
+  return dot == std::string::npos ? std::string() : name.substr(0, dot);
+}
+
+}  // namespace
+
+template <class T>
+GradientReducer<T>::GradientReducer(const nn::Module<T>& model, const Replicas& replicas,
+                                    ReducerOptions options)
+    : replicas_(&replicas), options_(options) {
+  DISTOP_CHECK(options.first_bucket_bytes > 0 && options.bucket_bytes > 0, kOp,
+               "bucket capacities must be positive");
+  int world_rank = 0;
+  MPI_Comm_rank(replicas.world(), &world_rank);
+  const int first = replicas.index() * replicas.model_ranks();
+  buffers_ = model.named_buffers();
+  for (auto& p : model.named_parameters()) {
+    const bool reduce =
+        p.reduction == nn::GradientReduction::per_replica ||
+        within_replica(p.var.space().partition(), replicas.world(), first, replicas.model_ranks());
+    const auto n = static_cast<std::size_t>(p.var.value().local_numel());
+    params_.push_back(Param{p.name, p.var, reduce, n});
+  }
+  // The first layout: reverse registration order.
+  std::vector<std::size_t> order(params_.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = params_.size() - 1 - i;
+  build(order);
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    params_[i].var.set_ready_hook([this, i] { on_ready(i); });
+}
+
+template <class T>
+GradientReducer<T>::~GradientReducer() {
+  for (auto& b : buckets_)
+    if (b.request != MPI_REQUEST_NULL) {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Wait(&b.request, MPI_STATUS_IGNORE);
+    }
+  for (auto& p : params_) {
+    p.var.set_ready_hook({});
+    p.var.unpin_grad();
+  }
+}
+
+template <class T>
+void GradientReducer<T>::build(const std::vector<std::size_t>& order) {
+  // The gradients keep their values across a rebuild: copied out, then into the new buckets.
+  std::vector<std::optional<Tensor<T>>> saved(params_.size());
+  for (std::size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].var.has_grad()) saved[i] = params_[i].var.grad().local().clone();
+  for (auto& p : params_) p.var.unpin_grad();
+  buckets_.clear();
+  bucket_of_.assign(params_.size(), 0);
+  const std::size_t elt = sizeof(T);
+  std::size_t bytes = 0;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const std::size_t i = order[k];
+    bool open_new = buckets_.empty();
+    if (!open_new) {
+      const std::size_t cap =
+          buckets_.size() == 1 ? options_.first_bucket_bytes : options_.bucket_bytes;
+      if (options_.grouping == ReducerOptions::Grouping::layers)
+        open_new = owner(params_[i].name) != owner(params_[buckets_.back().params.back()].name);
+      else
+        open_new = bytes > 0 && bytes + params_[i].elements * elt > cap;
+    }
+    if (open_new) {
+      buckets_.emplace_back();
+      bytes = 0;
+    }
+    buckets_.back().params.push_back(i);
+    bucket_of_[i] = buckets_.size() - 1;
+    bytes += params_[i].elements * elt;
+  }
+  // Each bucket's flat buffer, and its parameters' gradients as views of it (in bucket order).
+  for (auto& b : buckets_) {
+    std::size_t total = 0;
+    for (std::size_t i : b.params) total += params_[i].elements;
+    b.buffer = Tensor<T>(Shape{static_cast<std::int64_t>(total)}, "distop::GradientReducer");
+    std::size_t offset = 0;
+    for (std::size_t i : b.params) {
+      const Var<T>& v = params_[i].var;
+      Tensor<T> view = b.buffer.slice(static_cast<std::int64_t>(offset), v.space().local_shape());
+      const bool had = v.has_grad();
+      v.pin_grad(DistTensor<T>::from_local(v.space(), std::move(view)));
+      if (saved[i]) {
+        v.grad().local().copy_from(*saved[i]);
+      } else if (had) {
+        v.zero_grad();
+      }
+      offset += params_[i].elements;
+    }
+  }
+}
+
+template <class T>
+std::vector<typename GradientReducer<T>::BucketInfo> GradientReducer<T>::buckets() const {
+  std::vector<BucketInfo> out;
+  for (const auto& b : buckets_) {
+    BucketInfo info;
+    for (std::size_t i : b.params) {
+      info.parameters.push_back(params_[i].name);
+      info.bytes += params_[i].elements * sizeof(T);
+    }
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+template <class T>
+void GradientReducer<T>::broadcast_state() {
+  const MPI_Comm comm = replicas_->reduction_comm();
+  auto bcast = [&](const DistTensor<T>& t) {
+    if (t.local_numel() == 0) return;
+    DISTOP_MPI_CHECK(MPI_Bcast(t.data(), static_cast<int>(t.local_numel()), mpi_type<T>(), 0, comm),
+                     kOp);
+  };
+  for (const auto& p : params_) bcast(p.var.value());
+  for (const auto& b : buffers_) {
+    if (b.count) {
+      long long c = *b.count;
+      DISTOP_MPI_CHECK(MPI_Bcast(&c, 1, MPI_LONG_LONG, 0, comm), kOp);
+      *b.count = c;
+    } else {
+      bcast(b.tensor);
+    }
+  }
+}
+
+template <class T>
+void GradientReducer<T>::arm() {
+  for (auto& b : buckets_) {
+    DISTOP_CHECK(b.request == MPI_REQUEST_NULL, kOp,
+                 "a reduction of the previous pass is unfinished");
+    b.pending = b.params.size();
+    b.started = false;
+  }
+  next_to_start_ = 0;
+  ready_order_.clear();
+  overlapped_ = 0;
+  armed_ = true;
+}
+
+template <class T>
+void GradientReducer<T>::on_ready(std::size_t param) {
+  if (!armed_) return;  // a tape cleared without a backward pass, or reduction not wanted
+  ready_order_.push_back(param);
+  Bucket& b = buckets_[bucket_of_[param]];
+  if (b.pending > 0) --b.pending;
+  if (options_.overlap) start_ready_buckets();
+}
+
+template <class T>
+void GradientReducer<T>::start_ready_buckets() {
+  // In bucket order only, so that every rank of a reduction group starts the same all-reduces in
+  // the same order.
+  while (next_to_start_ < buckets_.size() && buckets_[next_to_start_].pending == 0) {
+    start(next_to_start_);
+    ++next_to_start_;
+    ++overlapped_;
+  }
+}
+
+template <class T>
+void GradientReducer<T>::start(std::size_t bucket) {
+  Bucket& b = buckets_[bucket];
+  // A parameter that received no gradient in this pass contributes zeros (and gets the others').
+  for (std::size_t i : b.params) params_[i].var.grad();
+  b.started = true;
+  bool reduce = replicas_->count() > 1;
+  for (std::size_t i : b.params) reduce = reduce && params_[i].reduce;
+  if (!reduce || b.buffer.numel() == 0) return;
+  // Buckets mix reduced and scaled-only parameters only if a tied parameter sits among per-replica
+  // ones; those are reduced separately in finish().
+  DISTOP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, b.buffer.data(), static_cast<int>(b.buffer.numel()),
+                                  mpi_type<T>(), MPI_SUM, replicas_->reduction_comm(), &b.request),
+                   kOp);
+}
+
+template <class T>
+void GradientReducer<T>::progress() {
+  if (!armed_) return;
+  for (auto& b : buckets_) {
+    if (b.request == MPI_REQUEST_NULL) continue;
+    int done = 0;
+    DISTOP_MPI_CHECK(MPI_Test(&b.request, &done, MPI_STATUS_IGNORE), kOp);
+  }
+}
+
+template <class T>
+void GradientReducer<T>::finish() {
+  const auto t0 = std::chrono::steady_clock::now();
+  overlapped_ = next_to_start_;
+  // Buckets whose gradients never became ready during the replay (or all, without overlap).
+  for (; next_to_start_ < buckets_.size(); ++next_to_start_) start(next_to_start_);
+  for (auto& b : buckets_)
+    if (b.request != MPI_REQUEST_NULL)
+      DISTOP_MPI_CHECK(MPI_Wait(&b.request, MPI_STATUS_IGNORE), kOp);
+  wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  armed_ = false;
+  const int r = replicas_->count();
+  if (r > 1) {
+    // Parameters left out of a bucket's reduction (a bucket holding both kinds): each on its own.
+    for (auto& b : buckets_) {
+      bool all = true;
+      for (std::size_t i : b.params) all = all && params_[i].reduce;
+      if (all) continue;
+      for (std::size_t i : b.params) {
+        if (!params_[i].reduce || params_[i].elements == 0) continue;
+        DistTensor<T>& g = params_[i].var.grad();
+        DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, g.data(), static_cast<int>(g.local_numel()),
+                                       mpi_type<T>(), MPI_SUM, replicas_->reduction_comm()),
+                         kOp);
+      }
+    }
+    // The explicit 1/R: the replicas' sum becomes the gradient of the mean loss.
+    for (auto& b : buckets_)
+      if (b.buffer.numel() > 0) kernels::scale(static_cast<T>(1.0 / r), b.buffer);
+  }
+  // After the first pass, the buckets follow the order in which gradients became ready (rank 0 of
+  // each reduction group decides, so the group's layouts match).
+  if (!rebuilt_ && options_.grouping == ReducerOptions::Grouping::buckets) {
+    std::vector<std::size_t> order = ready_order_;
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      if (std::find(order.begin(), order.end(), i) == order.end()) order.push_back(i);
+    std::vector<long long> wire(order.begin(), order.end());
+    DISTOP_MPI_CHECK(MPI_Bcast(wire.data(), static_cast<int>(wire.size()), MPI_LONG_LONG, 0,
+                               replicas_->reduction_comm()),
+                     kOp);
+    order.assign(wire.begin(), wire.end());
+    build(order);
+    rebuilt_ = true;
+  }
+}
+
+template <class T>
+void GradientReducer<T>::backward(Tape& tape, Var<T>& loss) {
+  arm();
+  tape.set_progress_hook([this] { progress(); });
+  try {
+    distop::backward(tape, loss);
+  } catch (...) {
+    tape.set_progress_hook({});
+    armed_ = false;
+    throw;
+  }
+  tape.set_progress_hook({});
+  finish();
+}
+
+template <class T>
+void GradientReducer<T>::backward_no_sync(Tape& tape, Var<T>& loss) {
+  armed_ = false;
+  distop::backward(tape, loss);
+}
+
+template class GradientReducer<float>;
+template class GradientReducer<double>;
+
+}  // namespace distop::parallel

@@ -1,0 +1,55 @@
+#include "distop/parallel/replicas.hpp"
+
+#include <string>
+#include <utility>
+
+#include "distop/comm/agree.hpp"
+#include "distop/comm/mpi.hpp"
+
+namespace distop::parallel {
+
+Replicas::Replicas(MPI_Comm world, int replicas) : world_(world), count_(replicas) {
+  constexpr const char* op = "Replicas";
+  int size = 0, rank = 0;
+  DISTOP_MPI_CHECK(MPI_Comm_size(world, &size), op);
+  DISTOP_MPI_CHECK(MPI_Comm_rank(world, &rank), op);
+  std::string problem;
+  if (replicas < 1 || size % replicas != 0)
+    problem = std::to_string(replicas) + " replicas do not divide the " + std::to_string(size) +
+              " ranks evenly (each replica is a model over the same number of ranks)";
+  comm::agree_on_arguments(world, op,
+                           comm::Fingerprint().add(static_cast<std::uint64_t>(replicas)).value(),
+                           problem, std::to_string(replicas) + " replicas");
+  model_ranks_ = size / replicas;
+  index_ = rank / model_ranks_;
+  DISTOP_MPI_CHECK(MPI_Comm_split(world, index_, rank, &model_comm_), op);
+  DISTOP_MPI_CHECK(MPI_Comm_split(world, rank % model_ranks_, rank, &reduction_comm_), op);
+}
+
+Replicas::Replicas(Replicas&& other) noexcept
+    : world_(other.world_),
+      model_comm_(std::exchange(other.model_comm_, MPI_COMM_NULL)),
+      reduction_comm_(std::exchange(other.reduction_comm_, MPI_COMM_NULL)),
+      count_(other.count_),
+      index_(other.index_),
+      model_ranks_(other.model_ranks_) {}
+
+Replicas& Replicas::operator=(Replicas&& other) noexcept {
+  if (this != &other) {
+    this->~Replicas();
+    new (this) Replicas(std::move(other));
+  }
+  return *this;
+}
+
+Replicas::~Replicas() {
+  // Not collective under MPICH (a communicator is freed locally once its operations are done);
+  // skipped after MPI_Finalize.
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (model_comm_ != MPI_COMM_NULL) MPI_Comm_free(&model_comm_);
+  if (reduction_comm_ != MPI_COMM_NULL) MPI_Comm_free(&reduction_comm_);
+}
+
+}  // namespace distop::parallel

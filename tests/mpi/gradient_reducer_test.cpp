@@ -1,0 +1,220 @@
+// GradientReducer: replicas of a model (alone, or each itself partitioned) end every backward pass
+// with the gradient of the mean loss over the global batch, the one-rank model's gradient, whatever
+// the bucketing, with overlap or without, and with accumulation over micro-batches.
+#include "distop/parallel/gradient_reducer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distop/autodiff/apply.hpp"
+#include "distop/core/random.hpp"
+#include "distop/dist/assemble.hpp"
+#include "distop/kernels/axpy.hpp"
+#include "distop/loss/cross_entropy.hpp"
+#include "distop/nn/activation.hpp"
+#include "distop/nn/distributed_linear.hpp"
+#include "distop/nn/linear.hpp"
+#include "mpi_test_util.hpp"
+
+using namespace distop;
+using distop::test::world_size;
+
+namespace {
+
+constexpr std::int64_t kIn = 6, kHidden = 10, kClasses = 4;
+constexpr std::uint64_t kSeed = 3;
+
+// Inputs and labels of the global batch: example n's features and class.
+double feature(std::int64_t n, std::int64_t j) {
+  return random::uniform(77, static_cast<std::uint64_t>(n * kIn + j)) * 2 - 1;
+}
+std::int32_t label(std::int64_t n) { return static_cast<std::int32_t>(n % kClasses); }
+
+// An MLP whose layers run on one replica's ranks: fc1 split by columns over them, fc2 on the first.
+class Mlp : public nn::Module<double> {
+ public:
+  Mlp(MPI_Comm model, std::uint64_t seed) {
+    int m = 0;
+    MPI_Comm_size(model, &m);
+    fc1_ = register_module("fc1", std::make_shared<nn::DistributedLinear<double>>(
+                                      kIn, kHidden, Partition(model, Shape{1, m > 2 ? 2 : m}),
+                                      nn::LinearOptions{.seed = seed}));
+    fc2_ = register_module("fc2", std::make_shared<nn::DistributedLinear<double>>(
+                                      kHidden, kClasses, Partition(model, Shape{1, 1}),
+                                      nn::LinearOptions{.seed = seed + 1}));
+  }
+  Var<double> forward(Tape& t, const Var<double>& x) {
+    return fc2_->forward(t, nn::relu(t, fc1_->forward(t, x)));
+  }
+  TensorSpace input_space(std::int64_t batch) const { return fc1_->input_space(batch); }
+
+ private:
+  std::shared_ptr<nn::DistributedLinear<double>> fc1_, fc2_;
+};
+
+// The loss of examples [first, first + batch) on `model`, recorded on `tape`.
+Var<double> loss_of(Mlp& model, Tape& tape, std::int64_t first, std::int64_t batch) {
+  DistTensor<double> x(model.input_space(batch));
+  std::vector<double> v;
+  const auto& sp = x.space();
+  for (std::int64_t i = 0; i < sp.local_shape()[0]; ++i)
+    for (std::int64_t j = 0; j < sp.local_shape()[1]; ++j)
+      v.push_back(feature(first + i, sp.local_offset()[1] + j));
+  if (!v.empty()) x.local().copy_from(Tensor<double>::from_vector(sp.local_shape(), v));
+  auto logits = model.forward(tape, Var<double>(x));
+  std::vector<std::int32_t> labels;
+  for (std::int64_t i = 0; i < logits.space().local_shape()[0]; ++i)
+    labels.push_back(label(first + logits.space().local_offset()[0] + i));
+  return loss::cross_entropy(tape, logits, labels);
+}
+
+// The gradients of the one-rank model over the whole global batch, by name.
+std::map<std::string, std::vector<double>> reference(std::int64_t batch) {
+  Mlp model(MPI_COMM_SELF, kSeed);
+  Tape tape;
+  auto loss = loss_of(model, tape, 0, batch);
+  backward(tape, loss);
+  std::map<std::string, std::vector<double>> g;
+  for (auto& p : model.named_parameters()) g[p.name] = p.var.grad().local().to_vector();
+  return g;
+}
+
+// This rank's box of each parameter's global gradient `global` (a [out, in] or [out] tensor).
+std::vector<double> box_of(const Var<double>& p, const std::vector<double>& global) {
+  DistTensor<double> box(p.space());
+  distribute(global, box);
+  return box.local().to_vector();
+}
+
+void expect_reference_gradients(Mlp& model, const std::map<std::string, std::vector<double>>& ref,
+                                const std::string& what) {
+  for (auto& p : model.named_parameters()) {
+    ASSERT_TRUE(p.var.has_grad()) << what << ": " << p.name;
+    const auto want = box_of(p.var, ref.at(p.name));
+    const auto got = p.var.grad().local().to_vector();
+    ASSERT_EQ(got.size(), want.size()) << what << ": " << p.name;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-12 * std::max(1.0, std::abs(want[i])))
+          << what << ": " << p.name << " entry " << i;
+  }
+}
+
+// Every (replicas) layout of the world's ranks: R divides P.
+std::vector<int> replica_counts() {
+  std::vector<int> r;
+  for (int k = 1; k <= world_size(); ++k)
+    if (world_size() % k == 0) r.push_back(k);
+  return r;
+}
+
+TEST(GradientReducer, ReplicasEndWithTheGlobalBatchGradient) {
+  const std::int64_t global = 24;  // divisible by 1..4
+  const auto ref = reference(global);
+  for (const int r : replica_counts()) {
+    for (const bool overlap : {true, false}) {
+      for (const auto grouping : {parallel::ReducerOptions::Grouping::buckets,
+                                  parallel::ReducerOptions::Grouping::layers}) {
+        parallel::Replicas replicas(MPI_COMM_WORLD, r);
+        Mlp model(replicas.model_comm(), kSeed);
+        parallel::GradientReducer<double> reducer(model, replicas,
+                                                  {.first_bucket_bytes = 64,
+                                                   .bucket_bytes = 256,
+                                                   .grouping = grouping,
+                                                   .overlap = overlap});
+        const std::int64_t b = global / r;
+        for (int step = 0; step < 2; ++step) {  // the second pass runs on the rebuilt buckets
+          Tape tape;
+          auto loss = loss_of(model, tape, replicas.index() * b, b);
+          reducer.backward(tape, loss);
+          const std::string what = std::to_string(r) + " replicas, overlap " +
+                                   std::to_string(overlap) + ", step " + std::to_string(step);
+          expect_reference_gradients(model, ref, what);
+          for (auto& p : model.parameters()) p.zero_grad();
+        }
+        if (grouping == parallel::ReducerOptions::Grouping::buckets) {
+          EXPECT_TRUE(reducer.rebuilt());
+        }
+      }
+    }
+  }
+}
+
+TEST(GradientReducer, TheBucketingDoesNotChangeABit) {
+  // At 2 replicas (a + b == b + a) every bucketing gives the same bits.
+  if (world_size() % 2 != 0) GTEST_SKIP() << "needs an even rank count";
+  std::vector<std::vector<double>> results;
+  for (const std::size_t cap : {std::size_t{8}, std::size_t{200}, std::size_t{1} << 20}) {
+    parallel::Replicas replicas(MPI_COMM_WORLD, 2);
+    Mlp model(replicas.model_comm(), kSeed);
+    parallel::GradientReducer<double> reducer(model, replicas,
+                                              {.first_bucket_bytes = cap, .bucket_bytes = cap});
+    Tape tape;
+    auto loss = loss_of(model, tape, replicas.index() * 8, 8);
+    reducer.backward(tape, loss);
+    std::vector<double> all;
+    for (auto& p : model.parameters()) {
+      const auto g = p.grad().local().to_vector();
+      all.insert(all.end(), g.begin(), g.end());
+    }
+    results.push_back(all);
+    if (cap == 8) {
+      std::size_t held = 0;  // parameters of which this rank holds a box
+      for (auto& p : model.parameters()) held += p.value().local_numel() > 0 ? 1 : 0;
+      EXPECT_GE(reducer.buckets().size(), held) << "one parameter a bucket";
+      EXPECT_GT(reducer.last_overlapped_buckets(), 0u) << "no bucket started during backward";
+    }
+  }
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+}
+
+TEST(GradientReducer, AccumulationOverMicroBatchesEqualsOneBatch) {
+  const std::int64_t global = 24;
+  const auto ref = reference(global);
+  for (const int r : replica_counts()) {
+    parallel::Replicas replicas(MPI_COMM_WORLD, r);
+    Mlp model(replicas.model_comm(), kSeed);
+    parallel::GradientReducer<double> reducer(model, replicas);
+    const std::int64_t b = global / r, half = b / 2;
+    if (b % 2 != 0) continue;
+    // Two micro-batches of half the replica's rows, the first without reduction.
+    for (int micro = 0; micro < 2; ++micro) {
+      Tape tape;
+      auto loss = loss_of(model, tape, replicas.index() * b + micro * half, half);
+      if (micro == 0)
+        reducer.backward_no_sync(tape, loss);
+      else
+        reducer.backward(tape, loss);
+    }
+    // backward seeds dL = 1 for each half: the sum of the two halves' mean gradients, twice the
+    // mean over the replica's rows.
+    for (auto& p : model.parameters())
+      if (p.grad().local_numel() > 0) kernels::scale(0.5, p.grad().local());
+    expect_reference_gradients(model, ref, std::to_string(r) + " replicas, accumulated");
+  }
+}
+
+TEST(GradientReducer, BroadcastMakesEveryReplicaStartFromReplicaZero) {
+  for (const int r : replica_counts()) {
+    parallel::Replicas replicas(MPI_COMM_WORLD, r);
+    Mlp model(replicas.model_comm(), kSeed + 100 * static_cast<std::uint64_t>(replicas.index()));
+    parallel::GradientReducer<double> reducer(model, replicas);
+    reducer.broadcast_state();
+    Mlp zero(replicas.model_comm(), kSeed);
+    const auto a = model.parameters(), b = zero.parameters();
+    for (std::size_t i = 0; i < a.size(); ++i)
+      EXPECT_EQ(a[i].value().local().to_vector(), b[i].value().local().to_vector()) << r;
+  }
+}
+
+TEST(GradientReducer, ReplicaCountsThatDoNotDivideTheRanksAreErrors) {
+  EXPECT_THROW(parallel::Replicas(MPI_COMM_WORLD, world_size() + 1), Error);
+  EXPECT_THROW(parallel::Replicas(MPI_COMM_WORLD, 0), Error);
+}
+
+}  // namespace
