@@ -1,9 +1,8 @@
 #pragma once
 // Weight grids for a chain of DistributedLinear layers, shared by the example models.
 
-#include <distop/distop.hpp>
-
 #include <algorithm>
+#include <distop/distop.hpp>
 #include <vector>
 
 namespace distop::examples {

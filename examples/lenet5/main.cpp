@@ -53,7 +53,9 @@ int main(int argc, char** argv) {
     DISTOP_CHECK(
         train_set.rows == examples::LeNet5::kRows && train_set.cols == examples::LeNet5::kCols,
         "lenet5", "LeNet-5 takes 28 x 28 images, found ", train_set.rows, " x ", train_set.cols);
-    examples::LeNet5 model(o.seed);
-    return train::fit("lenet5", model, o, train_set, test_set, load_block, {{"model", "lenet5"}});
+    parallel::Replicas replicas(MPI_COMM_WORLD, o.replicas);
+    examples::LeNet5 model(o.seed, replicas.model_comm());
+    return train::fit("lenet5", model, o, train_set, test_set, load_block, {{"model", "lenet5"}},
+                      &replicas);
   });
 }

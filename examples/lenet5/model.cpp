@@ -8,19 +8,19 @@ namespace {
 
 constexpr const char* kOp = "LeNet5";
 
-int world_ranks() {
+int ranks_of(MPI_Comm comm) {
   int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  MPI_Comm_size(comm, &n);
   return n;
 }
 
 // The convolutions' grid [1, 1, n / a, a]: the rows (height) get the larger share of the split,
 // so that every rank keeps rows as long as possible (the kernels' inner loops run along a row;
 // 2 ranks split the height, 4 a 2 x 2 grid, 8 a 4 x 2 grid).
-Partition spatial_grid() {
-  const int n = world_ranks();
+Partition spatial_grid(MPI_Comm comm) {
+  const int n = ranks_of(comm);
   const int a = square_rows(n);
-  return Partition::world(Shape{1, 1, n / a, a});
+  return Partition(comm, Shape{1, 1, n / a, a});
 }
 
 // fc1's input ranks as a [1, P_in, 1, 1] grid: the [N, 16, 5, 5] maps split by channel.
@@ -33,27 +33,28 @@ Partition by_channel(const Partition& fc1_input) {
 
 }  // namespace
 
-LeNet5::LeNet5(std::uint64_t seed)
-    : conv1_(register_module(
-          "conv1", std::make_shared<nn::DistributedConv<float>>(
-                       2, 1, 6, 5, spatial_grid(), nn::ConvOptions{.padding = 2, .seed = seed}))),
-      conv2_(register_module("conv2",
-                             std::make_shared<nn::DistributedConv<float>>(
-                                 2, 6, 16, 5, spatial_grid(), nn::ConvOptions{.seed = seed + 1}))),
+LeNet5::LeNet5(std::uint64_t seed, MPI_Comm comm)
+    : conv1_(register_module("conv1", std::make_shared<nn::DistributedConv<float>>(
+                                          2, 1, 6, 5, spatial_grid(comm),
+                                          nn::ConvOptions{.padding = 2, .seed = seed}))),
+      conv2_(register_module(
+          "conv2", std::make_shared<nn::DistributedConv<float>>(
+                       2, 6, 16, 5, spatial_grid(comm), nn::ConvOptions{.seed = seed + 1}))),
       pool_(nn::PoolKind::max, 2, 2),
-      fc_(register_fc(seed)),
+      fc_(register_fc(seed, comm)),
       by_channel_(by_channel(fc_.front()->input_partition())) {}
 
-std::vector<std::shared_ptr<nn::DistributedLinear<float>>> LeNet5::register_fc(std::uint64_t seed) {
-  const auto grids = linear_chain_grids(world_ranks(), 3);
+std::vector<std::shared_ptr<nn::DistributedLinear<float>>> LeNet5::register_fc(std::uint64_t seed,
+                                                                               MPI_Comm comm) {
+  const auto grids = linear_chain_grids(ranks_of(comm), 3);
   const std::int64_t sizes[] = {400, 120, 84, kClasses};
   std::vector<std::shared_ptr<nn::DistributedLinear<float>>> fc;
   for (std::size_t l = 0; l < 3; ++l)
-    fc.push_back(register_module(
-        "fc" + std::to_string(l + 1),
-        std::make_shared<nn::DistributedLinear<float>>(
-            sizes[l], sizes[l + 1], Partition::world(grids[l].shape, grids[l].ranks),
-            nn::LinearOptions{.seed = seed + 2 + l})));
+    fc.push_back(
+        register_module("fc" + std::to_string(l + 1),
+                        std::make_shared<nn::DistributedLinear<float>>(
+                            sizes[l], sizes[l + 1], Partition(comm, grids[l].shape, grids[l].ranks),
+                            nn::LinearOptions{.seed = seed + 2 + l})));
   return fc;
 }
 

@@ -30,8 +30,8 @@ namespace distop::examples {
 class LeNet5 : public nn::Module<float> {
  public:
   static constexpr std::int64_t kRows = 28, kCols = 28, kClasses = 10;
-  // Collective over MPI_COMM_WORLD.
-  explicit LeNet5(std::uint64_t seed);
+  // Over the ranks of `comm` (one replica's, in data-parallel training); collective over it.
+  explicit LeNet5(std::uint64_t seed, MPI_Comm comm = MPI_COMM_WORLD);
 
   // [batch, 1, 28, 28] on the spatial grid.
   TensorSpace input_space(std::int64_t batch) const;
@@ -43,7 +43,8 @@ class LeNet5 : public nn::Module<float> {
 
  private:
   // fc1-fc3 on linear_chain_grids(R, 3), registered as children.
-  std::vector<std::shared_ptr<nn::DistributedLinear<float>>> register_fc(std::uint64_t seed);
+  std::vector<std::shared_ptr<nn::DistributedLinear<float>>> register_fc(std::uint64_t seed,
+                                                                         MPI_Comm comm);
 
   std::shared_ptr<nn::DistributedConv<float>> conv1_;
   std::shared_ptr<nn::DistributedConv<float>> conv2_;

@@ -66,8 +66,10 @@ int main(int argc, char** argv) {
   return train::run_main(argc, argv, app, "mlp", [&] {
     auto train_set = data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, true);
     auto test_set = data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, false);
-    examples::ModelParallelMlp model(parse_sizes(hidden, train_set.pixels(), 10), o.seed);
+    parallel::Replicas replicas(MPI_COMM_WORLD, o.replicas);
+    examples::ModelParallelMlp model(parse_sizes(hidden, train_set.pixels(), 10), o.seed,
+                                     replicas.model_comm());
     return train::fit("mlp", model, o, train_set, test_set, load_batch,
-                      {{"model", "mlp"}, {"hidden", hidden}});
+                      {{"model", "mlp"}, {"hidden", hidden}}, &replicas);
   });
 }

@@ -2,18 +2,19 @@
 
 namespace distop::examples {
 
-ModelParallelMlp::ModelParallelMlp(const std::vector<std::int64_t>& sizes, std::uint64_t seed) {
+ModelParallelMlp::ModelParallelMlp(const std::vector<std::int64_t>& sizes, std::uint64_t seed,
+                                   MPI_Comm comm) {
   DISTOP_CHECK(sizes.size() >= 2, "ModelParallelMlp", "need at least input and output sizes");
   int ranks = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  MPI_Comm_size(comm, &ranks);
   const int layers = static_cast<int>(sizes.size()) - 1;
   const auto grids = linear_chain_grids(ranks, layers);
   for (int l = 0; l < layers; ++l)
-    layers_.push_back(register_module(
-        "fc" + std::to_string(l + 1),
-        std::make_shared<nn::DistributedLinear<float>>(
-            sizes[l], sizes[l + 1], Partition::world(grids[l].shape, grids[l].ranks),
-            nn::LinearOptions{.seed = seed + static_cast<std::uint64_t>(l)})));
+    layers_.push_back(
+        register_module("fc" + std::to_string(l + 1),
+                        std::make_shared<nn::DistributedLinear<float>>(
+                            sizes[l], sizes[l + 1], Partition(comm, grids[l].shape, grids[l].ranks),
+                            nn::LinearOptions{.seed = seed + static_cast<std::uint64_t>(l)})));
 }
 
 Var<float> ModelParallelMlp::forward(Tape& tape, const Var<float>& x) {

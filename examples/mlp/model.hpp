@@ -16,8 +16,10 @@ namespace distop::examples {
 // Layer l ("fc<l+1>", as in a PyTorch state_dict) runs on linear_chain_grids(ranks, layers)[l].
 class ModelParallelMlp : public nn::Module<float> {
  public:
-  // sizes: features of the input, each hidden layer, and the output. Collective.
-  ModelParallelMlp(const std::vector<std::int64_t>& sizes, std::uint64_t seed);
+  // sizes: features of the input, each hidden layer, and the output. Over the ranks of `comm`
+  // (one replica's, in data-parallel training); collective over it.
+  ModelParallelMlp(const std::vector<std::int64_t>& sizes, std::uint64_t seed,
+                   MPI_Comm comm = MPI_COMM_WORLD);
 
   TensorSpace input_space(std::int64_t batch) const { return layers_.front()->input_space(batch); }
   // Whether this rank holds the logits (rank 0).

@@ -14,7 +14,9 @@ Replicas::Replicas(MPI_Comm world, int replicas) : world_(world), count_(replica
   DISTOP_MPI_CHECK(MPI_Comm_size(world, &size), op);
   DISTOP_MPI_CHECK(MPI_Comm_rank(world, &rank), op);
   std::string problem;
-  if (replicas < 1 || size % replicas != 0)
+  if (replicas < 1)
+    problem = "the replica count must be at least 1, found " + std::to_string(replicas);
+  else if (size % replicas != 0)
     problem = std::to_string(replicas) + " replicas do not divide the " + std::to_string(size) +
               " ranks evenly (each replica is a model over the same number of ranks)";
   comm::agree_on_arguments(world, op,

@@ -19,6 +19,10 @@ void add_training_options(CLI::App& app, TrainOptions& o) {
   app.add_option("--seed", o.seed, "Seed of the initial weights and the shuffling")
       ->capture_default_str();
   app.add_flag("--no-shuffle", o.no_shuffle, "Visit the training set in file order");
+  app.add_option("--replicas", o.replicas,
+                 "Data parallelism: the ranks as this many replicas of the model, each taking "
+                 "batch-size / replicas examples of every step")
+      ->capture_default_str();
 
   app.add_option("--optimizer", o.optimizer, "sgd, adam, adamw, rmsprop or adagrad (torch.optim's)")
       ->check(CLI::IsMember({"sgd", "adam", "adamw", "rmsprop", "adagrad"}))

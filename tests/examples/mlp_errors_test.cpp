@@ -162,3 +162,13 @@ TEST_F(MlpErrors, BadHostCacheSettingIsReportedAndTheDefaultUsed) {
   EXPECT_EQ(o.status, 0) << o.output;
   EXPECT_EQ(o.output.find("DISTOP_HOST_CACHE_MB"), std::string::npos) << o.output;
 }
+
+// Data parallelism: a replica count that does not divide the ranks, or a global batch it does not
+// divide, is an error before any step.
+TEST_F(MlpErrors, ReplicasThatDoNotFitAreErrors) {
+  expect_clean_failure(run_mlp(4, "--steps 1 --replicas 3"),
+                       "3 replicas do not divide the 4 ranks");
+  expect_clean_failure(run_mlp(2, "--steps 1 --replicas 2 --batch-size 31"),
+                       "2 replicas do not divide it");
+  expect_clean_failure(run_mlp(2, "--steps 1 --replicas 0"), "replica count must be at least 1");
+}

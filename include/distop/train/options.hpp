@@ -23,6 +23,10 @@ struct TrainOptions {
   std::int64_t batch_size = 32;
   std::uint64_t seed = 1;  // of the initial weights and of the shuffling
   bool no_shuffle = false;
+  // Data parallelism: the ranks as this many replicas of the model (each over ranks / replicas
+  // ranks), batch_size being the global batch. The program lays them out (parallel::Replicas)
+  // and builds its model on its replica's ranks.
+  int replicas = 1;
 
   // The optimizer: "sgd", "adam", "adamw", "rmsprop" or "adagrad", with torch.optim's definitions
   // and defaults. An option left unset takes the optimizer's default; one that the optimizer does

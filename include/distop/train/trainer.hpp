@@ -21,12 +21,14 @@
 #include <concepts>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "distop/autodiff/apply.hpp"
 #include "distop/comm/agree.hpp"
+#include "distop/data/distributed_sampler.hpp"
 #include "distop/data/idx.hpp"
 #include "distop/data/sampler.hpp"
 #include "distop/io/checkpoint.hpp"
@@ -34,6 +36,8 @@
 #include "distop/loss/cross_entropy.hpp"
 #include "distop/nn/module.hpp"
 #include "distop/optim/lr_scheduler.hpp"
+#include "distop/parallel/gradient_reducer.hpp"
+#include "distop/parallel/replicas.hpp"
 #include "distop/train/metrics.hpp"
 #include "distop/train/options.hpp"
 #include "distop/train/progress.hpp"
@@ -84,18 +88,22 @@ inline std::pair<double, std::int64_t> batch_totals(const Var<float>& loss,
   return {v[0], static_cast<std::int64_t>(v[1])};
 }
 
-// Loss and accuracy over a whole data set, without recording gradients, on every rank.
+// Loss and accuracy over a whole data set, without recording gradients, on every rank. With R
+// replicas, replica r evaluates its contiguous share of the examples (shard), so every example
+// counts once; the sums meet in one all-reduce at the end.
 template <class Model, class Load>
-EpochMetrics evaluate(Model& model, const data::Dataset& d, Load& load) {
+EpochMetrics evaluate(Model& model, const data::Dataset& d, Load& load, int replicas, int replica) {
   // Evaluation mode for the pass (BatchNorm's running statistics, no dropout), then back.
   const bool was_training = model.training();
   model.eval();
-  EpochMetrics m;
   const std::int64_t batch = 1000;
   std::vector<std::int64_t> order(static_cast<std::size_t>(d.size));
   for (std::int64_t i = 0; i < d.size; ++i) order[static_cast<std::size_t>(i)] = i;
+  const data::BatchRange mine = data::shard({0, d.size}, replica, replicas);
   std::vector<std::int32_t> labels;
-  for (const auto& range : data::batch_ranges(d.size, batch, false)) {
+  double sums[2] = {0, 0};  // loss summed over the examples, correct examples
+  for (auto range : data::batch_ranges(mine.size(), batch, false)) {
+    range = {range.begin + mine.begin, range.end + mine.begin};
     const auto space = model.input_space(range.size());
     auto x = DistTensor<float>::uninitialized(space);
     load(d, order, range, space, x);
@@ -104,12 +112,16 @@ EpochMetrics evaluate(Model& model, const data::Dataset& d, Load& load) {
     box_labels(logits.space(), d, order, range, labels);
     auto loss = loss::cross_entropy(tape, logits, labels);
     tape.clear();
-    const auto [l, correct] = batch_totals(loss, logits, labels);
-    m.loss += l * static_cast<double>(range.size());
-    m.correct += correct;
-    m.seen += range.size();
+    if (loss.value().local_numel() > 0)
+      sums[0] += loss.value().local().to_vector()[0] * static_cast<double>(range.size());
+    if (!labels.empty())
+      sums[1] += static_cast<double>(loss::count_correct(logits.value(), labels));
   }
-  m.loss /= static_cast<double>(std::max<std::int64_t>(m.seen, 1));
+  MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  EpochMetrics m;
+  m.seen = d.size;
+  m.loss = sums[0] / static_cast<double>(std::max<std::int64_t>(d.size, 1));
+  m.correct = static_cast<std::int64_t>(sums[1]);
   model.train(was_training);
   return m;
 }
@@ -122,15 +134,32 @@ EpochMetrics evaluate(Model& model, const data::Dataset& d, Load& load) {
 // the checkpoint's metadata; `save_metadata` goes into the --save file. Collective over
 // MPI_COMM_WORLD: every rank calls it with the same options (and the errors it raises are raised
 // on every rank). Returns 0.
+//
+// Data parallelism: with `replicas` (R replicas of the model, each built on
+// replicas->model_comm()), each replica trains on its share of every global batch of
+// o.batch_size examples (data::DistributedSampler's: replica r takes entries r, r + R, ... of the
+// epoch's order, batch_size / R of them per step), the replicas start from replica 0's state, and
+// a parallel::GradientReducer averages the gradients during each backward pass. Only replica 0
+// writes checkpoints and the --save file; every replica reads them.
 template <ClassificationModel Model, class Load>
 int fit(const std::string& program, Model& model, const TrainOptions& o, const data::Dataset& train,
-        const data::Dataset& test, Load load, io::Metadata save_metadata = {}) {
+        const data::Dataset& test, Load load, io::Metadata save_metadata = {},
+        const parallel::Replicas* replicas = nullptr) {
   const char* name = program.c_str();
   int rank = 0, ranks = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   const bool talk = rank == 0 && !o.quiet;
   check_options(o, program);
+  const int r_count = replicas ? replicas->count() : 1;
+  const int r_index = replicas ? replicas->index() : 0;
+  DISTOP_CHECK(o.replicas == r_count, name, "--replicas ", o.replicas, " but the program laid out ",
+               r_count, " replica", r_count == 1 ? "" : "s");
+  DISTOP_CHECK(o.batch_size % r_count == 0, name, "--batch-size ", o.batch_size,
+               " is the global batch; ", r_count,
+               " replicas do not divide it (each replica takes batch-size / replicas examples)");
+  const std::int64_t local_batch = o.batch_size / r_count;
+  const bool writer = r_index == 0;  // replica 0 writes the checkpoints and the weights
   DISTOP_CHECK(test.rows == train.rows && test.cols == train.cols, name, "the test images are ",
                test.rows, " x ", test.cols, " but the training images ", train.rows, " x ",
                train.cols);
@@ -151,9 +180,12 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
                  static_cast<long long>(test.size), model.describe().c_str());
 
   auto opt = make_optimizer(o, model.parameters());
-  data::Sampler sampler(train.size, o.batch_size, {!o.no_shuffle, false, o.seed});
-  const auto batches = sampler.batches();
+  data::DistributedSampler sampler(train.size, r_count, r_index,
+                                   {.shuffle = !o.no_shuffle, .drop_last = false, .seed = o.seed});
+  const auto batches = data::batch_ranges(sampler.num_samples(), local_batch, false);
   const auto per_epoch = static_cast<std::int64_t>(batches.size());
+  std::unique_ptr<parallel::GradientReducer<float>> reducer;
+  if (r_count > 1) reducer = std::make_unique<parallel::GradientReducer<float>>(model, *replicas);
   // The learning rate of step t is a function of t and of the run's --epochs (not of --steps,
   // which only stops early), so that a resumed run continues the schedule exactly.
   const std::int64_t total_steps = o.epochs * per_epoch;
@@ -199,6 +231,7 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
                    static_cast<long long>(position.step_in_epoch),
                    static_cast<long long>(position.global_step));
   }
+  if (reducer) reducer->broadcast_state();  // every replica starts from replica 0's state
   if (rank == 0 && !o.checkpoint_dir.empty()) {
     std::error_code ec;  // a failure shows when the metrics or the checkpoint are written
     std::filesystem::create_directories(o.checkpoint_dir, ec);
@@ -223,14 +256,15 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
     info.metadata = settings;
     info.metadata.emplace("model", program);
     info.scheduler = scheduler.state();
-    io::save_checkpoint(o.checkpoint_dir, model, *opt, info);
+    if (writer) io::save_checkpoint(o.checkpoint_dir, model, *opt, info);
   };
 
   std::int64_t& step = position.global_step;
   bool stop = o.steps > 0 && step >= o.steps;
   std::vector<std::int32_t> labels;
   for (std::int64_t epoch = position.epoch; epoch < o.epochs && !stop; ++epoch) {
-    const auto order = sampler.order(static_cast<std::uint64_t>(epoch));
+    sampler.set_epoch(static_cast<std::uint64_t>(epoch));
+    const auto order = sampler.indices();
     const std::int64_t first = epoch == position.epoch ? position.step_in_epoch : 0;
     const std::int64_t last =
         o.steps > 0 ? std::min<std::int64_t>(per_epoch, first + (o.steps - step)) : per_epoch;
@@ -246,16 +280,22 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
       auto logits = model.forward(tape, Var<float>(x));
       detail::box_labels(logits.space(), train, order, range, labels);
       auto loss = loss::cross_entropy(tape, logits, labels);
-      backward(tape, loss);
+      if (reducer)
+        reducer->backward(tape, loss);
+      else
+        backward(tape, loss);
       opt->step();
       opt->zero_grad();
       scheduler.step();
       ++step;
-      const auto [l, correct] = detail::batch_totals(loss, logits, labels);
-      m.loss += l * static_cast<double>(range.size());
+      // The replicas' losses are each the mean over their share: their mean is the step's.
+      const auto [sum, correct] = detail::batch_totals(loss, logits, labels);
+      const double l = sum / r_count;
+      const auto global = range.size() * r_count;
+      m.loss += l * static_cast<double>(global);
       m.correct += correct;
       if (rank == 0) log.append(step, l);
-      m.seen += range.size();
+      m.seen += global;
       progress.update(b + 1, m.seen, m.loss / static_cast<double>(m.seen), m.accuracy());
       if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && b + 1 < per_epoch)
         checkpoint(epoch, b + 1);
@@ -267,7 +307,7 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
       // dies between the two resumes inside the epoch, and the resumed run writes the row again.
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const auto t = detail::evaluate(model, test, load);
+      const auto t = detail::evaluate(model, test, load, r_count, r_index);
       csv.append(static_cast<int>(epoch + 1),
                  m.loss / static_cast<double>(std::max<std::int64_t>(m.seen, 1)), m.accuracy(),
                  t.accuracy(), seconds);
@@ -278,13 +318,13 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
     checkpoint(finished ? epoch + 1 : epoch, finished ? 0 : last);
   }
 
-  const auto t = detail::evaluate(model, test, load);
+  const auto t = detail::evaluate(model, test, load, r_count, r_index);
   if (talk)
     std::fprintf(stderr, "test accuracy %.2f%% (loss %.4f) after %lld steps\n",
                  100.0 * t.accuracy(), t.loss, static_cast<long long>(step));
   if (!o.save.empty()) {
     save_metadata.emplace("steps", std::to_string(step));
-    io::save_state_dict(o.save, model, save_metadata);
+    if (writer) io::save_state_dict(o.save, model, save_metadata);
     if (talk) std::fprintf(stderr, "saved %s\n", o.save.c_str());
   }
   return 0;
