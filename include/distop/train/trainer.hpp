@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "distop/autodiff/apply.hpp"
@@ -76,17 +77,39 @@ inline void box_labels(const TensorSpace& logits, const data::Dataset& d,
         order[static_cast<std::size_t>(range.begin + first + i)])]);
 }
 
-// The batch's loss (the sum of every rank's component, the sum convention) and its number of
-// correctly classified rows, summed over the ranks: one small all-reduce.
-inline std::pair<double, std::int64_t> batch_totals(const Var<float>& loss,
-                                                    const Var<float>& logits,
-                                                    const std::vector<std::int32_t>& labels) {
-  double v[2] = {0, 0};
-  if (loss.value().local_numel() > 0) v[0] = loss.value().local().to_vector()[0];
-  if (!labels.empty()) v[1] = static_cast<double>(loss::count_correct(logits.value(), labels));
-  MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  return {v[0], static_cast<std::int64_t>(v[1])};
-}
+// A step's loss (the sum of every rank's component, the sum convention) and its number of
+// correctly classified rows, summed over the ranks by a nonblocking all-reduce that completes
+// while the next step computes: the driver consumes step s's totals at step s + 1 (or when it
+// flushes, before a checkpoint or an evaluation), so that reading them costs the steps no wait.
+class StepTotals {
+ public:
+  StepTotals() = default;
+  StepTotals(const StepTotals&) = delete;
+  StepTotals& operator=(const StepTotals&) = delete;
+  ~StepTotals() {
+    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+  }
+  // Starts the sums of this step (after taking() the previous one's).
+  void start(std::int64_t step, std::int64_t rows, const Var<float>& loss,
+             const Var<float>& logits, const std::vector<std::int32_t>& labels) {
+    v_[0] = loss.value().local_numel() > 0 ? loss.value().local().to_vector()[0] : 0.0;
+    v_[1] = labels.empty() ? 0.0 : static_cast<double>(loss::count_correct(logits.value(), labels));
+    step_ = step;
+    rows_ = rows;
+    MPI_Iallreduce(MPI_IN_PLACE, v_, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &request_);
+  }
+  bool pending() const noexcept { return request_ != MPI_REQUEST_NULL; }
+  // Waits for the started sums: (step, rows, summed loss, correct rows).
+  std::tuple<std::int64_t, std::int64_t, double, std::int64_t> take() {
+    MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    return {step_, rows_, v_[0], static_cast<std::int64_t>(v_[1])};
+  }
+
+ private:
+  double v_[2] = {0, 0};
+  std::int64_t step_ = 0, rows_ = 0;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+};
 
 // Loss and accuracy over a whole data set, without recording gradients, on every rank. With R
 // replicas, replica r evaluates its contiguous share of the examples (shard), so every example
@@ -271,6 +294,18 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
     Progress progress(talk, static_cast<int>(epoch + 1), o.epochs, per_epoch);
     const auto start = std::chrono::steady_clock::now();
     detail::EpochMetrics m;
+    detail::StepTotals totals;
+    // Adds a finished step's totals to the epoch's and the loss log. The replicas' losses are
+    // each the mean over their share: their mean is the step's.
+    auto consume = [&] {
+      if (!totals.pending()) return;
+      const auto [s, rows, sum, correct] = totals.take();
+      const double l = sum / r_count;
+      m.loss += l * static_cast<double>(rows);
+      m.correct += correct;
+      m.seen += rows;
+      if (rank == 0) log.append(s, l);
+    };
     for (std::int64_t b = first; b < last; ++b) {
       const auto& range = batches[static_cast<std::size_t>(b)];
       const auto space = model.input_space(range.size());
@@ -288,18 +323,16 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
       opt->zero_grad();
       scheduler.step();
       ++step;
-      // The replicas' losses are each the mean over their share: their mean is the step's.
-      const auto [sum, correct] = detail::batch_totals(loss, logits, labels);
-      const double l = sum / r_count;
-      const auto global = range.size() * r_count;
-      m.loss += l * static_cast<double>(global);
-      m.correct += correct;
-      if (rank == 0) log.append(step, l);
-      m.seen += global;
-      progress.update(b + 1, m.seen, m.loss / static_cast<double>(m.seen), m.accuracy());
-      if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && b + 1 < per_epoch)
+      consume();  // the previous step's totals, which this step's compute has hidden
+      totals.start(step, range.size() * r_count, loss, logits, labels);
+      progress.update(b + 1, m.seen, m.seen > 0 ? m.loss / static_cast<double>(m.seen) : 0.0,
+                      m.accuracy());
+      if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && b + 1 < per_epoch) {
+        consume();  // the loss log reaches the checkpoint's step first
         checkpoint(epoch, b + 1);
+      }
     }
+    consume();
     stop = o.steps > 0 && step >= o.steps;
     const bool finished = last == per_epoch;
     if (finished) {
