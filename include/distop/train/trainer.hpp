@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <concepts>
@@ -23,6 +24,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "distop/autodiff/apply.hpp"
@@ -32,6 +34,7 @@
 #include "distop/io/checkpoint.hpp"
 #include "distop/io/state_dict.hpp"
 #include "distop/loss/cross_entropy.hpp"
+#include "distop/nn/dropout.hpp"
 #include "distop/nn/module.hpp"
 #include "distop/optim/lr_scheduler.hpp"
 #include "distop/train/metrics.hpp"
@@ -84,6 +87,22 @@ inline std::pair<double, std::int64_t> batch_totals(const Var<float>& loss,
   return {v[0], static_cast<std::int64_t>(v[1])};
 }
 
+// The checkpoint metadata key of the call count of the Dropout named `module` (nn::named_dropouts).
+inline std::string dropout_calls_key(const std::string& module) {
+  return "dropout_calls." + module;
+}
+
+// A count written by std::to_string, read back; an error naming the checkpoint otherwise.
+inline std::uint64_t parse_count(const std::string& text, const std::string& dir,
+                                 const std::string& key, const char* program) {
+  std::uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  DISTOP_CHECK(!text.empty() && ec == std::errc() && ptr == end, program, "the checkpoint in ", dir,
+               " has metadata user.", key, " '", text, "', expected a count");
+  return v;
+}
+
 // Loss and accuracy over a whole data set, without recording gradients, on every rank.
 template <class Model, class Load>
 EpochMetrics evaluate(Model& model, const data::Dataset& d, Load& load) {
@@ -119,7 +138,10 @@ EpochMetrics evaluate(Model& model, const data::Dataset& d, Load& load) {
 // Trains `model` on `train` with the optimizer and schedule of `o` (cross-entropy of its logits
 // against the labels), evaluates it on `test` after each epoch and at the end, and keeps the
 // checkpoints, logs and weights `o` asks for. `program` names the program in messages, errors and
-// the checkpoint's metadata; `save_metadata` goes into the --save file. Collective over
+// the checkpoint's metadata; `save_metadata` goes into the --save file. A checkpoint holds, beside
+// the model's state_dict and the optimizer's and schedule's state, the call count of each
+// nn::Dropout of the model (metadata "dropout_calls.<module name>"), which --resume restores so
+// that the resumed run draws the masks the uninterrupted one would have. Collective over
 // MPI_COMM_WORLD: every rank calls it with the same options (and the errors it raises are raised
 // on every rank). Returns 0.
 template <ClassificationModel Model, class Load>
@@ -193,6 +215,14 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
     DISTOP_CHECK(position.scheduler.has_value(), name, "the checkpoint in ", o.checkpoint_dir,
                  " has no learning-rate schedule state");
     scheduler.load_state(*position.scheduler);
+    // Each Dropout's call count, which its next masks depend on.
+    for (auto& [module, dropout] : nn::named_dropouts<float>(model)) {
+      const auto it = position.metadata.find(detail::dropout_calls_key(module));
+      DISTOP_CHECK(it != position.metadata.end(), name, "the checkpoint in ", o.checkpoint_dir,
+                   " has no call count of the Dropout '", module, "' (metadata user.",
+                   detail::dropout_calls_key(module), "); it was made by another model");
+      dropout->set_calls(detail::parse_count(it->second, o.checkpoint_dir, it->first, name));
+    }
     if (talk)
       std::fprintf(stderr, "resuming at epoch %lld, step %lld of it (%lld steps done)\n",
                    static_cast<long long>(position.epoch + 1),
@@ -223,6 +253,8 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
     info.metadata = settings;
     info.metadata.emplace("model", program);
     info.scheduler = scheduler.state();
+    for (const auto& [module, dropout] : nn::named_dropouts<float>(model))
+      info.metadata.emplace(detail::dropout_calls_key(module), std::to_string(dropout->calls()));
     io::save_checkpoint(o.checkpoint_dir, model, *opt, info);
   };
 
