@@ -153,9 +153,10 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   const bool talk = rank == 0 && !o.quiet;
   check_options(o, program);
-  DISTOP_CHECK(test.rows == train.rows && test.cols == train.cols, name, "the test images are ",
-               test.rows, " x ", test.cols, " but the training images ", train.rows, " x ",
-               train.cols);
+  DISTOP_CHECK(
+      test.channels == train.channels && test.rows == train.rows && test.cols == train.cols, name,
+      "the test images are ", test.channels, " x ", test.rows, " x ", test.cols,
+      " but the training images ", train.channels, " x ", train.rows, " x ", train.cols);
   if (!o.save.empty()) {
     // Found out now rather than after the whole run: --save must name a writable directory.
     comm::agree(MPI_COMM_WORLD, name, [&] {
