@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes the readers of the files a user hands distop (safetensors, IDX, checkpoints) with
+# Fuzzes the readers of the files a user hands distop (safetensors, IDX, CIFAR-10, checkpoints) with
 # libFuzzer under AddressSanitizer and UBSan: builds the library and the fuzz targets with Clang in
 # ${DISTOP_BUILD_DIR:-build-fuzz} and runs each target for DISTOP_FUZZ_SECONDS (default 60) from
 # seeds written by distop's own writers. Inputs that reach new code are kept in

@@ -11,8 +11,7 @@
 #include <limits>
 #include <sstream>
 
-#include "distop/comm/agree.hpp"
-#include "distop/comm/mpi.hpp"
+#include "collective_load.hpp"
 #include "distop/core/error.hpp"
 
 namespace distop::data {
@@ -135,19 +134,6 @@ std::string stem(bool train, bool images) {
 
 std::uint32_t magic_for(std::size_t ndim) {
   return (std::uint32_t{kUnsignedByte} << 8) | static_cast<std::uint32_t>(ndim);
-}
-
-// A content checksum of a data set, for comparing what ranks loaded.
-std::uint64_t checksum(const Dataset& ds) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  auto add = [&h](std::uint64_t v) { h = (h ^ v) * 0x100000001b3ULL; };
-  for (std::int32_t label : ds.labels) add(static_cast<std::uint32_t>(label));
-  for (float pixel : ds.images) {
-    std::uint32_t b;
-    std::memcpy(&b, &pixel, sizeof b);
-    add(b);
-  }
-  return h;
 }
 
 }  // namespace
@@ -290,8 +276,8 @@ std::string mnist_like_path(const std::string& dir, bool train, bool images) {
   std::error_code ec;
   if (std::filesystem::exists(gz, ec)) return gz.string();
   if (std::filesystem::exists(plain, ec)) return plain.string();
-  throw Error(kLoadOp, detail::concat("data set directory ", dir, " has neither ", gz.string(),
-                                      " nor ", plain.string()));
+  throw Error(kLoadOp, distop::detail::concat("data set directory ", dir, " has neither ",
+                                              gz.string(), " nor ", plain.string()));
 }
 
 Dataset load_mnist_like(const std::string& dir, bool train, int num_classes) {
@@ -338,31 +324,8 @@ Dataset load_mnist_like(const std::string& dir, bool train, int num_classes) {
 
 Dataset load_mnist_like_collective(MPI_Comm comm, const std::string& dir, bool train,
                                    int num_classes) {
-  Dataset ds;
-  comm::agree(comm, kLoadOp, [&] { ds = load_mnist_like(dir, train, num_classes); });
-  if (comm == MPI_COMM_NULL) return ds;
-
-  // One MIN-reduction of each value and its complement gives every value's minimum and maximum.
-  std::array<std::uint64_t, 4> local{static_cast<std::uint64_t>(ds.size),
-                                     static_cast<std::uint64_t>(ds.rows),
-                                     static_cast<std::uint64_t>(ds.cols), checksum(ds)};
-  std::array<std::uint64_t, 8> both{};
-  for (std::size_t i = 0; i < local.size(); ++i) {
-    both[i] = local[i];
-    both[i + local.size()] = ~local[i];
-  }
-  DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, both.data(), static_cast<int>(both.size()),
-                                 MPI_UINT64_T, MPI_MIN, comm),
-                   kLoadOp);
-  bool same = true;
-  for (std::size_t i = 0; i < local.size(); ++i) same = same && both[i] == ~both[i + local.size()];
-  // Every rank sees the same reduction, so every rank takes this branch alike and throws the same
-  // message.
-  DISTOP_CHECK(same, kLoadOp, "ranks loaded different data sets from ", dir, ": example counts ",
-               both[0], "..", ~both[4], ", image rows ", both[1], "..", ~both[5], ", image cols ",
-               both[2], "..", ~both[6], (both[3] != ~both[7] ? ", and contents differ" : ""),
-               "; expected identical files on every rank");
-  return ds;
+  return detail::load_collective(comm, kLoadOp, dir,
+                                 [&] { return load_mnist_like(dir, train, num_classes); });
 }
 
 }  // namespace distop::data

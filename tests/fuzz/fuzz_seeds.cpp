@@ -2,7 +2,9 @@
 // every element type, empty and scalar shapes, metadata), DIR/idx/ (plain and gzip-compressed, one
 // to four axes) and DIR/checkpoint/ (fuzz_model.hpp's model saved with its SGD optimizer before and
 // after a step, so with and without momentum buffers, and with its Adam optimizer and a
-// scheduler's state after a step). Usage: fuzz_seeds DIR
+// scheduler's state after a step); and DIR/cifar/ with the tests' writer (distop writes no CIFAR-10
+// files, tests/support/cifar_files.hpp): batch files of one record and of three (labels 1, 5, 9).
+// Usage: fuzz_seeds DIR
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -10,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cifar_files.hpp"
 #include "distop/core/environment.hpp"
 #include "distop/data/idx.hpp"
 #include "distop/io/checkpoint.hpp"
@@ -55,6 +58,13 @@ int main(int argc, char** argv) {
     distop::data::write_idx(idx + "/labels", IdxArray{{5}, {0, 1, 2, 3, 4}}, false);
     distop::data::write_idx(idx + "/four.gz", IdxArray{{1, 2, 1, 2}, {1, 2, 3, 4}}, true);
     distop::data::write_idx(idx + "/empty", IdxArray{{0}, {}}, false);
+
+    const fs::path cifar = dir / "cifar";
+    fs::create_directories(cifar);
+    distop::test::write_bytes(cifar / "one.bin", distop::test::cifar10_records(1, 1));
+    auto three = distop::test::cifar10_records(3, 2);
+    for (std::uint8_t r = 0; r < 3; ++r) three[r * 3073] = static_cast<std::uint8_t>(4 * r + 1);
+    distop::test::write_bytes(cifar / "three.bin", three);
 
     // Saved to a directory of its own, then moved into the corpus under a name of its own.
     const fs::path ck = dir / "checkpoint";

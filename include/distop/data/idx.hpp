@@ -40,16 +40,20 @@ IdxArray read_idx(const std::string& path);
 // fit in a uint32. Throws distop::Error (op "write_idx") on failure.
 void write_idx(const std::string& path, const IdxArray& array, bool compress);
 
-// An MNIST-like data set in memory.
+// An image data set in memory: MNIST-like (one channel) or CIFAR-10 (three, data/cifar.hpp).
 struct Dataset {
-  std::int64_t size = 0;  // number of examples
+  std::int64_t size = 0;      // number of examples
+  std::int64_t channels = 1;  // colour channels per image (1 for MNIST-like data sets)
   std::int64_t rows = 0;
   std::int64_t cols = 0;
-  std::vector<float> images;         // pixel / 255, row-major [size, rows * cols]
+  // byte / 255, row-major [size, channels, rows, cols]: each image channel-major, as a
+  // [channels, rows, cols] tensor (NCHW).
+  std::vector<float> images;
   std::vector<std::int32_t> labels;  // [size], each in [0, num_classes)
 
-  std::int64_t pixels() const noexcept { return rows * cols; }
-  // Example i's rows * cols pixels.
+  // The values of one image: channels * rows * cols (rows * cols pixels for one channel).
+  std::int64_t pixels() const noexcept { return channels * rows * cols; }
+  // Example i's pixels() values.
   const float* image(std::int64_t i) const noexcept {
     return images.data() + static_cast<std::size_t>(i * pixels());
   }

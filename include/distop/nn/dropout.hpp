@@ -1,10 +1,15 @@
 #pragma once
-// Dropout on the tape, with a mask that does not depend on the partitioning.
+// Dropout on the tape, with a mask that does not depend on the partitioning: the function
+// nn::dropout and the module nn::Dropout<T>.
 
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "distop/autodiff/tape.hpp"
 #include "distop/autodiff/var.hpp"
+#include "distop/nn/module.hpp"
 
 namespace distop::nn {
 
@@ -19,5 +24,60 @@ namespace distop::nn {
 // mask is recomputed from the seed, not stored).
 template <class T>
 Var<T> dropout(Tape& tape, const Var<T>& x, double p, std::uint64_t seed, bool training = true);
+
+// Options of a Dropout module, for designated initialisers: `{.seed = 7}`.
+struct DropoutOptions {
+  // The masks are a function of this seed and the call count alone; give each Dropout of a model
+  // its own.
+  std::uint64_t seed = 0;
+};
+
+// PyTorch's nn.Dropout as a module: forward applies nn::dropout with probability p in training
+// mode (Module::training()) and is the identity, returning x itself, in evaluation mode.
+//
+// Each call in training mode draws a new mask: call number k (counted from 0) uses the seed
+// random::bits(options.seed, k), and the count then goes up by one (at p = 0 too, so that it
+// counts training calls whatever p is). Calls in evaluation mode neither draw nor count. So the
+// masks are a function of (seed, k) and of each entry's global index only: the same on every rank
+// that holds a replica of the module, and the same at any partitioning of the input.
+//
+// The call count is state: a run resumed from a checkpoint continues its masks exactly only if the
+// count is restored too. It is not in state_dict() (PyTorch's dropout has no state, and a
+// state_dict of this model must load into a PyTorch model of the same names); calls() and
+// set_calls() read and restore it instead, and train::fit saves it in its checkpoints' metadata
+// and restores it on --resume (named_dropouts below).
+//
+//   nn::Dropout<float> drop(0.5, {.seed = 7});
+//   auto h = drop.forward(tape, x);   // training: a new mask each call; after model.eval(): x
+template <class T>
+class Dropout : public Module<T> {
+ public:
+  // Error unless 0 <= p <= 1.
+  explicit Dropout(double p, DropoutOptions options = {});
+
+  double p() const noexcept { return p_; }
+  std::uint64_t seed() const noexcept { return seed_; }
+  // The number of calls made in training mode so far (the next call's k).
+  std::uint64_t calls() const noexcept { return calls_; }
+  // Restores the call count (from a checkpoint): the next call in training mode is call `calls`.
+  void set_calls(std::uint64_t calls) noexcept { calls_ = calls; }
+
+  // Not to be called on one module from several threads at once (it counts the calls).
+  Var<T> forward(Tape& tape, const Var<T>& x);
+
+ private:
+  double p_;
+  std::uint64_t seed_;
+  std::uint64_t calls_ = 0;
+};
+
+extern template class Dropout<float>;
+extern template class Dropout<double>;
+
+// Every Dropout module of `model` (itself included), with its hierarchical name as state_dict
+// names modules ("" for `model` itself, "features.3" for a child's child), depth first in
+// registration order: the state a training loop saves and restores beside the state_dict.
+template <class T>
+std::vector<std::pair<std::string, Dropout<T>*>> named_dropouts(Module<T>& model);
 
 }  // namespace distop::nn

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <concepts>
@@ -24,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <tuple>
 #include <vector>
 
@@ -35,6 +37,7 @@
 #include "distop/io/checkpoint.hpp"
 #include "distop/io/state_dict.hpp"
 #include "distop/loss/cross_entropy.hpp"
+#include "distop/nn/dropout.hpp"
 #include "distop/nn/module.hpp"
 #include "distop/optim/lr_scheduler.hpp"
 #include "distop/parallel/gradient_reducer.hpp"
@@ -90,8 +93,8 @@ class StepTotals {
     if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
   }
   // Starts the sums of this step (after taking() the previous one's).
-  void start(std::int64_t step, std::int64_t rows, const Var<float>& loss,
-             const Var<float>& logits, const std::vector<std::int32_t>& labels) {
+  void start(std::int64_t step, std::int64_t rows, const Var<float>& loss, const Var<float>& logits,
+             const std::vector<std::int32_t>& labels) {
     v_[0] = loss.value().local_numel() > 0 ? loss.value().local().to_vector()[0] : 0.0;
     v_[1] = labels.empty() ? 0.0 : static_cast<double>(loss::count_correct(logits.value(), labels));
     step_ = step;
@@ -110,6 +113,22 @@ class StepTotals {
   std::int64_t step_ = 0, rows_ = 0;
   MPI_Request request_ = MPI_REQUEST_NULL;
 };
+
+// The checkpoint metadata key of the call count of the Dropout named `module` (nn::named_dropouts).
+inline std::string dropout_calls_key(const std::string& module) {
+  return "dropout_calls." + module;
+}
+
+// A count written by std::to_string, read back; an error naming the checkpoint otherwise.
+inline std::uint64_t parse_count(const std::string& text, const std::string& dir,
+                                 const std::string& key, const char* program) {
+  std::uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  DISTOP_CHECK(!text.empty() && ec == std::errc() && ptr == end, program, "the checkpoint in ", dir,
+               " has metadata user.", key, " '", text, "', expected a count");
+  return v;
+}
 
 // Loss and accuracy over a whole data set, without recording gradients, on every rank. With R
 // replicas, replica r evaluates its contiguous share of the examples (shard), so every example
@@ -154,7 +173,10 @@ EpochMetrics evaluate(Model& model, const data::Dataset& d, Load& load, int repl
 // Trains `model` on `train` with the optimizer and schedule of `o` (cross-entropy of its logits
 // against the labels), evaluates it on `test` after each epoch and at the end, and keeps the
 // checkpoints, logs and weights `o` asks for. `program` names the program in messages, errors and
-// the checkpoint's metadata; `save_metadata` goes into the --save file. Collective over
+// the checkpoint's metadata; `save_metadata` goes into the --save file. A checkpoint holds, beside
+// the model's state_dict and the optimizer's and schedule's state, the call count of each
+// nn::Dropout of the model (metadata "dropout_calls.<module name>"), which --resume restores so
+// that the resumed run draws the masks the uninterrupted one would have. Collective over
 // MPI_COMM_WORLD: every rank calls it with the same options (and the errors it raises are raised
 // on every rank). Returns 0.
 //
@@ -183,9 +205,10 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
                " replicas do not divide it (each replica takes batch-size / replicas examples)");
   const std::int64_t local_batch = o.batch_size / r_count;
   const bool writer = r_index == 0;  // replica 0 writes the checkpoints and the weights
-  DISTOP_CHECK(test.rows == train.rows && test.cols == train.cols, name, "the test images are ",
-               test.rows, " x ", test.cols, " but the training images ", train.rows, " x ",
-               train.cols);
+  DISTOP_CHECK(
+      test.channels == train.channels && test.rows == train.rows && test.cols == train.cols, name,
+      "the test images are ", test.channels, " x ", test.rows, " x ", test.cols,
+      " but the training images ", train.channels, " x ", train.rows, " x ", train.cols);
   if (!o.save.empty()) {
     // Found out now rather than after the whole run: --save must name a writable directory.
     comm::agree(MPI_COMM_WORLD, name, [&] {
@@ -248,6 +271,14 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
     DISTOP_CHECK(position.scheduler.has_value(), name, "the checkpoint in ", o.checkpoint_dir,
                  " has no learning-rate schedule state");
     scheduler.load_state(*position.scheduler);
+    // Each Dropout's call count, which its next masks depend on.
+    for (auto& [module, dropout] : nn::named_dropouts<float>(model)) {
+      const auto it = position.metadata.find(detail::dropout_calls_key(module));
+      DISTOP_CHECK(it != position.metadata.end(), name, "the checkpoint in ", o.checkpoint_dir,
+                   " has no call count of the Dropout '", module, "' (metadata user.",
+                   detail::dropout_calls_key(module), "); it was made by another model");
+      dropout->set_calls(detail::parse_count(it->second, o.checkpoint_dir, it->first, name));
+    }
     if (talk)
       std::fprintf(stderr, "resuming at epoch %lld, step %lld of it (%lld steps done)\n",
                    static_cast<long long>(position.epoch + 1),
@@ -279,6 +310,8 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
     info.metadata = settings;
     info.metadata.emplace("model", program);
     info.scheduler = scheduler.state();
+    for (const auto& [module, dropout] : nn::named_dropouts<float>(model))
+      info.metadata.emplace(detail::dropout_calls_key(module), std::to_string(dropout->calls()));
     if (writer) io::save_checkpoint(o.checkpoint_dir, model, *opt, info);
   };
 

@@ -1,0 +1,84 @@
+// The convolutional network of data-parallel training (three 3x3 convolutions with max pools, two
+// fully connected layers, dropout), trained on Fashion-MNIST or CIFAR-10 with every layer
+// replicated and the batch split over the ranks.
+//
+//   build/examples/cnn/cnn --epochs 1 --checkpoint-dir cnn-run
+//   build/examples/cnn/cnn --dataset cifar10 --data cifar-10-batches-bin
+//
+// Until the data-parallel gradient reducer sums the replicas' gradients, it runs at 1 rank only.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <distop/distop.hpp>
+
+#include "model.hpp"
+
+namespace {
+
+using namespace distop;
+
+// Copies this rank's rows of the batch: the local box is [rows, C, H, W] at offset (r0, 0, 0, 0),
+// each row one whole image, batch position range.begin + r0 + i.
+void load_rows(const data::Dataset& d, const std::vector<std::int64_t>& order,
+               const data::BatchRange& range, const TensorSpace& space, DistTensor<float>& x) {
+  const auto& local = space.local_shape();
+  if (local.numel() == 0) return;
+  const std::int64_t r0 = space.local_offset()[0], n = d.pixels();
+  std::vector<float> v(static_cast<std::size_t>(local.numel()));
+  for (std::int64_t i = 0; i < local[0]; ++i) {
+    const float* img = d.image(order[static_cast<std::size_t>(range.begin + r0 + i)]);
+    std::copy(img, img + n, v.begin() + i * n);
+  }
+  x.local().copy_from(Tensor<float>::from_vector(local, v));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  train::TrainOptions o;
+  o.epochs = 5;
+  o.batch_size = 64;
+  o.lr = 0.01;
+  std::string dataset = "fashion-mnist";
+  CLI::App app{
+      "A data-parallel convolutional network (distop example): conv1 C->32, conv2 32->64, conv3 "
+      "64->128 (3x3, padding 1, each with ReLU and a 2x2 max pool), fc1 F->1024 with ReLU and "
+      "dropout 0.5, fc2 1024->10. Fashion-MNIST: 1 x 28 x 28 images, F = 128 x 3 x 3 = 1152. "
+      "CIFAR-10 (--dataset cifar10 --data DIR): 3 x 32 x 32 images, conv1 takes 3 channels and "
+      "F = 128 x 4 x 4 = 2048. Purely data parallel: one replica per rank, each taking "
+      "batch-size / ranks examples of every step."};
+  train::add_training_options(app, o);
+  app.get_option("--data")->description(
+      "Directory of the data set: Fashion-MNIST's IDX files, or CIFAR-10's data_batch_1.bin .. "
+      "data_batch_5.bin and test_batch.bin (binary version; needed with --dataset cifar10)");
+  app.add_option("--dataset", dataset, "fashion-mnist or cifar10")
+      ->check(CLI::IsMember({"fashion-mnist", "cifar10"}))
+      ->capture_default_str();
+  return train::run_main(argc, argv, app, "cnn", [&] {
+    int ranks = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    // Purely data parallel: one replica per rank.
+    if (app.get_option("--replicas")->count() == 0) o.replicas = ranks;
+    DISTOP_CHECK(o.replicas == ranks, "cnn",
+                 "examples/cnn is purely data parallel: --replicas must be the rank count ", ranks,
+                 " (its default), found ", o.replicas);
+    parallel::Replicas replicas(MPI_COMM_WORLD, o.replicas);
+    const bool cifar = dataset == "cifar10";
+    DISTOP_CHECK(!cifar || app.get_option("--data")->count() > 0, "cnn",
+                 "--dataset cifar10 needs --data DIR, the directory of data_batch_1.bin .. "
+                 "data_batch_5.bin and test_batch.bin");
+    auto load = [&](bool train) {
+      return cifar ? data::load_cifar10_collective(MPI_COMM_WORLD, o.data, train)
+                   : data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, train);
+    };
+    const auto train_set = load(true);
+    const auto test_set = load(false);
+    if (!cifar)
+      DISTOP_CHECK(train_set.channels == 1 && train_set.rows == 28 && train_set.cols == 28, "cnn",
+                   "Fashion-MNIST has 1 x 28 x 28 images, found ", train_set.channels, " x ",
+                   train_set.rows, " x ", train_set.cols, " in ", o.data);
+    examples::ConvNet model(train_set.channels, train_set.rows, train_set.cols, o.seed,
+                            replicas.model_comm());
+    return train::fit("cnn", model, o, train_set, test_set, load_rows,
+                      {{"model", "cnn"}, {"dataset", dataset}}, &replicas);
+  });
+}

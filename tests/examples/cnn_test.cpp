@@ -1,0 +1,233 @@
+// The data-parallel CNN example as a user runs it: its state_dict names and shapes are a PyTorch
+// module's, a resumed run continues exactly (dropout masks included), it trains on CIFAR-10, and
+// bad data sets, checkpoints and rank counts are clear errors.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cifar_files.hpp"
+#include "distop/core/random.hpp"
+#include "distop/data/idx.hpp"
+#include "distop/io/safetensors.hpp"
+#include "run_example.hpp"
+
+namespace fs = std::filesystem;
+using distop::Shape;
+using distop::io::SafetensorsFile;
+using distop::test::Outcome;
+
+namespace {
+
+fs::path work() { return fs::path(DISTOP_CNN_WORK_DIR); }
+
+Outcome run_cnn(const std::string& args, int ranks = 1) {
+  return distop::test::run_example(DISTOP_MPIEXEC, DISTOP_CNN, ranks,
+                                   std::string("--quiet --batch-size 32 ") + args, 300);
+}
+
+std::vector<std::string> lines(const fs::path& p) {
+  std::ifstream in(p);
+  std::vector<std::string> v;
+  for (std::string l; std::getline(in, l);) v.push_back(l);
+  return v;
+}
+
+std::string contents(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void expect_clean_failure(const Outcome& o, const std::string& needle) {
+  EXPECT_NE(o.status, 0) << o.output;
+  EXPECT_NE(o.status, 124) << "the example hung:\n" << o.output;
+  EXPECT_NE(o.output.find(needle), std::string::npos) << "expected '" << needle << "' in:\n"
+                                                      << o.output;
+  EXPECT_EQ(o.output.find("MPI_Abort"), std::string::npos) << o.output;
+}
+
+// The state_dict of the network for `channels` x side x side images: a PyTorch module with
+// attributes conv1, conv2, conv3, fc1, fc2 (and a dropout without state), in sorted order.
+std::vector<std::pair<std::string, Shape>> expected_tensors(std::int64_t channels,
+                                                            std::int64_t features) {
+  return {{"conv1.bias", Shape{32}},  {"conv1.weight", Shape{32, channels, 3, 3}},
+          {"conv2.bias", Shape{64}},  {"conv2.weight", Shape{64, 32, 3, 3}},
+          {"conv3.bias", Shape{128}}, {"conv3.weight", Shape{128, 64, 3, 3}},
+          {"fc1.bias", Shape{1024}},  {"fc1.weight", Shape{1024, features}},
+          {"fc2.bias", Shape{10}},    {"fc2.weight", Shape{10, 1024}}};
+}
+
+// Checks the --save file's names, shapes and dtypes; returns its number of parameters.
+std::int64_t expect_state_dict(const fs::path& path, std::int64_t channels, std::int64_t features) {
+  const auto f = SafetensorsFile::open(path.string());
+  const auto want = expected_tensors(channels, features);
+  std::vector<std::string> names;
+  for (const auto& [name, shape] : want) names.push_back(name);
+  EXPECT_EQ(f.names(), names);
+  std::int64_t count = 0;
+  for (const auto& [name, shape] : want) {
+    if (!f.contains(name)) continue;
+    EXPECT_EQ(f.shape(name), shape) << name;
+    EXPECT_EQ(f.dtype(name), "F32") << name;
+    count += f.shape(name).numel();
+  }
+  return count;
+}
+
+// A small Fashion-MNIST-like data set of random 28 x 28 images (256 for training, 64 for testing),
+// for the runs whose point is not the data: each run then evaluates in milliseconds.
+fs::path write_small_data_set(const fs::path& dir) {
+  fs::create_directories(dir);
+  for (const bool train : {true, false}) {
+    const std::int64_t n = train ? 256 : 64;
+    distop::data::IdxArray images{{n, 28, 28}, {}}, labels{{n}, {}};
+    for (std::int64_t i = 0; i < n * 28 * 28; ++i)
+      images.data.push_back(
+          static_cast<std::uint8_t>(distop::random::bits(train, static_cast<std::uint64_t>(i))));
+    for (std::int64_t i = 0; i < n; ++i) labels.data.push_back(static_cast<std::uint8_t>(i % 10));
+    const std::string stem = train ? "train" : "t10k";
+    distop::data::write_idx((dir / (stem + "-images-idx3-ubyte")).string(), images, false);
+    distop::data::write_idx((dir / (stem + "-labels-idx1-ubyte")).string(), labels, false);
+  }
+  return dir;
+}
+
+// The checkpoint of `dir` rewritten with its metadata entry `key` replaced by `value`, or left out
+// when `value` is empty.
+void edit_checkpoint_metadata(const fs::path& dir, const std::string& key,
+                              const std::string& value) {
+  const fs::path path = dir / "checkpoint.safetensors";
+  const auto f = SafetensorsFile::open(path.string());
+  auto metadata = f.metadata();
+  ASSERT_EQ(metadata.count(key), 1u) << key;
+  if (value.empty())
+    metadata.erase(key);
+  else
+    metadata[key] = value;
+  std::vector<std::vector<std::byte>> bytes;
+  std::vector<distop::io::TensorEntry> entries;
+  const auto names = f.names();
+  bytes.reserve(names.size());
+  for (const auto& name : names) {
+    bytes.push_back(f.read_bytes(name));
+    entries.emplace_back(name, f.dtype(name), f.shape(name), bytes.back().data());
+  }
+  distop::io::write_safetensors(path.string(), entries, metadata);
+}
+
+}  // namespace
+
+class Cnn : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = work() / info->name();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  fs::path dir_;
+};
+
+TEST_F(Cnn, SavesTheStateDictOfAPyTorchModule) {
+  auto o = run_cnn("--steps 3 --save " + (dir_ / "w.safetensors").string());
+  ASSERT_EQ(o.status, 0) << o.output;
+  // 1152 = 128 x 3 x 3 features into fc1; about 1.3 M parameters in all.
+  EXPECT_EQ(expect_state_dict(dir_ / "w.safetensors", 1, 1152), 1283594);
+  const auto meta = SafetensorsFile::open((dir_ / "w.safetensors").string()).metadata();
+  EXPECT_EQ(meta.at("model"), "cnn");
+  EXPECT_EQ(meta.at("dataset"), "fashion-mnist");
+  EXPECT_EQ(meta.at("steps"), "3");
+}
+
+// Six steps in one go, and three steps, a stop, and three more from the checkpoint: the same
+// losses to the last digit and the same final weights. The dropout masks of steps 4-6 depend on
+// the call count the checkpoint carries.
+TEST_F(Cnn, ResumeContinuesExactlyAsAnUninterruptedRun) {
+  const auto w = dir_;
+  const std::string data = "--data " + write_small_data_set(w / "data").string() + " ";
+  auto a = run_cnn(data + "--steps 6 --loss-log " + (w / "a.txt").string() + " --save " +
+                   (w / "a.safetensors").string() + " --checkpoint-dir " + (w / "ckpt-a").string());
+  ASSERT_EQ(a.status, 0) << a.output;
+  auto b1 = run_cnn(data + "--steps 3 --loss-log " + (w / "b.txt").string() + " --checkpoint-dir " +
+                    (w / "ckpt-b").string());
+  ASSERT_EQ(b1.status, 0) << b1.output;
+  const auto meta =
+      SafetensorsFile::open((w / "ckpt-b" / "checkpoint.safetensors").string()).metadata();
+  EXPECT_EQ(meta.at("user.dropout_calls.dropout"), "3");
+  auto b2 =
+      run_cnn(data + "--steps 6 --resume --loss-log " + (w / "b.txt").string() + " --save " +
+              (w / "b.safetensors").string() + " --checkpoint-dir " + (w / "ckpt-b").string());
+  ASSERT_EQ(b2.status, 0) << b2.output;
+  const auto la = lines(w / "a.txt"), lb = lines(w / "b.txt");
+  ASSERT_EQ(la.size(), 6u);
+  EXPECT_EQ(la, lb);
+  // (Not EXPECT_EQ, which would print megabytes of weights.)
+  EXPECT_TRUE(contents(w / "a.safetensors") == contents(w / "b.safetensors"))
+      << "the final weights differ";
+}
+
+TEST_F(Cnn, CheckpointWithoutItsDropoutCountIsAClearError) {
+  const auto ckpt = dir_ / "ckpt";
+  const std::string data = "--data " + write_small_data_set(dir_ / "data").string() + " ";
+  auto o = run_cnn(data + "--steps 1 --checkpoint-dir " + ckpt.string());
+  ASSERT_EQ(o.status, 0) << o.output;
+  edit_checkpoint_metadata(ckpt, "user.dropout_calls.dropout", "three");
+  expect_clean_failure(run_cnn(data + "--steps 2 --resume --checkpoint-dir " + ckpt.string()),
+                       "has metadata user.dropout_calls.dropout 'three', expected a count");
+  edit_checkpoint_metadata(ckpt, "user.dropout_calls.dropout", "");
+  expect_clean_failure(run_cnn(data + "--steps 2 --resume --checkpoint-dir " + ckpt.string()),
+                       "has no call count of the Dropout 'dropout'");
+}
+
+TEST_F(Cnn, TrainsOnCifar10) {
+  const auto data = dir_ / "cifar";
+  distop::test::write_cifar10_dir(data, 40, 30, 1);  // 200 training and 30 test images
+  auto o = run_cnn("--dataset cifar10 --data " + data.string() + " --steps 3 --save " +
+                   (dir_ / "w.safetensors").string());
+  ASSERT_EQ(o.status, 0) << o.output;
+  // 3 input channels, 2048 = 128 x 4 x 4 features into fc1.
+  expect_state_dict(dir_ / "w.safetensors", 3, 2048);
+  EXPECT_EQ(SafetensorsFile::open((dir_ / "w.safetensors").string()).metadata().at("dataset"),
+            "cifar10");
+}
+
+TEST_F(Cnn, BadDataSetsAreClearErrors) {
+  auto bad = run_cnn("--dataset mnist --steps 1");
+  EXPECT_NE(bad.status, 0) << bad.output;
+  EXPECT_NE(bad.status, 124) << bad.output;
+  EXPECT_NE(bad.output.find("--dataset: mnist not in {fashion-mnist,cifar10}"), std::string::npos)
+      << bad.output;
+  expect_clean_failure(run_cnn("--dataset cifar10 --steps 1"), "--dataset cifar10 needs --data");
+  // A missing batch file, a record cut short, a label out of range.
+  const auto data = dir_ / "cifar";
+  distop::test::write_cifar10_dir(data, 2, 2, 1);
+  fs::remove(data / "data_batch_2.bin");
+  expect_clean_failure(run_cnn("--dataset cifar10 --steps 1 --data " + data.string()),
+                       (data / "data_batch_2.bin").string() + " does not exist");
+  distop::test::write_cifar10_dir(data, 2, 2, 1);
+  fs::resize_file(data / "test_batch.bin", 3073 + 5);
+  expect_clean_failure(run_cnn("--dataset cifar10 --steps 1 --data " + data.string()),
+                       "not a whole number of 3073-byte records");
+  auto records = distop::test::cifar10_records(2, 1);
+  records[3073] = 10;
+  distop::test::write_bytes(data / "test_batch.bin", records);
+  expect_clean_failure(run_cnn("--dataset cifar10 --steps 1 --data " + data.string()),
+                       "label 10 of record 1");
+  // Fashion-MNIST's files are not there.
+  expect_clean_failure(run_cnn("--steps 1 --data " + data.string()), "load_mnist_like");
+}
+
+// Purely data parallel: one replica per rank by default; another replica count is an error.
+TEST_F(Cnn, TrainsAsOneReplicaPerRank) {
+  const auto o = run_cnn("--steps 3", 2);
+  EXPECT_EQ(o.status, 0) << o.output;
+  expect_clean_failure(run_cnn("--steps 1 --replicas 1", 2),
+                       "examples/cnn is purely data parallel: --replicas must be the rank count 2");
+}
