@@ -2,9 +2,9 @@
 # Installs what is missing, builds, and trains LeNet-5 on Fashion-MNIST over 4 MPI ranks, its
 # convolutions spatially partitioned 2 x 2. Extra arguments go to the example (see --help);
 # DISTOP_RANKS changes the rank count (1, 2, 4 or 8), DISTOP_EXAMPLE=mlp runs the model-parallel
-# MLP instead and DISTOP_EXAMPLE=cnn the data-parallel CNN (at 1 rank, its default, until distop has
-# the data-parallel gradient reducer). Relative paths in the arguments (--checkpoint-dir, --data, --save, ...) are taken
-# from the directory the script is run in.
+# MLP instead and DISTOP_EXAMPLE=cnn the data-parallel CNN (one replica per rank; 2 ranks by
+# default). Relative paths in the arguments (--checkpoint-dir, --data, --save, ...) are taken from
+# the directory the script is run in.
 set -euo pipefail
 caller=$PWD
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,7 +15,7 @@ build=${DISTOP_BUILD_DIR:-build}
 example=${DISTOP_EXAMPLE:-lenet5}
 case "$example" in
   lenet5|mlp) ranks=${DISTOP_RANKS:-4} ;;
-  cnn) ranks=${DISTOP_RANKS:-1} ;;
+  cnn) ranks=${DISTOP_RANKS:-2} ;;
   *) echo "run-example.sh: DISTOP_EXAMPLE must be lenet5, mlp or cnn, not '$example'" >&2; exit 2 ;;
 esac
 bash scripts/build.sh >/dev/null
