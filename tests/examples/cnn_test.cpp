@@ -20,6 +20,9 @@
 namespace fs = std::filesystem;
 using distop::Shape;
 using distop::io::SafetensorsFile;
+using distop::test::expect_clean_failure;
+using distop::test::file_bytes;
+using distop::test::file_lines;
 using distop::test::Outcome;
 
 namespace {
@@ -29,28 +32,6 @@ fs::path work() { return fs::path(DISTOP_CNN_WORK_DIR); }
 Outcome run_cnn(const std::string& args, int ranks = 1) {
   return distop::test::run_example(DISTOP_MPIEXEC, DISTOP_CNN, ranks,
                                    std::string("--quiet --batch-size 32 ") + args, 300);
-}
-
-std::vector<std::string> lines(const fs::path& p) {
-  std::ifstream in(p);
-  std::vector<std::string> v;
-  for (std::string l; std::getline(in, l);) v.push_back(l);
-  return v;
-}
-
-std::string contents(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void expect_clean_failure(const Outcome& o, const std::string& needle) {
-  EXPECT_NE(o.status, 0) << o.output;
-  EXPECT_NE(o.status, 124) << "the example hung:\n" << o.output;
-  EXPECT_NE(o.output.find(needle), std::string::npos) << "expected '" << needle << "' in:\n"
-                                                      << o.output;
-  EXPECT_EQ(o.output.find("MPI_Abort"), std::string::npos) << o.output;
 }
 
 // The state_dict of the network for `channels` x side x side images: a PyTorch module with
@@ -165,11 +146,11 @@ TEST_F(Cnn, ResumeContinuesExactlyAsAnUninterruptedRun) {
       run_cnn(data + "--steps 6 --resume --loss-log " + (w / "b.txt").string() + " --save " +
               (w / "b.safetensors").string() + " --checkpoint-dir " + (w / "ckpt-b").string());
   ASSERT_EQ(b2.status, 0) << b2.output;
-  const auto la = lines(w / "a.txt"), lb = lines(w / "b.txt");
+  const auto la = file_lines(w / "a.txt"), lb = file_lines(w / "b.txt");
   ASSERT_EQ(la.size(), 6u);
   EXPECT_EQ(la, lb);
   // (Not EXPECT_EQ, which would print megabytes of weights.)
-  EXPECT_TRUE(contents(w / "a.safetensors") == contents(w / "b.safetensors"))
+  EXPECT_TRUE(file_bytes(w / "a.safetensors") == file_bytes(w / "b.safetensors"))
       << "the final weights differ";
 }
 

@@ -11,6 +11,9 @@
 #include "run_example.hpp"
 
 namespace fs = std::filesystem;
+using distop::test::expect_clean_failure;
+using distop::test::file_bytes;
+using distop::test::file_lines;
 using distop::test::Outcome;
 
 namespace {
@@ -20,21 +23,6 @@ fs::path work() { return fs::path(DISTOP_LENET5_WORK_DIR) / "resume"; }
 Outcome run_lenet(int ranks, const std::string& args) {
   return distop::test::run_example(DISTOP_MPIEXEC, DISTOP_LENET5, ranks,
                                    std::string("--quiet --batch-size 32 ") + args, 300);
-}
-
-std::vector<std::string> lines(const fs::path& p) {
-  std::ifstream in(p);
-  std::vector<std::string> v;
-  for (std::string l; std::getline(in, l);) v.push_back(l);
-  return v;
-}
-
-void expect_clean_failure(const Outcome& o, const std::string& needle) {
-  EXPECT_NE(o.status, 0) << o.output;
-  EXPECT_NE(o.status, 124) << "the example hung:\n" << o.output;
-  EXPECT_NE(o.output.find(needle), std::string::npos) << "expected '" << needle << "' in:\n"
-                                                      << o.output;
-  EXPECT_EQ(o.output.find("MPI_Abort"), std::string::npos) << o.output;
 }
 
 }  // namespace
@@ -67,7 +55,7 @@ TEST_F(Lenet5, ResumeContinuesExactlyAsAnUninterruptedRun) {
                              (w / "b.safetensors").string() + " --checkpoint-dir " +
                              (w / "ckpt-b").string());
   ASSERT_EQ(b2.status, 0) << b2.output;
-  const auto la = lines(w / "a.txt"), lb = lines(w / "b.txt");
+  const auto la = file_lines(w / "a.txt"), lb = file_lines(w / "b.txt");
   ASSERT_EQ(la.size(), 12u);
   EXPECT_EQ(la, lb);
   std::ifstream fa(w / "a.safetensors", std::ios::binary),
@@ -108,7 +96,7 @@ TEST_F(Lenet5, WritesOneMetricsRowPerEpoch) {
   // that the file is made with its header and gets no row for an epoch a --steps stop cut short.
   auto o = run_lenet(2, "--epochs 1 --steps 3 --metrics " + csv.string());
   ASSERT_EQ(o.status, 0) << o.output;
-  const auto l = lines(csv);
+  const auto l = file_lines(csv);
   ASSERT_GE(l.size(), 1u);
   EXPECT_EQ(l[0], "epoch,train_loss,train_accuracy,test_accuracy,seconds");
   EXPECT_EQ(l.size(), 1u) << "a row for an epoch that did not finish";

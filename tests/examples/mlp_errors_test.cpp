@@ -15,20 +15,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using distop::test::expect_clean_failure;
+using distop::test::file_bytes;
+using distop::test::file_lines;
 using distop::test::Outcome;
 
 // Runs the example under mpiexec with a time limit (exit 124 means it hung).
 Outcome run_mlp(int ranks, const std::string& args) {
   return distop::test::run_example(DISTOP_MPIEXEC, DISTOP_MLP, ranks,
                                    std::string("--quiet ") + args);
-}
-
-void expect_clean_failure(const Outcome& o, const std::string& needle) {
-  EXPECT_NE(o.status, 0) << o.output;
-  EXPECT_NE(o.status, 124) << "the example hung:\n" << o.output;
-  EXPECT_NE(o.output.find(needle), std::string::npos) << "expected '" << needle << "' in:\n"
-                                                      << o.output;
-  EXPECT_EQ(o.output.find("MPI_Abort"), std::string::npos) << o.output;
 }
 
 fs::path work() { return fs::path(DISTOP_MLP_WORK_DIR) / "errors"; }

@@ -12,6 +12,9 @@
 #include "run_example.hpp"
 
 namespace fs = std::filesystem;
+using distop::test::expect_clean_failure;
+using distop::test::file_bytes;
+using distop::test::file_lines;
 using distop::test::Outcome;
 
 namespace {
@@ -21,28 +24,6 @@ fs::path work() { return fs::path(DISTOP_MLP_WORK_DIR) / "optimizers"; }
 Outcome run_mlp(int ranks, const std::string& args) {
   return distop::test::run_example(DISTOP_MPIEXEC, DISTOP_MLP, ranks,
                                    std::string("--quiet --hidden 64 ") + args, 300);
-}
-
-std::vector<std::string> lines(const fs::path& p) {
-  std::ifstream in(p);
-  std::vector<std::string> v;
-  for (std::string l; std::getline(in, l);) v.push_back(l);
-  return v;
-}
-
-std::string bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void expect_clean_failure(const Outcome& o, const std::string& needle) {
-  EXPECT_NE(o.status, 0) << o.output;
-  EXPECT_NE(o.status, 124) << "the example hung:\n" << o.output;
-  EXPECT_NE(o.output.find(needle), std::string::npos) << "expected '" << needle << "' in:\n"
-                                                      << o.output;
-  EXPECT_EQ(o.output.find("MPI_Abort"), std::string::npos) << o.output;
 }
 
 struct OptimizerCase {
@@ -75,10 +56,11 @@ TEST_P(Optimizers, ResumeContinuesExactlyAsAnUninterruptedRun) {
                            " --checkpoint-dir " + (w / "ckpt").string() + " --save " +
                            (w / "b.safetensors").string());
   ASSERT_EQ(b2.status, 0) << b2.output;
-  const auto la = lines(w / "a.txt");
+  const auto la = file_lines(w / "a.txt");
   ASSERT_EQ(la.size(), 8u);
-  EXPECT_EQ(la, lines(w / "b.txt"));
-  EXPECT_EQ(bytes(w / "a.safetensors"), bytes(w / "b.safetensors")) << "the final weights differ";
+  EXPECT_EQ(la, file_lines(w / "b.txt"));
+  EXPECT_EQ(file_bytes(w / "a.safetensors"), file_bytes(w / "b.safetensors"))
+      << "the final weights differ";
   // Resuming with other hyper-parameters than the checkpoint's is an error naming the option.
   if (std::string(GetParam().name) == "adam")
     expect_clean_failure(run_mlp(2, common + " --eps 1e-6 --steps 8 --resume --checkpoint-dir " +

@@ -1,10 +1,15 @@
 #pragma once
 // Running an example program under mpiexec from a test, as a user would.
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace distop::test {
 
@@ -35,6 +40,30 @@ inline Outcome run_example(const std::string& mpiexec, const std::string& exe, i
   const int st = pclose(p);
   o.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return o;
+}
+
+// A run that failed as bad input should make a program fail: a non-zero exit, no hang, no
+// MPI_Abort, and `needle` in what it printed.
+inline void expect_clean_failure(const Outcome& o, const std::string& needle) {
+  EXPECT_NE(o.status, 0) << o.output;
+  EXPECT_NE(o.status, 124) << "the example hung:\n" << o.output;
+  EXPECT_NE(o.output.find(needle), std::string::npos) << "expected '" << needle << "' in:\n"
+                                                      << o.output;
+  EXPECT_EQ(o.output.find("MPI_Abort"), std::string::npos) << o.output;
+}
+
+// A text file's lines, and a file's bytes.
+inline std::vector<std::string> file_lines(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::vector<std::string> v;
+  for (std::string l; std::getline(in, l);) v.push_back(l);
+  return v;
+}
+inline std::string file_bytes(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 }  // namespace distop::test
