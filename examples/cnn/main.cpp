@@ -37,7 +37,8 @@ int main(int argc, char** argv) {
   train::TrainOptions o;
   o.epochs = 5;
   o.batch_size = 64;
-  o.lr = 0.01;
+  o.lr = 0.02;
+  o.lr_schedule = "cosine";
   std::string dataset = "fashion-mnist";
   CLI::App app{
       "A data-parallel convolutional network (distop example): conv1 C->32, conv2 32->64, conv3 "
