@@ -160,10 +160,12 @@ std::vector<Var<T>> make_function(Tape& tape, std::string name, std::vector<Var<
   outputs.reserve(values.size());
   for (auto& v : values) outputs.emplace_back(std::move(v), record);
   if (!record) return outputs;
-  // Each input's Use lasts until the adjoint has run: then its gradient has this contribution.
+  // Each watched input's Use lasts until the adjoint has run: then its gradient has this
+  // contribution. Only Vars with a ready hook are counted, so the vector stays empty (no
+  // allocation) outside data-parallel training.
   std::vector<typename Var<T>::Use> uses;
-  uses.reserve(inputs.size());
-  for (const auto& x : inputs) uses.push_back(x.use());
+  for (const auto& x : inputs)
+    if (x.has_ready_hook()) uses.push_back(x.use());
   tape.record(std::move(name), [inputs = std::move(inputs), outputs, backward = std::move(backward),
                                 collective, uses = std::move(uses)]() mutable {
     std::vector<const DistTensor<T>*> dys(outputs.size(), nullptr);

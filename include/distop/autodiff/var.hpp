@@ -161,6 +161,7 @@ class Var {
   };
   // A Use of this Var: counted only when a ready hook is set (otherwise an empty token).
   Use use() const { return node_ && node_->ready_hook ? Use(node_) : Use(); }
+  bool has_ready_hook() const noexcept { return node_ && node_->ready_hook; }
   // Sets (or, with an empty function, clears) the hook run when the last Use goes.
   void set_ready_hook(std::function<void()> hook) const { node().ready_hook = std::move(hook); }
 
