@@ -16,6 +16,7 @@
 #include "distop/core/shape.hpp"
 #include "distop/core/tensor.hpp"
 #include "distop/core/timers.hpp"
+#include "distop/data/augment.hpp"
 #include "distop/data/cifar.hpp"
 #include "distop/data/distributed_sampler.hpp"
 #include "distop/data/idx.hpp"
