@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <optional>
 #include <type_traits>
 
@@ -35,6 +36,46 @@ bool within_replica(const Partition& p, MPI_Comm world, int first, int count) {
                      [&](int r) { return r != MPI_UNDEFINED && r >= first && r < first + count; });
 }
 
+int to_int(std::int64_t n) {
+  DISTOP_CHECK(n <= std::numeric_limits<int>::max(), kOp, "a bucket of ", n,
+               " entries exceeds MPI's int count limit; lower the bucket capacity");
+  return static_cast<int>(n);
+}
+
+// out[i] = (in_0[i] + in_1[i] + ... + in_{R-1}[i]) * scale for the R blocks of `n` entries of `in`
+// (block q at in + q n): the replicas' sum of one entry, in replica order, whatever n is.
+template <class T>
+void sum_in_order(const T* in, std::int64_t n, int replicas, T scale, T* out) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = in[i];
+  for (int q = 1; q < replicas; ++q) {
+    const T* block = in + static_cast<std::int64_t>(q) * n;
+    for (std::int64_t i = 0; i < n; ++i) out[i] += block[i];
+  }
+  for (std::int64_t i = 0; i < n; ++i) out[i] *= scale;
+}
+
+// n / R entries to each chunk and one more to the first n % R, as balanced_bounds (which refuses
+// empty chunks) splits: R + 1 offsets.
+std::vector<std::int64_t> chunk_bounds_of(std::int64_t n, int replicas) {
+  std::vector<std::int64_t> bounds(static_cast<std::size_t>(replicas) + 1, 0);
+  for (int q = 0; q < replicas; ++q)
+    bounds[static_cast<std::size_t>(q) + 1] =
+        bounds[static_cast<std::size_t>(q)] + n / replicas + (q < n % replicas ? 1 : 0);
+  return bounds;
+}
+
+// The counts and displacements of the chunks `bounds` (R + 1 offsets), for MPI's v-collectives.
+void chunk_counts(const std::vector<std::int64_t>& bounds, std::vector<int>& counts,
+                  std::vector<int>& displs) {
+  const std::size_t r = bounds.size() - 1;
+  counts.resize(r);
+  displs.resize(r);
+  for (std::size_t q = 0; q < r; ++q) {
+    counts[q] = to_int(bounds[q + 1] - bounds[q]);
+    displs[q] = to_int(bounds[q]);
+  }
+}
+
 // The module owning a parameter: its name without the last component ("fc1" of "fc1.weight").
 std::string owner(const std::string& name) {
   const auto dot = name.rfind('.');
@@ -53,7 +94,9 @@ GradientReducer<T>::GradientReducer(const nn::Module<T>& model, const Replicas& 
   MPI_Comm_rank(replicas.world(), &world_rank);
   const int first = replicas.index() * replicas.model_ranks();
   buffers_ = model.named_buffers();
-  for (auto& p : model.named_parameters()) {
+  named_ = model.named_parameters();
+  DISTOP_MPI_CHECK(MPI_Comm_dup(replicas.reduction_comm(), &gather_comm_), kOp);
+  for (auto& p : named_) {
     const bool reduce =
         p.reduction == nn::GradientReduction::per_replica ||
         within_replica(p.var.space().partition(), replicas.world(), first, replicas.model_ranks());
@@ -70,12 +113,11 @@ GradientReducer<T>::GradientReducer(const nn::Module<T>& model, const Replicas& 
 
 template <class T>
 GradientReducer<T>::~GradientReducer() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
   for (auto& b : buckets_)
-    if (b.request != MPI_REQUEST_NULL) {
-      int finalized = 0;
-      MPI_Finalized(&finalized);
-      if (!finalized) MPI_Wait(&b.request, MPI_STATUS_IGNORE);
-    }
+    if (b.request != MPI_REQUEST_NULL && !finalized) MPI_Wait(&b.request, MPI_STATUS_IGNORE);
+  if (gather_comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&gather_comm_);
   for (auto& p : params_) {
     p.var.set_ready_hook({});
     p.var.unpin_grad();
@@ -113,12 +155,25 @@ void GradientReducer<T>::build(const std::vector<std::size_t>& order) {
     bytes += params_[i].elements * elt;
   }
   // Each bucket's flat buffer, and its parameters' gradients as views of it (in bucket order).
+  const int r = replicas_->count();
   for (auto& b : buckets_) {
     std::size_t total = 0;
     for (std::size_t i : b.params) total += params_[i].elements;
     b.buffer = Tensor<T>(Shape{static_cast<std::int64_t>(total)}, "distop::GradientReducer");
+    b.bounds = chunk_bounds_of(static_cast<std::int64_t>(total), r);
+    b.two_phase = r > 1 && total > 0;
+    for (std::size_t i : b.params) b.two_phase = b.two_phase && params_[i].reduce;
+    if (b.two_phase) {
+      chunk_counts(b.bounds, b.counts, b.displs);
+      const int mine = b.counts[static_cast<std::size_t>(replicas_->index())];
+      b.received = Tensor<T>::uninitialized(Shape{static_cast<std::int64_t>(mine) * r});
+      b.received_counts.assign(static_cast<std::size_t>(r), mine);
+      b.received_displs.resize(static_cast<std::size_t>(r));
+      for (int q = 0; q < r; ++q) b.received_displs[static_cast<std::size_t>(q)] = q * mine;
+    }
     std::size_t offset = 0;
     for (std::size_t i : b.params) {
+      b.offsets.push_back(offset);
       const Var<T>& v = params_[i].var;
       Tensor<T> view = b.buffer.slice(static_cast<std::int64_t>(offset), v.space().local_shape());
       const bool had = v.has_grad();
@@ -131,6 +186,17 @@ void GradientReducer<T>::build(const std::vector<std::size_t>& order) {
       offset += params_[i].elements;
     }
   }
+  ++layout_version_;
+}
+
+template <class T>
+std::vector<typename GradientReducer<T>::Slot> GradientReducer<T>::bucket_slots(
+    std::size_t bucket) const {
+  const Bucket& b = buckets_.at(bucket);
+  std::vector<Slot> slots;
+  for (std::size_t k = 0; k < b.params.size(); ++k)
+    slots.push_back(Slot{b.params[k], b.offsets[k], params_[b.params[k]].elements});
+  return slots;
 }
 
 template <class T>
@@ -174,8 +240,10 @@ void GradientReducer<T>::arm() {
                  "a reduction of the previous pass is unfinished");
     b.pending = b.params.size();
     b.started = false;
+    b.phase = 0;
   }
   next_to_start_ = 0;
+  next_to_gather_ = 0;
   ready_order_.clear();
   overlapped_ = 0;
   armed_ = true;
@@ -207,20 +275,71 @@ void GradientReducer<T>::start(std::size_t bucket) {
   // A parameter that received no gradient in this pass contributes zeros (and gets the others').
   for (std::size_t i : b.params) params_[i].var.grad();
   b.started = true;
-  bool reduce = replicas_->count() > 1;
-  for (std::size_t i : b.params) reduce = reduce && params_[i].reduce;
-  if (!reduce || b.buffer.numel() == 0) return;
   // Buckets mix reduced and scaled-only parameters only if a tied parameter sits among per-replica
   // ones; those are reduced separately in finish().
-  DISTOP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, b.buffer.data(), static_cast<int>(b.buffer.numel()),
-                                  mpi_type<T>(), MPI_SUM, replicas_->reduction_comm(), &b.request),
-                   kOp);
+  if (!b.two_phase) {
+    b.phase = 4;
+    return;
+  }
+  // Phase 1: chunk q of this replica's bucket to replica q; this replica's chunk of every replica
+  // into `received`, in replica order.
+  // The count arrays live in the bucket: MPI reads them until the operation completes.
+  DISTOP_MPI_CHECK(
+      MPI_Ialltoallv(b.buffer.data(), b.counts.data(), b.displs.data(), mpi_type<T>(),
+                     b.received.data(), b.received_counts.data(), b.received_displs.data(),
+                     mpi_type<T>(), replicas_->reduction_comm(), &b.request),
+      kOp);
+  b.phase = 1;
+}
+
+template <class T>
+void GradientReducer<T>::gather_ready(bool block) {
+  // Phase 2 in bucket order (every rank posts the same all-gathers in the same order on
+  // gather_comm_): a bucket whose reduce-scatter has completed is summed in replica order, scaled
+  // by 1/R, and its chunks all-gathered in place.
+  const int r = replicas_->count();
+  const auto me = static_cast<std::size_t>(replicas_->index());
+  while (next_to_gather_ < next_to_start_) {
+    Bucket& b = buckets_[next_to_gather_];
+    if (b.phase == 1) {
+      if (block) {
+        DISTOP_MPI_CHECK(MPI_Wait(&b.request, MPI_STATUS_IGNORE), kOp);
+      } else {
+        int done = 0;
+        DISTOP_MPI_CHECK(MPI_Test(&b.request, &done, MPI_STATUS_IGNORE), kOp);
+        if (!done) return;
+      }
+      b.phase = 2;
+    }
+    if (b.phase == 2) {
+      const std::int64_t n = b.bounds[me + 1] - b.bounds[me];
+      sum_in_order(b.received.data(), n, r, static_cast<T>(1.0 / r),
+                   b.buffer.data() + b.bounds[me]);
+      if (gather_gradients_) {
+        DISTOP_MPI_CHECK(
+            MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b.buffer.data(), b.counts.data(),
+                            b.displs.data(), mpi_type<T>(), gather_comm_, &b.request),
+            kOp);
+      }
+      b.phase = 3;
+    }
+    ++next_to_gather_;
+  }
 }
 
 template <class T>
 void GradientReducer<T>::progress() {
   if (!armed_) return;
-  for (auto& b : buckets_) {
+  gather_ready(false);
+  for (std::size_t k = next_to_gather_; k < next_to_start_; ++k) {
+    Bucket& b = buckets_[k];
+    if (b.phase != 1) continue;
+    int done = 0;
+    DISTOP_MPI_CHECK(MPI_Test(&b.request, &done, MPI_STATUS_IGNORE), kOp);
+    if (done) b.phase = 2;
+  }
+  for (std::size_t k = 0; k < next_to_gather_; ++k) {
+    Bucket& b = buckets_[k];
     if (b.request == MPI_REQUEST_NULL) continue;
     int done = 0;
     DISTOP_MPI_CHECK(MPI_Test(&b.request, &done, MPI_STATUS_IGNORE), kOp);
@@ -233,29 +352,33 @@ void GradientReducer<T>::finish() {
   overlapped_ = next_to_start_;
   // Buckets whose gradients never became ready during the replay (or all, without overlap).
   for (; next_to_start_ < buckets_.size(); ++next_to_start_) start(next_to_start_);
-  for (auto& b : buckets_)
+  gather_ready(true);
+  for (auto& b : buckets_) {
     if (b.request != MPI_REQUEST_NULL)
       DISTOP_MPI_CHECK(MPI_Wait(&b.request, MPI_STATUS_IGNORE), kOp);
+    b.phase = 4;
+  }
   wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   armed_ = false;
   const int r = replicas_->count();
   if (r > 1) {
-    // Parameters left out of a bucket's reduction (a bucket holding both kinds): each on its own.
+    // Buckets that hold parameters not summed over the replicas (tied ones): their summed
+    // parameters each on its own, gathered whole and added in replica order (the same operations
+    // as in the two phases), and the explicit 1/R over the whole bucket.
     for (auto& b : buckets_) {
-      bool all = true;
-      for (std::size_t i : b.params) all = all && params_[i].reduce;
-      if (all) continue;
+      if (b.two_phase || b.buffer.numel() == 0) continue;
       for (std::size_t i : b.params) {
         if (!params_[i].reduce || params_[i].elements == 0) continue;
         DistTensor<T>& g = params_[i].var.grad();
-        DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, g.data(), static_cast<int>(g.local_numel()),
-                                       mpi_type<T>(), MPI_SUM, replicas_->reduction_comm()),
+        const int n = to_int(g.local_numel());
+        std::vector<T> all(static_cast<std::size_t>(n) * static_cast<std::size_t>(r));
+        DISTOP_MPI_CHECK(MPI_Allgather(g.data(), n, mpi_type<T>(), all.data(), n, mpi_type<T>(),
+                                       replicas_->reduction_comm()),
                          kOp);
+        sum_in_order(all.data(), n, r, T(1), g.data());
       }
+      kernels::scale(static_cast<T>(1.0 / r), b.buffer);
     }
-    // The explicit 1/R: the replicas' sum becomes the gradient of the mean loss.
-    for (auto& b : buckets_)
-      if (b.buffer.numel() > 0) kernels::scale(static_cast<T>(1.0 / r), b.buffer);
   }
   // After the first pass, the buckets follow the order in which gradients became ready (rank 0 of
   // each reduction group decides, so the group's layouts match).

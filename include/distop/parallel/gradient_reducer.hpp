@@ -37,12 +37,13 @@ struct ReducerOptions {
 // Averages the gradients of a model's parameters over the replicas of `replicas` after each
 // backward pass, so that every replica steps with the gradient of the mean loss over the global
 // batch: for a parameter p with replica gradients g_1..g_R (each the gradient of that replica's
-// mean loss), every replica ends with (g_1 + ... + g_R) / R. The sum is an all-reduce over
-// replicas.reduction_comm() (the ranks holding the same shard of p); the 1/R is an explicit step
-// after it. Parameters whose gradient is already reduced over ranks of other replicas (a `tied`
-// parameter whose partition spans replicas, such as a batch norm synchronised over the whole
-// data-parallel group) are only scaled. This is the adjoint of broadcasting the parameters to the
-// replicas (docs/adjoints.md): Broadcast* = SumReduce, and the 1/R averages the R losses.
+// mean loss), every replica ends with (g_1 + ... + g_R) / R. The sum runs over
+// replicas.reduction_comm() (the ranks holding the same shard of p) in a fixed order (below); the
+// 1/R is an explicit step after it. Parameters whose gradient is already reduced over ranks of
+// other replicas (a `tied` parameter whose partition spans replicas, such as a batch norm
+// synchronised over the whole data-parallel group) are only scaled. This is the adjoint of
+// broadcasting the parameters to the replicas (docs/adjoints.md): Broadcast* = SumReduce, and the
+// 1/R averages the R losses.
 //
 // Buckets. The gradients live in flat buffers, one per bucket, as views (Var::pin_grad): there is
 // no copy into or out of a bucket. Buckets are filled in reverse registration order (the order in
@@ -50,15 +51,26 @@ struct ReducerOptions {
 // buckets are rebuilt in the order in which the gradients actually became ready (rank 0 of each
 // reduction group decides, so that the group's buckets match).
 //
-// Overlap. Each parameter's gradient is ready when the last tape entry that uses it has run
-// (Var::Use). A bucket's nonblocking all-reduce (MPI_Iallreduce) starts as soon as all its
-// gradients are ready and every earlier bucket has started (so every rank starts the same
-// reductions in the same order); between tape entries the replay calls MPI_Testall, which is what
-// advances MPICH's nonblocking collectives. After the replay, backward() waits for the rest.
+// Fixed reduction order. Each bucket's sum is computed in two phases, as a reduce-scatter and an
+// all-gather: the bucket is cut into R balanced chunks (chunk q: entries [q N / R, (q + 1) N / R)
+// as distop::balanced_bounds splits N, empty chunks allowed), chunk q of every replica goes to
+// replica q (MPI_Ialltoallv), which adds them in replica order, g_0 + g_1 + ... + g_{R-1}, entry by
+// entry, multiplies by 1/R, and the scaled chunks are all-gathered (MPI_Iallgatherv). Each entry's
+// result is thus the same sequence of floating-point operations whatever the bucket it lies in, the
+// chunk it falls into, the grouping, the overlap and the replica count's MPI algorithms: every
+// bucketing of a run gives the same bits, at any number of replicas. (An MPI all-reduce would not:
+// MPICH picks its summation tree by message size and rank count.) distop's ReduceScatter operator
+// is not used for the first phase: it is blocking, and it adds each chunk's owner's copy first, so
+// a sum's order would depend on which replica owns the entry, that is on the bucketing. The
+// reduction keeps a receive buffer of each bucket's size (R chunks of N / R entries).
 //
-// Results do not depend on the bucketing whenever MPI's reduction order does not depend on the
-// message size: always at 2 replicas (a + b is b + a exactly); at more, when MPI's all-reduce
-// algorithm is pinned (MPICH: MPIR_CVAR_IALLREDUCE_INTRA_ALGORITHM).
+// Overlap. Each parameter's gradient is ready when the last tape entry that uses it has run
+// (Var::Use). A bucket's reduce-scatter starts as soon as all its gradients are ready and every
+// earlier bucket's has started (so every rank starts the same collectives in the same order);
+// between tape entries the replay calls MPI_Test on the outstanding phases, which is what advances
+// MPICH's nonblocking collectives, and a bucket whose reduce-scatter has completed is summed and
+// its all-gather started (in bucket order, on a communicator of its own). After the replay,
+// backward() waits for the rest.
 //
 // Collective over replicas.world() at construction (every rank passes its replica of the same
 // model). Refers to the model and replicas, which must outlive it; the model's parameters must
@@ -95,6 +107,34 @@ class GradientReducer {
   // Whether the buckets have been rebuilt from an observed ready order.
   bool rebuilt() const noexcept { return rebuilt_; }
 
+  // The layout of the buckets, for sharding optimizer state over the replicas
+  // (parallel::ShardedOptimizer). Parameters are numbered as model.named_parameters() lists them.
+  struct Slot {
+    std::size_t parameter;  // index into parameters()
+    std::size_t offset;     // of its first entry in the bucket's buffer
+    std::size_t elements;   // this rank's box of it
+  };
+  std::size_t bucket_count() const noexcept { return buckets_.size(); }
+  std::vector<Slot> bucket_slots(std::size_t bucket) const;
+  // The bucket's flat buffer (shares its storage: the parameters' gradients are views of it).
+  const Tensor<T>& bucket_buffer(std::size_t bucket) const { return buckets_.at(bucket).buffer; }
+  // Chunk q of the bucket, the entries [bounds[q], bounds[q + 1]) that replica q sums: R + 1
+  // offsets from 0 to the bucket's size.
+  const std::vector<std::int64_t>& chunk_bounds(std::size_t bucket) const {
+    return buckets_.at(bucket).bounds;
+  }
+  // Every parameter, in named_parameters() order.
+  const std::vector<nn::NamedParameter<T>>& parameters() const noexcept { return named_; }
+  // Counts the layouts: changes whenever the buckets are rebuilt.
+  std::uint64_t layout_version() const noexcept { return layout_version_; }
+  // Whether the reduced chunks are all-gathered (true, the default). With false, after backward()
+  // only this replica's chunk of each bucket (chunk_bounds(b)[index], ...) holds the mean; the
+  // rest of the bucket keeps this replica's own gradient, which is not the mean (sharded optimizer
+  // state, ZeRO stage 2, which needs only its chunk). Buckets of parameters that are not summed
+  // over the replicas (tied ones) are whole either way.
+  void set_gather_gradients(bool gather) noexcept { gather_gradients_ = gather; }
+  bool gather_gradients() const noexcept { return gather_gradients_; }
+
   // What the last backward() did: seconds spent waiting for reductions after the replay, and the
   // number of buckets started during the replay (the rest started after it).
   double last_wait_seconds() const noexcept { return wait_seconds_; }
@@ -108,10 +148,19 @@ class GradientReducer {
     std::size_t elements;
   };
   struct Bucket {
-    std::vector<std::size_t> params;  // indices into params_
+    std::vector<std::size_t> params;   // indices into params_
+    std::vector<std::size_t> offsets;  // of each parameter's first entry in buffer
     Tensor<T> buffer;
+    std::vector<std::int64_t> bounds;  // the replicas' chunks: R + 1 offsets
+    std::vector<int> counts, displs;   // the chunks, for MPI (held while a phase runs)
+    Tensor<T> received;                // phase 1: this rank's chunk of every replica, in order
+    std::vector<int> received_counts, received_displs;
+    bool two_phase = false;   // summed over the replicas by reduce-scatter + all-gather
     std::size_t pending = 0;  // parameters not yet ready in this pass
     MPI_Request request = MPI_REQUEST_NULL;
+    // 0 idle, 1 reduce-scatter posted, 2 reduce-scatter complete, 3 all-gather posted (or none
+    // needed), 4 done.
+    int phase = 0;
     bool started = false;
   };
 
@@ -121,6 +170,7 @@ class GradientReducer {
   void start_ready_buckets();
   void start(std::size_t bucket);
   void progress();
+  void gather_ready(bool block);
   void finish();
 
   const Replicas* replicas_;
@@ -131,6 +181,11 @@ class GradientReducer {
   std::vector<std::size_t> bucket_of_;  // per parameter
   std::vector<std::size_t> ready_order_;
   std::size_t next_to_start_ = 0;
+  std::size_t next_to_gather_ = 0;
+  MPI_Comm gather_comm_ = MPI_COMM_NULL;  // a duplicate of the reduction communicator
+  std::vector<nn::NamedParameter<T>> named_;
+  std::uint64_t layout_version_ = 0;
+  bool gather_gradients_ = true;
   bool armed_ = false;
   bool rebuilt_ = false;
   double wait_seconds_ = 0;
