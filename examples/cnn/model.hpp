@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "../common/conv_features.hpp"
+
 namespace distop::examples {
 
 // conv1 C->32 3x3 padding 1, ReLU, 2x2 max pool; conv2 32->64 3x3 padding 1, ReLU, 2x2 max pool;
@@ -18,9 +20,10 @@ namespace distop::examples {
 // and the gradients agree entry for entry (see examples/lenet5/model.hpp), on a quarter of the
 // entries.
 //
-// Every layer is a local one (nn::Conv, nn::Pool, nn::Linear, nn::Dropout). The input's batch
-// axis may be split over the ranks of `comm` (a balanced split, each rank its own block of rows),
-// the parameters then replicated over those ranks, each copy's gradient from its own rows
+// The convolutions are examples/common's ConvFeatures, registered here under its children's own
+// names. Every layer is a local one (nn::Conv, nn::Pool, nn::Linear, nn::Dropout). The input's
+// batch axis may be split over the ranks of `comm` (a balanced split, each rank its own block of
+// rows), the parameters then replicated over those ranks, each copy's gradient from its own rows
 // (per_replica). The example runs it purely data parallel: one replica per rank, `comm` that
 // replica's single rank, and the gradient reducer averaging over the replicas. The masks of
 // dropout are keyed by the global index within the replica's batch.
@@ -51,12 +54,12 @@ class ConvNet : public nn::Module<float> {
 
  private:
   std::int64_t channels_, rows_, cols_;
-  Partition replicas_;    // the ranks of `comm`, a 1-D grid: the parameters' copies
-  Partition batch_grid_;  // the same ranks as [R, 1, 1, 1]: the input's batch split
+  Partition replicas_;     // the ranks of `comm`, a 1-D grid: the parameters' copies
+  Partition batch_grid_;   // the same ranks as [R, 1, 1, 1]: the input's batch split
+  ConvFeatures features_;  // conv1..conv3, registered as this model's own children
   std::shared_ptr<nn::Conv<float>> conv1_, conv2_, conv3_;
   std::shared_ptr<nn::Linear<float>> fc1_, fc2_;
   std::shared_ptr<nn::Dropout<float>> dropout_;
-  nn::Pool<float> pool_;
 };
 
 }  // namespace distop::examples
