@@ -123,6 +123,7 @@ class GradientReducer {
   const std::vector<std::int64_t>& chunk_bounds(std::size_t bucket) const {
     return buckets_.at(bucket).bounds;
   }
+  const Replicas& replicas() const noexcept { return *replicas_; }
   // Every parameter, in named_parameters() order.
   const std::vector<nn::NamedParameter<T>>& parameters() const noexcept { return named_; }
   // Counts the layouts: changes whenever the buckets are rebuilt.

@@ -1,0 +1,135 @@
+#pragma once
+// ShardedOptimizer: optimizer state sharded over the replicas of a data-parallel model (ZeRO
+// stages 1 and 2, Rajbhandari et al. 2020).
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "distop/ops/all_gather.hpp"
+#include "distop/optim/optimizer.hpp"
+#include "distop/parallel/gradient_reducer.hpp"
+
+namespace distop::parallel {
+
+// Wraps any optimizer of the optim family so that each of the R replicas keeps and updates only
+// its own 1/R of the state. Replica q owns chunk q of every bucket of `reducer`
+// (GradientReducer::chunk_bounds): the entries [bounds[q], bounds[q + 1]) of the bucket's flat
+// layout. The wrapped optimizer is made by `make` over one shard Var per parameter piece that
+// replica q owns: a flat view of that piece of the parameter's box (updates land in the model's
+// parameters in place) whose gradient is the view of the same piece of the bucket. Its state
+// tensors therefore take 1/R of the unsharded optimizer's memory (to within a bucket's rounding).
+//
+// step(): the wrapped optimizer's step on the owned pieces, then every bucket's parameters are
+// all-gathered over the replicas, through distop's AllGather operator on the bucket's flat layout
+// (a 1-D tensor split over the reduction communicator as the chunks are; a bucket with fewer
+// entries than replicas has empty chunks, which an operator's partition cannot hold, and is
+// gathered by MPI_Allgatherv). The gradients come from the reducer's reduce-scatter, whose sum in
+// replica order is posted as nonblocking MPI calls during backward (see GradientReducer for why
+// not through the ReduceScatter operator):
+//   stage 1: the reducer all-gathers the averaged gradients too (every replica keeps the whole
+//            mean gradient, for clipping or inspection); only the optimizer state is sharded.
+//   stage 2: the reducer skips the gradients' all-gather (set_gather_gradients(false)): after
+//            backward only the owned chunk of each bucket holds the mean, the rest is this
+//            replica's own gradient, which no one reads. The buckets themselves stay whole,
+//            because backward writes every gradient into them; stage 2 saves the all-gather's
+//            traffic, not the gradients' memory.
+// Every optimizer of the family updates entry by entry, and the reducer's sum does not depend on
+// the layout, so the parameters equal unsharded training's (the same bits where the update's
+// floating-point operations do not depend on the tensor's length).
+//
+// After the reducer rebuilds its buckets (after the first backward pass) the ownership changes:
+// the next step() first moves the state to the new layout (gathered unsharded, then sliced), a
+// collective over the replicas like step() itself.
+//
+// State. state_dict() is in the unsharded layout (one entry per model parameter, tensors of the
+// parameter's local box shape: the wrapped optimizer's unsharded state_dict), so that checkpoints
+// are those of unsharded training and load with any replica count or stage, resharding:
+// load_state_dict() is local (each replica slices its pieces from the whole state). Gathering it
+// is collective, so state_dict() returns the state assembled by the last gather_state(), which
+// every rank of the reduction group must call (io::save_checkpoint's writer only calls
+// state_dict()); it throws distop::Error (op "ShardedOptimizer") if the optimizer stepped or
+// loaded since.
+//
+// One parameter group (the model's parameters in named_parameters() order); learning rates and
+// options are the wrapped optimizer's. Collective over the reducer's reduction communicator at
+// construction and in step(). The reducer, its model and replicas must outlive it, and the
+// parameters' storage must stay where it is (loading and broadcasting write into it in place).
+template <class T>
+class ShardedOptimizer final : public optim::Optimizer<T> {
+ public:
+  // Makes the wrapped optimizer over shard Vars (possibly none, on a replica that owns no entry).
+  using Factory = std::function<std::unique_ptr<optim::Optimizer<T>>(std::vector<Var<T>> shards)>;
+
+  // `stage` is 1 or 2 (else distop::Error). Sets the reducer's gradient gathering for the stage;
+  // the destructor turns it back on.
+  ShardedOptimizer(GradientReducer<T>& reducer, int stage, Factory make);
+  ~ShardedOptimizer() override;
+
+  std::string name() const override { return inner_->name(); }
+  void step() override;
+  int stage() const noexcept { return stage_; }
+
+  optim::Hyperparameters group_options(std::size_t g) const override;
+  optim::StateKeys state_keys(std::size_t g) const override;
+  // The unsharded state assembled by the last gather_state() (see above).
+  optim::OptimizerState<T> state_dict() const override;
+  // Assembles the unsharded state on every rank of the reduction group. Collective.
+  void gather_state();
+  // The checks of the wrapped optimizer, on the unsharded state: one entry per model parameter,
+  // tensors of the parameter's local box shape. Local.
+  void check_state_dict(const optim::OptimizerState<T>& state) const override;
+  // Takes this replica's pieces of an unsharded state (any replica count's). Local.
+  void load_state_dict(const optim::OptimizerState<T>& state) override;
+
+  // Bytes of the state tensors this rank holds (the wrapped optimizer's).
+  std::size_t state_bytes() const;
+  // The wrapped optimizer over this replica's pieces.
+  const optim::Optimizer<T>& shard_optimizer() const noexcept { return *inner_; }
+
+ protected:
+  double group_lr(std::size_t g) const override;
+  void set_group_lr(std::size_t g, double lr) override;
+
+ private:
+  struct Place {  // where a parameter sits, in the layout the pieces were made from
+    std::size_t bucket = 0;
+    std::int64_t offset = 0;  // in the bucket
+    std::int64_t elements = 0;
+    std::vector<std::int64_t> bounds;  // its bucket's chunks
+    std::int64_t piece = -1;           // index of this replica's piece among the shards, or -1
+  };
+  struct Piece {
+    std::size_t parameter;
+    std::int64_t start;  // in the parameter's flat box
+    std::int64_t count;
+  };
+  // Replica q's part of parameter i: [first, first + count) of its flat box.
+  std::pair<std::int64_t, std::int64_t> part(const Place& p, int q) const;
+  void make_pieces();
+  optim::OptimizerState<T> assemble() const;
+  optim::OptimizerState<T> sliced(const optim::OptimizerState<T>& state) const;
+  void gather_parameters();
+
+  GradientReducer<T>* reducer_;
+  int stage_;
+  Factory make_;
+  std::unique_ptr<optim::Optimizer<T>> inner_;
+  std::vector<Place> places_;  // per model parameter
+  std::vector<Piece> pieces_;
+  std::vector<Var<T>> shards_;
+  std::uint64_t layout_ = 0;
+  std::optional<Partition> chunks_;                     // the reduction group as a 1-D grid
+  std::vector<std::unique_ptr<AllGather<T>>> gathers_;  // per bucket (null: MPI_Allgatherv)
+  optim::OptimizerState<T> gathered_;
+  bool gathered_current_ = false;
+};
+
+extern template class ShardedOptimizer<float>;
+extern template class ShardedOptimizer<double>;
+
+}  // namespace distop::parallel

@@ -1,0 +1,335 @@
+#include "distop/parallel/sharded_optimizer.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
+#include "distop/comm/mpi.hpp"
+#include "distop/core/error.hpp"
+
+namespace distop::parallel {
+
+namespace {
+
+constexpr const char* kOp = "ShardedOptimizer";
+
+template <class T>
+MPI_Datatype mpi_type() {
+  return std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE;
+}
+
+int to_int(std::int64_t n) {
+  DISTOP_CHECK(n <= std::numeric_limits<int>::max(), kOp, "a tensor of ", n,
+               " entries exceeds MPI's int count limit");
+  return static_cast<int>(n);
+}
+
+template <class T>
+std::vector<std::vector<Var<T>>> one_group(const GradientReducer<T>& reducer) {
+  std::vector<Var<T>> params;
+  for (const auto& p : reducer.parameters()) params.push_back(p.var);
+  return {std::move(params)};
+}
+
+}  // namespace
+
+template <class T>
+ShardedOptimizer<T>::ShardedOptimizer(GradientReducer<T>& reducer, int stage, Factory make)
+    : optim::Optimizer<T>(one_group(reducer), kOp),
+      reducer_(&reducer),
+      stage_(stage),
+      make_(std::move(make)) {
+  DISTOP_CHECK(stage == 1 || stage == 2, kOp, "ZeRO stage ", stage,
+               " is not one of the sharded stages 1 and 2");
+  DISTOP_CHECK(static_cast<bool>(make_), kOp, "no optimizer factory given");
+  const Replicas& replicas = reducer.replicas();
+  chunks_.emplace(replicas.reduction_comm(), Shape{replicas.count()});
+  make_pieces();
+  DISTOP_CHECK(inner_ != nullptr, kOp, "the factory made no optimizer");
+  reducer.set_gather_gradients(stage == 1);
+}
+
+template <class T>
+ShardedOptimizer<T>::~ShardedOptimizer() {
+  reducer_->set_gather_gradients(true);
+}
+
+template <class T>
+std::pair<std::int64_t, std::int64_t> ShardedOptimizer<T>::part(const Place& p, int q) const {
+  const auto lo = std::max(p.offset, p.bounds[static_cast<std::size_t>(q)]);
+  const auto hi = std::min(p.offset + p.elements, p.bounds[static_cast<std::size_t>(q) + 1]);
+  return {lo - p.offset, std::max<std::int64_t>(hi - lo, 0)};
+}
+
+template <class T>
+void ShardedOptimizer<T>::make_pieces() {
+  const GradientReducer<T>& r = *reducer_;
+  const int me = r.replicas().index();
+  const auto& named = r.parameters();
+  places_.assign(named.size(), Place{});
+  pieces_.clear();
+  shards_.clear();
+  gathers_.clear();
+  const Partition self = Partition::self();
+  const int replicas = r.replicas().count();
+  for (std::size_t b = 0; b < r.bucket_count(); ++b) {
+    const auto& bounds = r.chunk_bounds(b);
+    const Tensor<T>& buffer = r.bucket_buffer(b);
+    for (const auto& slot : r.bucket_slots(b)) {
+      Place& p = places_[slot.parameter];
+      p.bucket = b;
+      p.offset = static_cast<std::int64_t>(slot.offset);
+      p.elements = static_cast<std::int64_t>(slot.elements);
+      p.bounds = bounds;
+      const auto [start, count] = part(p, me);
+      if (count == 0) continue;
+      p.piece = static_cast<std::int64_t>(pieces_.size());
+      pieces_.push_back(Piece{slot.parameter, start, count});
+      const Var<T>& param = named[slot.parameter].var;
+      const TensorSpace space(Shape{count}, self);
+      Var<T> shard(
+          DistTensor<T>::from_local(
+              space, param.value().local().reshaped(Shape{p.elements}).slice(start, Shape{count})),
+          true);
+      shard.pin_grad(
+          DistTensor<T>::from_local(space, buffer.slice(p.offset + start, Shape{count})));
+      shards_.push_back(shard);
+    }
+    // The parameters' all-gather: the bucket as a 1-D tensor split over the replicas as its
+    // chunks are (balanced), when no chunk is empty.
+    const std::int64_t n = bounds.back();
+    if (replicas > 1 && n >= replicas) {
+      const TensorSpace split(Shape{n}, *chunks_);
+      DISTOP_CHECK(split.local_offset()[0] == bounds[static_cast<std::size_t>(me)], kOp,
+                   "the bucket's chunks do not match a balanced split");
+      gathers_.push_back(std::make_unique<AllGather<T>>(split, std::vector<int>{0}));
+    } else {
+      gathers_.push_back(nullptr);
+    }
+  }
+  inner_ = make_(shards_);
+  layout_ = r.layout_version();
+}
+
+template <class T>
+void ShardedOptimizer<T>::gather_parameters() {
+  const GradientReducer<T>& r = *reducer_;
+  const int replicas = r.replicas().count();
+  if (replicas == 1) return;  // the one replica owns every entry: updated in place
+  const int me = r.replicas().index();
+  const auto& named = r.parameters();
+  for (std::size_t b = 0; b < r.bucket_count(); ++b) {
+    const auto& bounds = r.chunk_bounds(b);
+    const std::int64_t n = bounds.back();
+    if (n == 0) continue;
+    const auto slots = r.bucket_slots(b);
+    const std::int64_t lo = bounds[static_cast<std::size_t>(me)];
+    const std::int64_t hi = bounds[static_cast<std::size_t>(me) + 1];
+    Tensor<T> whole = Tensor<T>::uninitialized(Shape{n});
+    Tensor<T> mine = Tensor<T>::uninitialized(Shape{hi - lo});
+    for (const auto& slot : slots) {  // this replica's updated pieces into its chunk
+      const auto off = static_cast<std::int64_t>(slot.offset);
+      const auto len = static_cast<std::int64_t>(slot.elements);
+      const auto a = std::max(off, lo), e = std::min(off + len, hi);
+      if (a >= e) continue;
+      const Tensor<T> value = named[slot.parameter].var.value().local().reshaped(Shape{len});
+      mine.slice(a - lo, Shape{e - a}).copy_from(value.slice(a - off, Shape{e - a}));
+    }
+    if (gathers_[b]) {
+      const AllGather<T>& gather = *gathers_[b];
+      const auto x = DistTensor<T>::from_local(gather.domain(), mine);
+      auto y = DistTensor<T>::from_local(gather.range(), whole);
+      gather.forward(x, y);
+    } else {
+      std::vector<int> counts, displs;
+      for (int q = 0; q < replicas; ++q) {
+        counts.push_back(
+            to_int(bounds[static_cast<std::size_t>(q) + 1] - bounds[static_cast<std::size_t>(q)]));
+        displs.push_back(to_int(bounds[static_cast<std::size_t>(q)]));
+      }
+      DISTOP_MPI_CHECK(
+          MPI_Allgatherv(mine.data(), to_int(hi - lo), mpi_type<T>(), whole.data(), counts.data(),
+                         displs.data(), mpi_type<T>(), r.replicas().reduction_comm()),
+          kOp);
+    }
+    for (const auto& slot : slots) {  // every replica's pieces out to the parameters
+      if (slot.elements == 0) continue;
+      const auto len = static_cast<std::int64_t>(slot.elements);
+      Tensor<T> value = named[slot.parameter].var.value().local().reshaped(Shape{len});
+      value.copy_from(whole.slice(static_cast<std::int64_t>(slot.offset), Shape{len}));
+    }
+  }
+}
+
+template <class T>
+void ShardedOptimizer<T>::step() {
+  if (reducer_->layout_version() != layout_) {
+    // The buckets were rebuilt: the state moves to the new ownership (collective).
+    const optim::OptimizerState<T> whole = assemble();
+    make_pieces();
+    inner_->load_state_dict(sliced(whole));
+  }
+  const auto& named = reducer_->parameters();
+  for (std::size_t j = 0; j < pieces_.size(); ++j) {
+    const Var<T>& shard = shards_[j];
+    if (named[pieces_[j].parameter].var.has_grad()) {
+      if (!shard.has_grad()) shard.new_grad_for_overwrite();  // the pinned view: no copy
+    } else {
+      shard.zero_grad();
+    }
+  }
+  inner_->step();
+  gather_parameters();
+  gathered_current_ = false;
+}
+
+template <class T>
+optim::Hyperparameters ShardedOptimizer<T>::group_options(std::size_t g) const {
+  this->check_group(g, kOp);
+  return inner_->group_options(g);
+}
+
+template <class T>
+optim::StateKeys ShardedOptimizer<T>::state_keys(std::size_t g) const {
+  this->check_group(g, kOp);
+  return inner_->state_keys(g);
+}
+
+template <class T>
+double ShardedOptimizer<T>::group_lr(std::size_t g) const {
+  return inner_->lr(g);
+}
+
+template <class T>
+void ShardedOptimizer<T>::set_group_lr(std::size_t g, double lr) {
+  inner_->set_lr(g, lr);
+}
+
+template <class T>
+optim::OptimizerState<T> ShardedOptimizer<T>::assemble() const {
+  const GradientReducer<T>& r = *reducer_;
+  const MPI_Comm comm = r.replicas().reduction_comm();
+  const int replicas = r.replicas().count();
+  const int me = r.replicas().index();
+  const auto& named = r.parameters();
+  const optim::OptimizerState<T> local = inner_->state_dict();
+  const optim::StateKeys keys = inner_->state_keys(0);
+  optim::OptimizerState<T> out;
+  out.optimizer = local.optimizer;
+  out.groups = local.groups;
+  out.params.resize(named.size());
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    const Place& p = places_[i];
+    if (p.elements == 0) continue;  // no box on this rank: no state
+    std::vector<int> counts, displs;
+    int source = -1;  // the first replica holding a piece: it tells whether there is state
+    for (int q = 0; q < replicas; ++q) {
+      const auto [start, count] = part(p, q);
+      counts.push_back(to_int(count));
+      displs.push_back(to_int(start));
+      if (count > 0 && source < 0) source = q;
+    }
+    const typename optim::OptimizerState<T>::Param* mine =
+        p.piece >= 0 ? &local.params[static_cast<std::size_t>(p.piece)] : nullptr;
+    // Whether the parameter has state, and its scalars, from `source`.
+    std::vector<double> head(1 + keys.scalars.size(), 0.0);
+    if (me == source) {
+      head[0] = mine->empty() ? 0.0 : 1.0;
+      for (std::size_t k = 0; k < keys.scalars.size() && !mine->empty(); ++k)
+        head[k + 1] = mine->scalars.at(keys.scalars[k]);
+    }
+    DISTOP_MPI_CHECK(
+        MPI_Bcast(head.data(), static_cast<int>(head.size()), MPI_DOUBLE, source, comm), kOp);
+    if (head[0] == 0.0) continue;
+    auto& whole = out.params[i];
+    for (std::size_t k = 0; k < keys.scalars.size(); ++k)
+      whole.scalars[keys.scalars[k]] = head[k + 1];
+    const Shape& shape = named[i].var.value().local().shape();
+    for (const auto& key : keys.tensors) {
+      Tensor<T> t = Tensor<T>::uninitialized(Shape{p.elements});
+      const T* send = mine ? mine->tensors.at(key).data() : t.data();
+      DISTOP_MPI_CHECK(MPI_Allgatherv(send, counts[static_cast<std::size_t>(me)], mpi_type<T>(),
+                                      t.data(), counts.data(), displs.data(), mpi_type<T>(), comm),
+                       kOp);
+      whole.tensors.emplace(key, t.reshaped(shape));
+    }
+  }
+  return out;
+}
+
+template <class T>
+optim::OptimizerState<T> ShardedOptimizer<T>::sliced(const optim::OptimizerState<T>& state) const {
+  optim::OptimizerState<T> out;
+  out.optimizer = state.optimizer;
+  out.groups = state.groups;
+  for (const Piece& piece : pieces_) {
+    const auto& whole = state.params.at(piece.parameter);
+    typename optim::OptimizerState<T>::Param p;
+    p.scalars = whole.scalars;
+    for (const auto& [key, t] : whole.tensors)
+      p.tensors.emplace(
+          key, t.reshaped(Shape{t.numel()}).slice(piece.start, Shape{piece.count}).clone());
+    out.params.push_back(std::move(p));
+  }
+  return out;
+}
+
+template <class T>
+void ShardedOptimizer<T>::gather_state() {
+  gathered_ = assemble();
+  gathered_current_ = true;
+}
+
+template <class T>
+optim::OptimizerState<T> ShardedOptimizer<T>::state_dict() const {
+  DISTOP_CHECK(gathered_current_, kOp,
+               "the sharded state changed since it was last assembled: call gather_state() on "
+               "every rank of the reduction group before state_dict()");
+  optim::OptimizerState<T> copy;
+  copy.optimizer = gathered_.optimizer;
+  copy.groups = gathered_.groups;
+  for (const auto& p : gathered_.params) {
+    typename optim::OptimizerState<T>::Param c;
+    c.scalars = p.scalars;
+    for (const auto& [key, t] : p.tensors) c.tensors.emplace(key, t.clone());
+    copy.params.push_back(std::move(c));
+  }
+  return copy;
+}
+
+template <class T>
+void ShardedOptimizer<T>::check_state_dict(const optim::OptimizerState<T>& state) const {
+  const std::string op = std::string(kOp) + "::load_state_dict";
+  const auto& named = reducer_->parameters();
+  DISTOP_CHECK(state.params.size() == named.size(), op, "the state has ", state.params.size(),
+               " parameters, this optimizer ", named.size());
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    const Shape& shape = named[i].var.value().local().shape();
+    for (const auto& [key, t] : state.params[i].tensors)
+      DISTOP_CHECK(t.shape() == shape, op, "parameter ", i, " (", named[i].name,
+                   ")'s state tensor '", key, "' has shape ", t.shape().str(),
+                   ", expected the local shape ", shape.str(), " of the parameter's box");
+  }
+  inner_->check_state_dict(sliced(state));
+}
+
+template <class T>
+void ShardedOptimizer<T>::load_state_dict(const optim::OptimizerState<T>& state) {
+  check_state_dict(state);
+  inner_->load_state_dict(sliced(state));
+  gathered_current_ = false;
+}
+
+template <class T>
+std::size_t ShardedOptimizer<T>::state_bytes() const {
+  std::size_t bytes = 0;
+  for (const auto& p : inner_->state_dict().params)
+    for (const auto& [key, t] : p.tensors) bytes += static_cast<std::size_t>(t.numel()) * sizeof(T);
+  return bytes;
+}
+
+template class ShardedOptimizer<float>;
+template class ShardedOptimizer<double>;
+
+}  // namespace distop::parallel

@@ -1,0 +1,284 @@
+// ShardedOptimizer (ZeRO stages 1 and 2): every optimizer of the family trains as unsharded data
+// parallelism does, its state takes 1/R of the memory, and checkpoints taken at one replica count
+// load and continue at another.
+#include "distop/parallel/sharded_optimizer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distop/autodiff/apply.hpp"
+#include "distop/core/random.hpp"
+#include "distop/io/checkpoint.hpp"
+#include "distop/loss/cross_entropy.hpp"
+#include "distop/nn/activation.hpp"
+#include "distop/nn/distributed_linear.hpp"
+#include "distop/optim/adagrad.hpp"
+#include "distop/optim/adam.hpp"
+#include "distop/optim/adamw.hpp"
+#include "distop/optim/rmsprop.hpp"
+#include "distop/optim/sgd.hpp"
+#include "mpi_test_util.hpp"
+#include "temp_dir.hpp"
+
+using namespace distop;
+using distop::test::world_rank;
+using distop::test::world_size;
+
+namespace {
+
+constexpr std::int64_t kIn = 6, kHidden = 10, kClasses = 4, kGlobal = 24;
+constexpr std::uint64_t kSeed = 5;
+
+double feature(std::int64_t n, std::int64_t j) {
+  return random::uniform(91, static_cast<std::uint64_t>(n * kIn + j)) * 2 - 1;
+}
+std::int32_t label(std::int64_t n) { return static_cast<std::int32_t>(n % kClasses); }
+
+// An MLP over one replica's ranks: fc1 split by columns over up to two of them, fc2 on the first.
+class Mlp : public nn::Module<double> {
+ public:
+  explicit Mlp(MPI_Comm model) {
+    int m = 0;
+    MPI_Comm_size(model, &m);
+    fc1_ = register_module("fc1", std::make_shared<nn::DistributedLinear<double>>(
+                                      kIn, kHidden, Partition(model, Shape{1, m > 2 ? 2 : m}),
+                                      nn::LinearOptions{.seed = kSeed}));
+    fc2_ = register_module("fc2", std::make_shared<nn::DistributedLinear<double>>(
+                                      kHidden, kClasses, Partition(model, Shape{1, 1}),
+                                      nn::LinearOptions{.seed = kSeed + 1}));
+  }
+  Var<double> forward(Tape& t, const Var<double>& x) {
+    return fc2_->forward(t, nn::relu(t, fc1_->forward(t, x)));
+  }
+  TensorSpace input_space(std::int64_t batch) const { return fc1_->input_space(batch); }
+
+ private:
+  std::shared_ptr<nn::DistributedLinear<double>> fc1_, fc2_;
+};
+
+Var<double> loss_of(Mlp& model, Tape& tape, std::int64_t first, std::int64_t batch) {
+  DistTensor<double> x(model.input_space(batch));
+  std::vector<double> v;
+  const auto& sp = x.space();
+  for (std::int64_t i = 0; i < sp.local_shape()[0]; ++i)
+    for (std::int64_t j = 0; j < sp.local_shape()[1]; ++j)
+      v.push_back(feature(first + i, sp.local_offset()[1] + j));
+  if (!v.empty()) x.local().copy_from(Tensor<double>::from_vector(sp.local_shape(), v));
+  auto logits = model.forward(tape, Var<double>(x));
+  std::vector<std::int32_t> labels;
+  for (std::int64_t i = 0; i < logits.space().local_shape()[0]; ++i)
+    labels.push_back(label(first + logits.space().local_offset()[0] + i));
+  return loss::cross_entropy(tape, logits, labels);
+}
+
+using Factory = parallel::ShardedOptimizer<double>::Factory;
+
+struct Case {
+  std::string name;
+  Factory make;
+};
+
+std::vector<Case> optimizers() {
+  return {
+      {"sgd momentum",
+       [](std::vector<Var<double>> p) -> std::unique_ptr<optim::Optimizer<double>> {
+         return std::make_unique<optim::SGD<double>>(
+             std::move(p), optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-3});
+       }},
+      {"sgd nesterov",
+       [](std::vector<Var<double>> p) -> std::unique_ptr<optim::Optimizer<double>> {
+         return std::make_unique<optim::SGD<double>>(
+             std::move(p), optim::SGDOptions{.lr = 0.1, .momentum = 0.8, .nesterov = true});
+       }},
+      {"adam",
+       [](std::vector<Var<double>> p) -> std::unique_ptr<optim::Optimizer<double>> {
+         return std::make_unique<optim::Adam<double>>(
+             std::move(p), optim::AdamOptions{.lr = 0.01, .weight_decay = 1e-2});
+       }},
+      {"adamw amsgrad",
+       [](std::vector<Var<double>> p) -> std::unique_ptr<optim::Optimizer<double>> {
+         return std::make_unique<optim::AdamW<double>>(
+             std::move(p), optim::AdamWOptions{.lr = 0.01, .amsgrad = true});
+       }},
+      {"rmsprop centered",
+       [](std::vector<Var<double>> p) -> std::unique_ptr<optim::Optimizer<double>> {
+         return std::make_unique<optim::RMSprop<double>>(
+             std::move(p), optim::RMSpropOptions{.lr = 0.01, .momentum = 0.5, .centered = true});
+       }},
+      {"adagrad",
+       [](std::vector<Var<double>> p) -> std::unique_ptr<optim::Optimizer<double>> {
+         return std::make_unique<optim::Adagrad<double>>(std::move(p),
+                                                         optim::AdagradOptions{.lr = 0.05});
+       }},
+  };
+}
+
+std::vector<int> replica_counts() {
+  std::vector<int> r;
+  for (int k = 1; k <= world_size(); ++k)
+    if (world_size() % k == 0) r.push_back(k);
+  return r;
+}
+
+// One training step of every replica on its share of global batch `step`.
+void train_step(Mlp& model, parallel::GradientReducer<double>& reducer,
+                optim::Optimizer<double>& opt, const parallel::Replicas& replicas, int step) {
+  const std::int64_t b = kGlobal / replicas.count();
+  Tape tape;
+  auto loss = loss_of(model, tape, step * kGlobal + replicas.index() * b, b);
+  reducer.backward(tape, loss);
+  opt.step();
+  opt.zero_grad();
+}
+
+std::vector<double> values(Mlp& model) {
+  std::vector<double> all;
+  for (auto& p : model.parameters()) {
+    const auto v = p.value().local().to_vector();
+    all.insert(all.end(), v.begin(), v.end());
+  }
+  return all;
+}
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i]))) << what << " entry " << i;
+}
+
+// A small first bucket and small later ones, so that chunks cut through parameters.
+constexpr parallel::ReducerOptions kBuckets{.first_bucket_bytes = 64, .bucket_bytes = 256};
+
+TEST(ShardedOptimizer, EveryOptimizerTrainsAsUnshardedDataParallelism) {
+  for (const auto& c : optimizers()) {
+    for (const int r : replica_counts()) {
+      parallel::Replicas replicas(MPI_COMM_WORLD, r);
+      Mlp plain(replicas.model_comm());
+      parallel::GradientReducer<double> plain_reducer(plain, replicas, kBuckets);
+      auto plain_opt = c.make(plain.parameters());
+      for (int step = 0; step < 4; ++step)
+        train_step(plain, plain_reducer, *plain_opt, replicas, step);
+      const auto want = values(plain);
+      for (const int stage : {1, 2}) {
+        Mlp model(replicas.model_comm());
+        parallel::GradientReducer<double> reducer(model, replicas, kBuckets);
+        parallel::ShardedOptimizer<double> opt(reducer, stage, c.make);
+        for (int step = 0; step < 4; ++step) train_step(model, reducer, opt, replicas, step);
+        expect_close(
+            values(model), want, 1e-13,
+            c.name + ", " + std::to_string(r) + " replicas, stage " + std::to_string(stage));
+        // The state is split: this rank's pieces of every parameter add up to 1/R of them
+        // (each chunk is within one entry of N / R).
+        std::int64_t held = 0, total = 0;
+        for (std::size_t b = 0; b < reducer.bucket_count(); ++b) {
+          const auto& bounds = reducer.chunk_bounds(b);
+          held += bounds[static_cast<std::size_t>(replicas.index()) + 1] -
+                  bounds[static_cast<std::size_t>(replicas.index())];
+          total += bounds.back();
+        }
+        std::size_t per_param = 0;
+        for (const auto& p : opt.shard_optimizer().state_dict().params) {
+          std::size_t tensors = p.tensors.size();
+          per_param = std::max(per_param, tensors);
+        }
+        EXPECT_EQ(opt.state_bytes(), static_cast<std::size_t>(held) * per_param * sizeof(double))
+            << c.name;
+        EXPECT_LE(held, total / r + static_cast<std::int64_t>(reducer.bucket_count()));
+        // The assembled state is the unsharded optimizer's.
+        opt.gather_state();
+        const auto a = opt.state_dict(), u = plain_opt->state_dict();
+        ASSERT_EQ(a.params.size(), u.params.size());
+        const auto params = model.parameters();
+        for (std::size_t i = 0; i < a.params.size(); ++i) {
+          // A rank without a box of the parameter holds no state of it (io::save_checkpoint
+          // takes a parameter's state from the ranks holding parts of it).
+          if (params[i].value().local_numel() == 0) continue;
+          EXPECT_EQ(a.params[i].scalars, u.params[i].scalars) << c.name << " parameter " << i;
+          EXPECT_EQ(a.params[i].tensors.size(), u.params[i].tensors.size()) << c.name;
+          for (const auto& [key, t] : u.params[i].tensors)
+            if (a.params[i].tensors.count(key) != 0)
+              expect_close(a.params[i].tensors.at(key).to_vector(), t.to_vector(), 1e-13,
+                           c.name + " state " + key);
+        }
+      }
+    }
+  }
+}
+
+TEST(ShardedOptimizer, StateDictNeedsGatherStateAfterAStep) {
+  parallel::Replicas replicas(MPI_COMM_WORLD, world_size());
+  Mlp model(replicas.model_comm());
+  parallel::GradientReducer<double> reducer(model, replicas, kBuckets);
+  parallel::ShardedOptimizer<double> opt(reducer, 2, optimizers()[2].make);
+  train_step(model, reducer, opt, replicas, 0);
+  EXPECT_THROW((void)opt.state_dict(), Error);
+  opt.gather_state();
+  EXPECT_NO_THROW((void)opt.state_dict());
+  EXPECT_THROW(parallel::ShardedOptimizer<double>(reducer, 3, optimizers()[2].make), Error);
+}
+
+// A directory that every rank sees: made by rank 0, its path broadcast.
+class SharedDir {
+ public:
+  SharedDir() {
+    if (world_rank() == 0) dir_ = std::make_unique<test::TempDir>("distop_sharded");
+    std::string path = dir_ ? dir_->str() : std::string();
+    int size = static_cast<int>(path.size());
+    MPI_Bcast(&size, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    path.resize(static_cast<std::size_t>(size));
+    MPI_Bcast(path.data(), size, MPI_CHAR, 0, MPI_COMM_WORLD);
+    path_ = path;
+  }
+  ~SharedDir() { MPI_Barrier(MPI_COMM_WORLD); }
+  const std::string& str() const { return path_; }
+
+ private:
+  std::unique_ptr<test::TempDir> dir_;
+  std::string path_;
+};
+
+TEST(ShardedOptimizer, ACheckpointAtTwoReplicasContinuesAtOtherCounts) {
+  if (world_size() % 2 != 0) GTEST_SKIP() << "needs an even rank count";
+  const auto cases = optimizers();
+  const Case& adam = cases[3];  // AdamW with amsgrad: three state tensors and a step
+  SharedDir dir;
+  {  // two steps at 2 replicas, stage 2, checkpointed
+    parallel::Replicas replicas(MPI_COMM_WORLD, 2);
+    Mlp model(replicas.model_comm());
+    parallel::GradientReducer<double> reducer(model, replicas, kBuckets);
+    parallel::ShardedOptimizer<double> opt(reducer, 2, adam.make);
+    for (int step = 0; step < 2; ++step) train_step(model, reducer, opt, replicas, step);
+    opt.gather_state();
+    if (replicas.index() == 0) io::save_checkpoint(dir.str(), model, opt, {.global_step = 2});
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  for (const int r : replica_counts()) {
+    parallel::Replicas replicas(MPI_COMM_WORLD, r);
+    // Unsharded, loaded from the same checkpoint: the reference for two more steps.
+    Mlp plain(replicas.model_comm());
+    parallel::GradientReducer<double> plain_reducer(plain, replicas, kBuckets);
+    auto plain_opt = adam.make(plain.parameters());
+    io::load_checkpoint(dir.str(), plain, *plain_opt);
+    for (int step = 2; step < 4; ++step)
+      train_step(plain, plain_reducer, *plain_opt, replicas, step);
+    for (const int stage : {1, 2}) {
+      Mlp model(replicas.model_comm());
+      parallel::GradientReducer<double> reducer(model, replicas, kBuckets);
+      parallel::ShardedOptimizer<double> opt(reducer, stage, adam.make);
+      const auto info = io::load_checkpoint(dir.str(), model, opt);
+      EXPECT_EQ(info.global_step, 2);
+      for (int step = 2; step < 4; ++step) train_step(model, reducer, opt, replicas, step);
+      expect_close(values(model), values(plain), 1e-13,
+                   "resumed at " + std::to_string(r) + " replicas, stage " + std::to_string(stage));
+    }
+  }
+}
+
+}  // namespace
