@@ -100,6 +100,7 @@
 #include "distop/optim/sgd.hpp"
 #include "distop/parallel/gradient_reducer.hpp"
 #include "distop/parallel/replicas.hpp"
+#include "distop/parallel/sharded_optimizer.hpp"
 #include "distop/testing/adjoint_test.hpp"
 #include "distop/testing/linearisation.hpp"
 #include "distop/train/cli.hpp"

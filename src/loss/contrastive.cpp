@@ -1,0 +1,757 @@
+#include "distop/loss/contrastive.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "distop/autodiff/function.hpp"
+#include "distop/comm/agree.hpp"
+#include "distop/comm/mpi.hpp"
+#include "distop/kernels/gemm.hpp"
+#include "distop/nn/normalize.hpp"
+#include "scalar.hpp"
+
+namespace distop::loss {
+
+namespace {
+
+constexpr std::array<std::string_view, 4> kStrategyNames = {"allgather-nograd", "gather",
+                                                            "allgather", "ring"};
+
+// Key rows per tile of the ring's similarity blocks: its logits buffer is [query rows, kTile].
+constexpr std::int64_t kTile = 1024;
+
+// The ring's messages travel on a duplicate of batch_comm, cached on it as an MPI attribute (made
+// on first use, freed with batch_comm), so they never meet the program's own messages.
+int dup_keyval = MPI_KEYVAL_INVALID;
+
+int free_dup(MPI_Comm, int, void* attribute, void*) {
+  auto* dup = static_cast<MPI_Comm*>(attribute);
+  MPI_Comm_free(dup);
+  delete dup;
+  return MPI_SUCCESS;
+}
+
+MPI_Comm ring_comm(MPI_Comm comm) {
+  const char* op = "contrastive loss";
+  if (dup_keyval == MPI_KEYVAL_INVALID)
+    DISTOP_MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_dup, &dup_keyval, nullptr),
+                     op);
+  void* attribute = nullptr;
+  int found = 0;
+  DISTOP_MPI_CHECK(MPI_Comm_get_attr(comm, dup_keyval, &attribute, &found), op);
+  if (found) return *static_cast<MPI_Comm*>(attribute);
+  auto* dup = new MPI_Comm(MPI_COMM_NULL);
+  const int rc = MPI_Comm_dup(comm, dup);
+  if (rc != MPI_SUCCESS) {
+    delete dup;
+    DISTOP_MPI_CHECK(rc, op);
+  }
+  DISTOP_MPI_CHECK(MPI_Comm_set_attr(comm, dup_keyval, dup), op);
+  return *dup;
+}
+
+enum class Kind { ntxent, clip, siglip };
+
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::ntxent:
+      return "ntxent";
+    case Kind::clip:
+      return "clip_loss";
+    case Kind::siglip:
+      return "siglip_loss";
+  }
+  return "contrastive loss";
+}
+
+// Who holds which rows: rows[c] rows of each embedding set on rank c of batch_comm.
+struct Layout {
+  int size = 1;
+  int rank = 0;
+  std::int64_t dim = 0;
+  std::int64_t batch = 0;
+  std::int64_t max_rows = 0;
+  std::vector<std::int64_t> rows;
+  std::vector<std::int64_t> offset;  // first global row of each rank
+};
+
+// A similarity head: query rows [q0, q0 + nq) of a query payload against key rows [k0, k0 + nk)
+// of a key payload. A payload is one rank's rows [a; b] stacked (2 n rows of D).
+struct Head {
+  std::int64_t q0, nq, k0, nk;
+};
+
+// The losses as heads over payloads, with their per-row statistics (online log-sum-exp) and the
+// gradients of each block. T is the storage type; sums are accumulated in double.
+template <class T>
+class Engine {
+ public:
+  Engine(Kind kind, const Layout& layout, double alpha, double bias, double weight)
+      : kind_(kind), layout_(layout), alpha_(alpha), bias_(bias), weight_(weight) {}
+
+  std::vector<Head> heads(std::int64_t bq, std::int64_t bk) const {
+    switch (kind_) {
+      case Kind::ntxent:
+        return {{0, 2 * bq, 0, 2 * bk}};
+      case Kind::clip:
+        return {{0, bq, bk, bk}, {bq, bq, 0, bk}};
+      case Kind::siglip:
+        return {{0, bq, bk, bk}};
+    }
+    return {};
+  }
+  // Rows of statistics a query payload of bq rows per set needs.
+  std::int64_t stat_rows(std::int64_t bq) const { return kind_ == Kind::siglip ? bq : 2 * bq; }
+  // Entries of all heads' logits of a (bq, bk) block.
+  std::int64_t block_entries(std::int64_t bq, std::int64_t bk) const {
+    std::int64_t n = 0;
+    for (const Head& h : heads(bq, bk)) n += h.nq * h.nk;
+    return n;
+  }
+
+  // Per query row: running max and sum of exp(s - max), and the positive logit.
+  struct Stats {
+    std::vector<double> max, sum, pos, lse;
+    double loss = 0;  // siglip: the sum of the pair terms (unweighted)
+    void reset(std::int64_t n) {
+      max.assign(n, -std::numeric_limits<double>::infinity());
+      sum.assign(n, 0.0);
+      pos.assign(n, 0.0);
+      lse.clear();
+      loss = 0;
+    }
+  };
+
+  // The logits of head h restricted to key rows [k0 + j0, k0 + j0 + nj) into s[nq, nj].
+  void logits(const Head& h, std::int64_t j0, std::int64_t nj, const Tensor<T>& xq,
+              const Tensor<T>& xk, Tensor<T>& s) const {
+    const std::int64_t d = layout_.dim;
+    const Tensor<T> q = xq.slice(h.q0 * d, Shape{h.nq, d});
+    const Tensor<T> k = xk.slice((h.k0 + j0) * d, Shape{nj, d});
+    kernels::gemm(kernels::Op::N, kernels::Op::T, static_cast<T>(alpha_), q, k, T(0), s);
+    if (kind_ == Kind::siglip) {
+      T* p = s.data();
+      const T b = static_cast<T>(bias_);
+      for (std::int64_t e = 0; e < h.nq * nj; ++e) p[e] += b;
+    }
+  }
+
+  // Positive key (head-local index) of query row i of head `hi` in an own block (bq == bk == n),
+  // and the key left out of the denominator (-1: none).
+  std::int64_t positive(std::int64_t i, std::int64_t n) const {
+    return kind_ == Kind::ntxent ? (i + n) % (2 * n) : i;
+  }
+  std::int64_t excluded(std::int64_t i) const { return kind_ == Kind::ntxent ? i : -1; }
+
+  // Folds the block (query payload xq of bq rows per set, key payload xk of bk) into st. `own`:
+  // the block is the query payload's own (positives and exclusions lie there). With `store`, the
+  // logits are kept there, from entry `at` on (block_entries(bq, bk) entries), else they are
+  // computed tile by tile in `scratch` (scratch_entries(bq, bk) entries).
+  void forward_block(const Tensor<T>& xq, std::int64_t bq, const Tensor<T>& xk, std::int64_t bk,
+                     bool own, Stats& st, Tensor<T>* store, std::int64_t at,
+                     Tensor<T>& scratch) const {
+    for (const Head& h : heads(bq, bk)) {
+      if (h.nq == 0 || h.nk == 0) continue;
+      const std::int64_t tile = store ? h.nk : kTile;
+      for (std::int64_t j0 = 0; j0 < h.nk; j0 += tile) {
+        const std::int64_t nj = std::min(tile, h.nk - j0);
+        Tensor<T> s =
+            store ? store->slice(at, Shape{h.nq, nj}) : scratch.slice(0, Shape{h.nq, nj});
+        if (store) at += h.nq * nj;
+        logits(h, j0, nj, xq, xk, s);
+        const T* p = s.data();
+        for (std::int64_t i = 0; i < h.nq; ++i) {
+          const T* row = p + i * nj;
+          const std::int64_t r = h.q0 + i;  // statistics row
+          const std::int64_t pos = own ? positive(i, bq) - j0 : -1;
+          const std::int64_t ex = own && excluded(i) >= 0 ? excluded(i) - j0 : -1;
+          if (kind_ == Kind::siglip) {
+            double acc = 0;
+            for (std::int64_t j = 0; j < nj; ++j) {
+              const double x = j == pos ? double(row[j]) : -double(row[j]);  // z l
+              acc += std::max(-x, 0.0) + std::log1p(std::exp(-std::abs(x)));  // -log sigmoid(x)
+            }
+            st.loss += acc;
+            continue;
+          }
+          double m = -std::numeric_limits<double>::infinity();
+          for (std::int64_t j = 0; j < nj; ++j)
+            if (j != ex) m = std::max(m, double(row[j]));
+          if (pos >= 0 && pos < nj) st.pos[r] = row[pos];
+          if (m == -std::numeric_limits<double>::infinity()) continue;  // only the excluded key
+          const double m_new = std::max(st.max[r], m);
+          double acc = 0;
+          const T mt = static_cast<T>(m_new);
+          for (std::int64_t j = 0; j < nj; ++j)
+            if (j != ex) acc += static_cast<double>(std::exp(row[j] - mt));
+          st.sum[r] = st.sum[r] * std::exp(st.max[r] - m_new) + acc;
+          st.max[r] = m_new;
+        }
+      }
+    }
+  }
+
+  // After every block: log-sum-exps and the weighted loss terms of these query rows.
+  double finish(Stats& st) const {
+    if (kind_ == Kind::siglip) return weight_ * st.loss;
+    st.lse.resize(st.max.size());
+    double total = 0;
+    for (std::size_t r = 0; r < st.max.size(); ++r) {
+      st.lse[r] = st.max[r] + std::log(st.sum[r]);
+      total += st.lse[r] - st.pos[r];
+    }
+    return weight_ * total;
+  }
+
+  // The gradient of the block: dxq += d/dxq, dxk += d/dxk (either may be null: not wanted), and
+  // dt += d/d(log scale) (the logits' alpha times their similarity), dbias += d/d(bias). `seed`
+  // scales everything. With `stored`, the logits come from forward_block's store (and are
+  // overwritten), else they are recomputed tile by tile in scratch.
+  void backward_block(const Tensor<T>& xq, std::int64_t bq, const Tensor<T>& xk, std::int64_t bk,
+                      bool own, const Stats& st, double seed, Tensor<T>* stored, std::int64_t at,
+                      Tensor<T>& scratch, Tensor<T>* dxq, Tensor<T>* dxk, double& dt,
+                      double& dbias) const {
+    const std::int64_t d = layout_.dim;
+    const double w = weight_ * seed;
+    for (const Head& h : heads(bq, bk)) {
+      if (h.nq == 0 || h.nk == 0) continue;
+      const std::int64_t tile = stored ? h.nk : kTile;
+      for (std::int64_t j0 = 0; j0 < h.nk; j0 += tile) {
+        const std::int64_t nj = std::min(tile, h.nk - j0);
+        Tensor<T> g;
+        if (stored) {
+          g = stored->slice(at, Shape{h.nq, nj});  // overwritten with the logits' gradient
+          at += h.nq * nj;
+        } else {
+          g = scratch.slice(0, Shape{h.nq, nj});
+          logits(h, j0, nj, xq, xk, g);
+        }
+        T* p = g.data();
+        double sum_gs = 0, sum_g = 0;
+        for (std::int64_t i = 0; i < h.nq; ++i) {
+          T* row = p + i * nj;
+          const std::int64_t r = h.q0 + i;
+          const std::int64_t pos = own ? positive(i, bq) - j0 : -1;
+          const std::int64_t ex = own && excluded(i) >= 0 ? excluded(i) - j0 : -1;
+          if (kind_ == Kind::siglip) {
+            for (std::int64_t j = 0; j < nj; ++j) {
+              const double l = row[j];
+              const double z = j == pos ? 1.0 : -1.0;
+              // d/dl of -log sigmoid(z l) = -z sigmoid(-z l)
+              const double x = -z * l;
+              const double sig = x >= 0 ? 1.0 / (1.0 + std::exp(-x))
+                                        : std::exp(x) / (1.0 + std::exp(x));
+              const double gij = -w * z * sig;
+              sum_gs += gij * (l - bias_);
+              sum_g += gij;
+              row[j] = static_cast<T>(gij);
+            }
+            continue;
+          }
+          const T lse = static_cast<T>(st.lse[r]);
+          for (std::int64_t j = 0; j < nj; ++j) {
+            const double l = row[j];
+            double gij = j == ex ? 0.0 : w * static_cast<double>(std::exp(row[j] - lse));
+            if (j == pos) gij -= w;
+            sum_gs += gij * l;
+            row[j] = static_cast<T>(gij);
+          }
+        }
+        dt += sum_gs;
+        dbias += sum_g;
+        const T alpha = static_cast<T>(alpha_);
+        if (dxq) {
+          Tensor<T> dq = dxq->slice(h.q0 * d, Shape{h.nq, d});
+          const Tensor<T> k = xk.slice((h.k0 + j0) * d, Shape{nj, d});
+          kernels::gemm(kernels::Op::N, kernels::Op::N, alpha, g, k, T(1), dq);
+        }
+        if (dxk) {
+          Tensor<T> dk = dxk->slice((h.k0 + j0) * d, Shape{nj, d});
+          const Tensor<T> q = xq.slice(h.q0 * d, Shape{h.nq, d});
+          kernels::gemm(kernels::Op::T, kernels::Op::N, alpha, g, q, T(1), dk);
+        }
+      }
+    }
+  }
+
+  // Entries of the scratch buffer of a block computed tile by tile.
+  std::int64_t scratch_entries(std::int64_t bq, std::int64_t bk) const {
+    std::int64_t n = 1;
+    for (const Head& h : heads(bq, bk)) n = std::max(n, h.nq * std::min(kTile, h.nk));
+    return n;
+  }
+
+ private:
+  Kind kind_;
+  const Layout& layout_;
+  double alpha_, bias_, weight_;
+};
+
+template <class T>
+MPI_Datatype type() {
+  return comm::mpi_type<T>();
+}
+
+// Counts and displacements (in elements) of every rank's payload of 2 rows[c] rows of D.
+struct Counts {
+  std::vector<int> count, displ;
+};
+Counts payload_counts(const Layout& l) {
+  Counts c;
+  int at = 0;
+  for (int r = 0; r < l.size; ++r) {
+    const std::int64_t n = 2 * l.rows[r] * l.dim;
+    DISTOP_CHECK(n <= std::numeric_limits<int>::max() && at + n <= std::numeric_limits<int>::max(),
+                 "contrastive loss", "payload of ", n, " elements exceeds MPI's int counts");
+    c.count.push_back(static_cast<int>(n));
+    c.displ.push_back(at);
+    at += static_cast<int>(n);
+  }
+  return c;
+}
+
+// The sum of one double per rank, in rank order: the same bits on every rank.
+std::vector<double> gather_doubles(MPI_Comm comm, const std::vector<double>& mine, int size) {
+  std::vector<double> all(mine.size() * size);
+  DISTOP_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE,
+                                 all.data(), static_cast<int>(mine.size()), MPI_DOUBLE, comm),
+                   "contrastive loss");
+  std::vector<double> sum(mine.size(), 0.0);
+  for (int r = 0; r < size; ++r)
+    for (std::size_t k = 0; k < mine.size(); ++k) sum[k] += all[r * mine.size() + k];
+  return sum;
+}
+
+Layout make_layout(MPI_Comm comm, const char* op, std::int64_t rows, std::int64_t dim) {
+  Layout l;
+  DISTOP_MPI_CHECK(MPI_Comm_size(comm, &l.size), op);
+  DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &l.rank), op);
+  std::vector<std::int64_t> mine = {rows, dim}, all(2 * l.size);
+  DISTOP_MPI_CHECK(MPI_Allgather(mine.data(), 2, MPI_INT64_T, all.data(), 2, MPI_INT64_T, comm),
+                   op);
+  l.dim = all[1];
+  for (int r = 0; r < l.size; ++r) {
+    l.rows.push_back(all[2 * r]);
+    l.offset.push_back(l.batch);
+    l.batch += all[2 * r];
+    l.max_rows = std::max(l.max_rows, all[2 * r]);
+    // Every rank sees the same table, so every rank throws the same error.
+    DISTOP_CHECK(all[2 * r + 1] == l.dim, op, "rank ", r, " of batch_comm holds rows of dimension ",
+                 all[2 * r + 1], " but rank 0 holds rows of dimension ", l.dim);
+  }
+  DISTOP_CHECK(l.batch > 0, op, "the global batch is empty (no rank holds rows)");
+  return l;
+}
+
+// The saved state of one forward pass, shared by the strategies.
+template <class T>
+struct Saved {
+  Layout layout;
+  Counts counts;          // every rank's payload, in elements
+  Tensor<T> payload;      // this rank's rows [a; b]
+  Tensor<T> gathered;     // allgather, allgather_nograd, the gather root: every rank's payload
+  Tensor<T> ring_end;     // ring: the block held at the end of the forward ring (rank + 1's)
+  Tensor<T> stored;       // allgather: own queries' logits; allgather_nograd and gather: all
+  std::vector<typename Engine<T>::Stats> stats;  // per query payload computed here
+
+  Tensor<T> payload_of(int c) const {
+    return gathered.slice(counts.displ[c], Shape{2 * layout.rows[c], layout.dim});
+  }
+};
+
+// What the backward pass needs besides the saved tensors.
+struct Params {
+  Kind kind;
+  ContrastiveStrategy strategy;
+  MPI_Comm comm;
+  int root;
+  double alpha, bias, weight;
+  bool clamped;  // CLIP's log scale above log 100: no gradient reaches it
+  bool has_scale, has_bias;
+};
+
+// Every query payload against every key payload, logits stored (allgather_nograd, gather root).
+template <class T>
+double forward_all(Saved<T>& sv, const Engine<T>& engine) {
+  const Layout& l = sv.layout;
+  std::int64_t total = 0;
+  for (int q = 0; q < l.size; ++q)
+    for (int c = 0; c < l.size; ++c) total += engine.block_entries(l.rows[q], l.rows[c]);
+  sv.stored = Tensor<T>::uninitialized(Shape{std::max<std::int64_t>(total, 1)},
+                                       "distop::contrastive::logits");
+  sv.stats.resize(l.size);
+  Tensor<T> none;
+  std::int64_t at = 0;
+  double loss = 0;
+  for (int q = 0; q < l.size; ++q) {
+    sv.stats[q].reset(engine.stat_rows(l.rows[q]));
+    for (int c = 0; c < l.size; ++c) {
+      engine.forward_block(sv.payload_of(q), l.rows[q], sv.payload_of(c), l.rows[c], q == c,
+                           sv.stats[q], &sv.stored, at, none);
+      at += engine.block_entries(l.rows[q], l.rows[c]);
+    }
+    loss += engine.finish(sv.stats[q]);
+  }
+  return loss;
+}
+
+// The loss value; fills sv for the backward pass.
+template <class T>
+double forward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine) {
+  const char* op = kind_name(prm.kind);
+  const Layout& l = sv.layout;
+  const int p = l.rank, P = l.size;
+  const std::int64_t d = l.dim, rows = l.rows[p];
+  const Counts& counts = sv.counts;
+  MPI_Comm comm = prm.comm;
+  switch (prm.strategy) {
+    case ContrastiveStrategy::allgather_nograd:
+    case ContrastiveStrategy::allgather: {
+      sv.gathered = Tensor<T>::uninitialized(Shape{std::max<std::int64_t>(2 * l.batch * d, 1)},
+                                             "distop::contrastive::gathered");
+      DISTOP_MPI_CHECK(MPI_Allgatherv(sv.payload.data(), counts.count[p], type<T>(),
+                                      sv.gathered.data(), counts.count.data(), counts.displ.data(),
+                                      type<T>(), comm),
+                       op);
+      if (prm.strategy == ContrastiveStrategy::allgather_nograd) return forward_all(sv, engine);
+      std::int64_t total = 0;
+      for (int c = 0; c < P; ++c) total += engine.block_entries(rows, l.rows[c]);
+      sv.stored = Tensor<T>::uninitialized(Shape{std::max<std::int64_t>(total, 1)},
+                                           "distop::contrastive::logits");
+      sv.stats.resize(1);
+      sv.stats[0].reset(engine.stat_rows(rows));
+      Tensor<T> none;
+      std::int64_t at = 0;
+      for (int c = 0; c < P; ++c) {
+        engine.forward_block(sv.payload, rows, sv.payload_of(c), l.rows[c], c == p, sv.stats[0],
+                             &sv.stored, at, none);
+        at += engine.block_entries(rows, l.rows[c]);
+      }
+      return gather_doubles(comm, {engine.finish(sv.stats[0])}, P)[0];
+    }
+    case ContrastiveStrategy::gather: {
+      if (p == prm.root)
+        sv.gathered = Tensor<T>::uninitialized(Shape{std::max<std::int64_t>(2 * l.batch * d, 1)},
+                                               "distop::contrastive::gathered");
+      DISTOP_MPI_CHECK(MPI_Gatherv(sv.payload.data(), counts.count[p], type<T>(),
+                                   sv.gathered.data(), counts.count.data(), counts.displ.data(),
+                                   type<T>(), prm.root, comm),
+                       op);
+      double loss = p == prm.root ? forward_all(sv, engine) : 0.0;
+      DISTOP_MPI_CHECK(MPI_Bcast(&loss, 1, MPI_DOUBLE, prm.root, comm), op);
+      return loss;
+    }
+    case ContrastiveStrategy::ring: {
+      MPI_Comm rc = ring_comm(comm);
+      const std::int64_t cap = std::max<std::int64_t>(2 * l.max_rows * d, 1);
+      Tensor<T> cur = Tensor<T>::uninitialized(Shape{cap}, "distop::contrastive::ring");
+      Tensor<T> next = Tensor<T>::uninitialized(Shape{cap}, "distop::contrastive::ring");
+      std::copy(sv.payload.data(), sv.payload.data() + 2 * rows * d, cur.data());
+      Tensor<T> tile = Tensor<T>::uninitialized(Shape{engine.scratch_entries(rows, l.max_rows)},
+                                                "distop::contrastive::tile");
+      sv.stats.resize(1);
+      sv.stats[0].reset(engine.stat_rows(rows));
+      const int to = (p + 1) % P, from = (p + P - 1) % P;
+      for (int k = 0; k < P; ++k) {
+        const int c = (p - k + P) % P;  // the owner of the block held at step k
+        std::array<MPI_Request, 2> req = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+        if (k + 1 < P) {  // pass the block on while computing with it
+          const int cn = (c + P - 1) % P;
+          DISTOP_MPI_CHECK(MPI_Irecv(next.data(), static_cast<int>(2 * l.rows[cn] * d), type<T>(),
+                                     from, 0, rc, &req[0]),
+                           op);
+          DISTOP_MPI_CHECK(MPI_Isend(cur.data(), static_cast<int>(2 * l.rows[c] * d), type<T>(),
+                                     to, 0, rc, &req[1]),
+                           op);
+        }
+        engine.forward_block(sv.payload, rows, cur.slice(0, Shape{2 * l.rows[c], d}), l.rows[c],
+                             c == p, sv.stats[0], nullptr, 0, tile);
+        DISTOP_MPI_CHECK(MPI_Waitall(2, req.data(), MPI_STATUSES_IGNORE), op);
+        if (k + 1 < P) std::swap(cur, next);
+      }
+      // The block held last, rank p + 1's, starts the backward ring.
+      sv.ring_end = cur.slice(0, Shape{2 * l.rows[(p + 1) % P], d}).clone();
+      return gather_doubles(comm, {engine.finish(sv.stats[0])}, P)[0];
+    }
+  }
+  return 0;
+}
+
+// dx = the gradient of seed * L with respect to this rank's payload; returns the total gradients
+// of seed * L with respect to the log scale and the bias (the same on every rank).
+template <class T>
+std::array<double, 2> backward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine,
+                                    double seed, Tensor<T>& dx) {
+  const char* op = kind_name(prm.kind);
+  const Layout& l = sv.layout;
+  const int p = l.rank, P = l.size;
+  const std::int64_t d = l.dim, rows = l.rows[p];
+  const Counts& counts = sv.counts;
+  MPI_Comm comm = prm.comm;
+  double dt = 0, dbias = 0;
+  Tensor<T> none;
+  // All blocks, from the stored logits: this rank's gradient only (dall null), or every rank's.
+  auto backward_all = [&](Tensor<T>* dall) {
+    std::int64_t at = 0;
+    for (int q = 0; q < P; ++q)
+      for (int c = 0; c < P; ++c) {
+        Tensor<T> gq, gc;
+        if (dall) {
+          gq = dall->slice(counts.displ[q], Shape{2 * l.rows[q], d});
+          gc = dall->slice(counts.displ[c], Shape{2 * l.rows[c], d});
+        }
+        Tensor<T>* dq = dall ? &gq : (q == p ? &dx : nullptr);
+        Tensor<T>* dk = dall ? &gc : (c == p ? &dx : nullptr);
+        engine.backward_block(sv.payload_of(q), l.rows[q], sv.payload_of(c), l.rows[c], q == c,
+                              sv.stats[q], seed, &sv.stored, at, none, dq, dk, dt, dbias);
+        at += engine.block_entries(l.rows[q], l.rows[c]);
+      }
+  };
+  switch (prm.strategy) {
+    case ContrastiveStrategy::allgather_nograd:
+      backward_all(nullptr);  // no communication: every rank has the whole loss
+      return {dt, dbias};
+    case ContrastiveStrategy::gather: {
+      Tensor<T> dall;
+      if (p == prm.root) {
+        dall = Tensor<T>(Shape{std::max<std::int64_t>(2 * l.batch * d, 1)},
+                         "distop::contrastive::gathered_grad");
+        backward_all(&dall);
+      }
+      // The adjoint of the gather: a scatter of the gathered rows' gradients.
+      DISTOP_MPI_CHECK(MPI_Scatterv(dall.data(), counts.count.data(), counts.displ.data(),
+                                    type<T>(), dx.data(), counts.count[p], type<T>(), prm.root,
+                                    comm),
+                       op);
+      std::array<double, 2> scalars = {dt, dbias};
+      DISTOP_MPI_CHECK(MPI_Bcast(scalars.data(), 2, MPI_DOUBLE, prm.root, comm), op);
+      return scalars;
+    }
+    case ContrastiveStrategy::allgather: {
+      Tensor<T> dall(Shape{std::max<std::int64_t>(2 * l.batch * d, 1)},
+                     "distop::contrastive::gathered_grad");
+      std::int64_t at = 0;
+      for (int c = 0; c < P; ++c) {
+        Tensor<T> gc = dall.slice(counts.displ[c], Shape{2 * l.rows[c], d});
+        engine.backward_block(sv.payload, rows, sv.payload_of(c), l.rows[c], c == p, sv.stats[0],
+                              seed, &sv.stored, at, none, &dx, &gc, dt, dbias);
+        at += engine.block_entries(rows, l.rows[c]);
+      }
+      sv.stored = Tensor<T>();
+      // The adjoint of the all-gather: a reduce-scatter returns each block's summed copies.
+      Tensor<T> mine(Shape{std::max<std::int64_t>(2 * rows * d, 1)},
+                     "distop::contrastive::reduced");
+      DISTOP_MPI_CHECK(MPI_Reduce_scatter(dall.data(), mine.data(), counts.count.data(), type<T>(),
+                                          MPI_SUM, comm),
+                       op);
+      T* g = dx.data();
+      const T* m = mine.data();
+      for (std::int64_t e = 0; e < 2 * rows * d; ++e) g[e] += m[e];
+      const std::vector<double> sum = gather_doubles(comm, {dt, dbias}, P);
+      return {sum[0], sum[1]};
+    }
+    case ContrastiveStrategy::ring: {
+      // The forward ring replayed in reverse: at step k (k = P-1 .. 0) this rank holds block
+      // c = p - k with the gradient the ranks after it gave that block; it adds its own share
+      // and hands both back to rank p - 1 (the adjoint of the forward send p - 1 -> p), so that
+      // at k = 0 every rank holds its own block with every rank's contribution.
+      MPI_Comm rc = ring_comm(comm);
+      const std::int64_t cap = std::max<std::int64_t>(2 * l.max_rows * d, 1);
+      Tensor<T> x_cur = Tensor<T>::uninitialized(Shape{cap}, "distop::contrastive::ring");
+      Tensor<T> x_next = Tensor<T>::uninitialized(Shape{cap}, "distop::contrastive::ring");
+      Tensor<T> g_cur(Shape{cap}, "distop::contrastive::ring_grad");
+      Tensor<T> g_next = Tensor<T>::uninitialized(Shape{cap}, "distop::contrastive::ring_grad");
+      std::copy(sv.ring_end.data(), sv.ring_end.data() + sv.ring_end.numel(), x_cur.data());
+      sv.ring_end = Tensor<T>();
+      Tensor<T> tile = Tensor<T>::uninitialized(Shape{engine.scratch_entries(rows, l.max_rows)},
+                                                "distop::contrastive::tile");
+      const int to = (p + P - 1) % P, from = (p + 1) % P;
+      for (int k = P - 1; k >= 0; --k) {
+        const int c = (p - k + P) % P;
+        const int cn = (c + 1) % P;  // the block held at step k - 1
+        const int n = static_cast<int>(2 * l.rows[c] * d), nn = static_cast<int>(2 * l.rows[cn] * d);
+        std::array<MPI_Request, 4> req = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL,
+                                          MPI_REQUEST_NULL};
+        if (k > 0) {
+          DISTOP_MPI_CHECK(MPI_Irecv(x_next.data(), nn, type<T>(), from, 1, rc, &req[0]), op);
+          DISTOP_MPI_CHECK(MPI_Isend(x_cur.data(), n, type<T>(), to, 1, rc, &req[1]), op);
+          DISTOP_MPI_CHECK(MPI_Irecv(g_next.data(), nn, type<T>(), from, 2, rc, &req[2]), op);
+        }
+        Tensor<T> gk = c == p ? dx : g_cur.slice(0, Shape{2 * l.rows[c], d});
+        engine.backward_block(sv.payload, rows, x_cur.slice(0, Shape{2 * l.rows[c], d}),
+                              l.rows[c], c == p, sv.stats[0], seed, nullptr, 0, tile, &dx, &gk,
+                              dt, dbias);
+        if (k == 0) break;
+        DISTOP_MPI_CHECK(MPI_Isend(g_cur.data(), n, type<T>(), to, 2, rc, &req[3]), op);
+        DISTOP_MPI_CHECK(MPI_Waitall(4, req.data(), MPI_STATUSES_IGNORE), op);
+        std::swap(x_cur, x_next);
+        std::swap(g_cur, g_next);
+        if (cn == p) {  // this rank's own block came home with every other rank's contribution
+          T* gd = dx.data();
+          const T* gs = g_cur.data();
+          for (std::int64_t e = 0; e < 2 * rows * d; ++e) gd[e] += gs[e];
+        }
+      }
+      const std::vector<double> sum = gather_doubles(comm, {dt, dbias}, P);
+      return {sum[0], sum[1]};
+    }
+  }
+  return {0, 0};
+}
+
+template <class T>
+Var<T> contrastive(Tape& tape, Kind kind, Var<T> a, Var<T> b, const Var<T>* scale_var,
+                   const Var<T>* bias_var, double temperature, MPI_Comm comm,
+                   const ContrastiveOptions& options) {
+  const char* op = kind_name(kind);
+  // Local checks, agreed on so that every rank throws the same error.
+  std::string problem;
+  const Tensor<T>& la = a.value().local();
+  const Tensor<T>& lb = b.value().local();
+  if (la.rank() != 2 || lb.rank() != 2)
+    problem = "expected a and b of local shape [rows, D], found " + la.shape().str() + " and " +
+              lb.shape().str();
+  else if (la.shape() != lb.shape())
+    problem = "a and b must have the same local shape, found " + la.shape().str() + " and " +
+              lb.shape().str();
+  else if (la.extent(1) < 1)
+    problem = "the embedding dimension D must be at least 1, found " + la.shape().str();
+  else if (!kHostAccessible)
+    problem = "the contrastive losses need host tensors";
+  for (const Var<T>* v : {scale_var, bias_var})
+    if (v && problem.empty() && v->value().local_numel() != 1)
+      problem = std::string("expected ") + (v == scale_var ? "logit_scale" : "logit_bias") +
+                " of one element, found local shape " + v->value().local().shape().str();
+  comm::agree_ok(comm, op, problem.empty(), problem);
+  const std::int64_t rows = la.extent(0), dim = la.extent(1);
+
+  auto saved = std::make_shared<Saved<T>>();
+  saved->layout = make_layout(comm, op, rows, dim);
+  const Layout& l = saved->layout;
+  DISTOP_CHECK(kind != Kind::ntxent || (temperature > 0 && std::isfinite(temperature)), op,
+               "the temperature must be positive and finite, found ", temperature);
+  DISTOP_CHECK(options.strategy != ContrastiveStrategy::gather ||
+                   (options.root >= 0 && options.root < l.size),
+               op, "root ", options.root, " is not a rank of batch_comm (size ", l.size, ")");
+  saved->counts = payload_counts(l);
+
+  if (options.normalize) {
+    a = nn::normalize(tape, a);
+    b = nn::normalize(tape, b);
+  }
+
+  const double log_scale = scale_var ? double(scale_var->value().local().to_vector()[0]) : 0.0;
+  const double log_cap = std::log(100.0);
+  Params prm{};
+  prm.kind = kind;
+  prm.strategy = options.strategy;
+  prm.comm = comm;
+  prm.root = options.root;
+  prm.clamped = kind == Kind::clip && log_scale > log_cap;
+  prm.alpha = kind == Kind::ntxent ? 1.0 / temperature
+              : kind == Kind::clip ? std::exp(std::min(log_scale, log_cap))
+                                   : std::exp(log_scale);
+  prm.bias = bias_var ? double(bias_var->value().local().to_vector()[0]) : 0.0;
+  prm.weight = kind == Kind::siglip ? 1.0 / double(l.batch) : 0.5 / double(l.batch);
+  prm.has_scale = scale_var != nullptr;
+  prm.has_bias = bias_var != nullptr;
+
+  const std::int64_t d = l.dim;
+  saved->payload = Tensor<T>::uninitialized(Shape{std::max<std::int64_t>(2 * rows * d, 1)},
+                                            "distop::contrastive::payload");
+  saved->payload = saved->payload.slice(0, Shape{2 * rows, d});
+  std::copy(a.value().local().data(), a.value().local().data() + rows * d, saved->payload.data());
+  std::copy(b.value().local().data(), b.value().local().data() + rows * d,
+            saved->payload.data() + rows * d);
+
+  const Engine<T> engine(kind, saved->layout, prm.alpha, prm.bias, prm.weight);
+  const double loss = forward_pass(*saved, prm, engine);
+
+  std::vector<Var<T>> inputs = {a, b};
+  if (scale_var) inputs.push_back(*scale_var);
+  if (bias_var) inputs.push_back(*bias_var);
+  DistTensor<T> value = detail::scalar<T>(a.space().partition(), loss);
+
+  auto backward = [saved, prm](const DistTensor<T>& dy, Gradients<T>& grads) {
+    const Engine<T> eng(prm.kind, saved->layout, prm.alpha, prm.bias, prm.weight);
+    const double seed = dy.local_numel() > 0 ? double(dy.local().to_vector()[0]) : 0.0;
+    const std::int64_t n = 2 * saved->layout.rows[saved->layout.rank] * saved->layout.dim;
+    Tensor<T> dx(Shape{std::max<std::int64_t>(n, 1)}, "distop::contrastive::grad");
+    const std::array<double, 2> scalars = backward_pass(*saved, prm, eng, seed, dx);
+    // Each rank's copy of a scalar parameter takes 1/P of its gradient.
+    const double share = 1.0 / saved->layout.size;
+    auto add_scalar = [&](std::size_t input, double v) {
+      grads.accumulate(input, [&](T beta, Tensor<T>& g) {
+        const double old = beta == T(0) ? 0.0 : double(beta) * double(g.to_vector()[0]);
+        g.fill(static_cast<T>(old + v));
+      });
+    };
+    if (prm.has_scale) add_scalar(2, prm.clamped ? 0.0 : scalars[0] * share);
+    if (prm.has_bias) add_scalar(prm.has_scale ? 3 : 2, scalars[1] * share);
+    for (std::size_t set = 0; set < 2; ++set)
+      grads.accumulate(set, [&](T beta, Tensor<T>& g) {
+        T* out = g.data();
+        const T* in = dx.data() + set * (n / 2);
+        for (std::int64_t e = 0; e < n / 2; ++e) out[e] = (beta == T(0) ? T(0) : beta * out[e]) + in[e];
+      });
+  };
+  return make_function<T>(tape, op, std::move(inputs), std::move(value), std::move(backward),
+                          /*collective=*/true);
+}
+
+}  // namespace
+
+std::string_view strategy_name(ContrastiveStrategy strategy) {
+  return kStrategyNames.at(static_cast<std::size_t>(strategy));
+}
+
+std::span<const std::string_view> strategy_names() { return kStrategyNames; }
+
+ContrastiveStrategy parse_strategy(std::string_view name) {
+  for (std::size_t i = 0; i < kStrategyNames.size(); ++i)
+    if (kStrategyNames[i] == name) return static_cast<ContrastiveStrategy>(i);
+  std::string valid;
+  for (std::string_view n : kStrategyNames) valid += (valid.empty() ? "" : ", ") + std::string(n);
+  throw Error("parse_strategy",
+              "unknown contrastive strategy '" + std::string(name) + "'; expected one of " + valid);
+}
+
+template <class T>
+Var<T> ntxent(Tape& tape, const Var<T>& a, const Var<T>& b, T temperature, MPI_Comm batch_comm,
+              const ContrastiveOptions& options) {
+  return contrastive<T>(tape, Kind::ntxent, a, b, nullptr, nullptr, double(temperature),
+                        batch_comm, options);
+}
+
+template <class T>
+Var<T> clip_loss(Tape& tape, const Var<T>& a, const Var<T>& b, const Var<T>& logit_scale,
+                 MPI_Comm batch_comm, const ContrastiveOptions& options) {
+  return contrastive<T>(tape, Kind::clip, a, b, &logit_scale, nullptr, 1.0, batch_comm, options);
+}
+
+template <class T>
+Var<T> siglip_loss(Tape& tape, const Var<T>& a, const Var<T>& b, const Var<T>& logit_scale,
+                   const Var<T>& logit_bias, MPI_Comm batch_comm,
+                   const ContrastiveOptions& options) {
+  return contrastive<T>(tape, Kind::siglip, a, b, &logit_scale, &logit_bias, 1.0, batch_comm,
+                        options);
+}
+
+#define DISTOP_INSTANTIATE(T)                                                                   \
+  template Var<T> ntxent(Tape&, const Var<T>&, const Var<T>&, T, MPI_Comm,                      \
+                         const ContrastiveOptions&);                                            \
+  template Var<T> clip_loss(Tape&, const Var<T>&, const Var<T>&, const Var<T>&, MPI_Comm,       \
+                            const ContrastiveOptions&);                                         \
+  template Var<T> siglip_loss(Tape&, const Var<T>&, const Var<T>&, const Var<T>&, const Var<T>&, \
+                              MPI_Comm, const ContrastiveOptions&);
+DISTOP_INSTANTIATE(float)
+DISTOP_INSTANTIATE(double)
+#undef DISTOP_INSTANTIATE
+
+}  // namespace distop::loss

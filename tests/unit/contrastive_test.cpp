@@ -1,0 +1,227 @@
+// The contrastive losses on one rank (MPI_COMM_SELF): values against the definitions written out
+// naively in double, gradients against finite differences, stability at scale 100 in float, CLIP's
+// clamp, and the strategy names. tests/mpi/contrastive_test.cpp checks the strategies across ranks.
+#include "distop/loss/contrastive.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "distop/core/error.hpp"
+#include "gradcheck.hpp"
+
+namespace {
+
+using distop::DistTensor;
+using distop::Shape;
+using distop::Tape;
+using distop::Tensor;
+using distop::Var;
+namespace loss = distop::loss;
+namespace test = distop::test;
+using loss::ContrastiveOptions;
+using loss::ContrastiveStrategy;
+
+using Rows = std::vector<std::vector<double>>;
+
+Rows rows_of(const Var<double>& x) {
+  const auto v = x.value().local().to_vector();
+  const std::int64_t d = x.value().local().extent(1);
+  Rows r(v.size() / d);
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    r[i].assign(v.begin() + i * d, v.begin() + (i + 1) * d);
+    double n = 0;
+    for (double e : r[i]) n += e * e;
+    for (double& e : r[i]) e /= std::max(std::sqrt(n), 1e-12);
+  }
+  return r;
+}
+
+double dot(const std::vector<double>& x, const std::vector<double>& y) {
+  double s = 0;
+  for (std::size_t k = 0; k < x.size(); ++k) s += x[k] * y[k];
+  return s;
+}
+
+// The definitions, naively (plain exp, no max shift), after normalising the rows.
+double naive_ntxent(const Rows& a, const Rows& b, double tau) {
+  Rows z = a;
+  z.insert(z.end(), b.begin(), b.end());
+  const std::size_t n = z.size(), half = a.size();
+  double total = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    double den = 0;
+    for (std::size_t j = 0; j < n; ++j)
+      if (j != i) den += std::exp(dot(z[i], z[j]) / tau);
+    total += std::log(den) - dot(z[i], z[(i + half) % n]) / tau;
+  }
+  return total / n;
+}
+
+double naive_clip(const Rows& a, const Rows& b, double log_scale) {
+  const double s = std::exp(std::min(log_scale, std::log(100.0)));
+  const std::size_t n = a.size();
+  double rows = 0, cols = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    double dr = 0, dc = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+      dr += std::exp(s * dot(a[i], b[j]));
+      dc += std::exp(s * dot(a[j], b[i]));
+    }
+    rows += std::log(dr) - s * dot(a[i], b[i]);
+    cols += std::log(dc) - s * dot(a[i], b[i]);
+  }
+  return 0.5 * (rows / n + cols / n);
+}
+
+double naive_siglip(const Rows& a, const Rows& b, double log_scale, double bias) {
+  const double s = std::exp(log_scale);
+  double total = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t j = 0; j < b.size(); ++j) {
+      const double z = i == j ? 1.0 : -1.0;
+      total += std::log(1 + std::exp(-z * (s * dot(a[i], b[j]) + bias)));
+    }
+  return total / a.size();
+}
+
+template <class T>
+Var<T> embeddings(std::int64_t n, std::int64_t d, std::uint64_t seed) {
+  return Var<T>(test::random_tensor<T>(test::local_batch_space(n, d), seed), true);
+}
+
+template <class T>
+Var<T> scalar(double v) {
+  DistTensor<T> x(test::local_space(Shape{1}));
+  x.local().fill(static_cast<T>(v));
+  return Var<T>(x, true);
+}
+
+ContrastiveOptions one_rank() { return ContrastiveOptions{ContrastiveStrategy::allgather, 0, true}; }
+
+TEST(Contrastive, ValuesMatchTheDefinitions) {
+  for (std::int64_t n : {1, 2, 5}) {
+    SCOPED_TRACE("B = " + std::to_string(n));
+    auto a = embeddings<double>(n, 4, 1), b = embeddings<double>(n, 4, 2);
+    auto t = scalar<double>(1.3), bias = scalar<double>(-0.7);
+    for (ContrastiveStrategy st : {ContrastiveStrategy::allgather_nograd,
+                                   ContrastiveStrategy::gather, ContrastiveStrategy::allgather,
+                                   ContrastiveStrategy::ring}) {
+      SCOPED_TRACE(std::string(loss::strategy_name(st)));
+      const ContrastiveOptions opt{st, 0, true};
+      Tape tape;
+      const double nt = loss::ntxent(tape, a, b, 0.3, MPI_COMM_SELF, opt).value().local().to_vector()[0];
+      const double cl = loss::clip_loss(tape, a, b, t, MPI_COMM_SELF, opt).value().local().to_vector()[0];
+      const double sg =
+          loss::siglip_loss(tape, a, b, t, bias, MPI_COMM_SELF, opt).value().local().to_vector()[0];
+      EXPECT_NEAR(nt, naive_ntxent(rows_of(a), rows_of(b), 0.3), 1e-13);
+      EXPECT_NEAR(cl, naive_clip(rows_of(a), rows_of(b), 1.3), 1e-13);
+      EXPECT_NEAR(sg, naive_siglip(rows_of(a), rows_of(b), 1.3, -0.7), 1e-13);
+    }
+  }
+}
+
+TEST(Contrastive, GradientsMatchFiniteDifferences) {
+  auto a = embeddings<double>(4, 3, 3), b = embeddings<double>(4, 3, 4);
+  auto t = scalar<double>(0.8), bias = scalar<double>(0.4);
+  for (ContrastiveStrategy st : {ContrastiveStrategy::allgather, ContrastiveStrategy::ring,
+                                 ContrastiveStrategy::allgather_nograd}) {
+    SCOPED_TRACE(std::string(loss::strategy_name(st)));
+    const ContrastiveOptions opt{st, 0, true};
+    test::expect_gradients_match(
+        [&](Tape& tape) { return loss::ntxent(tape, a, b, 0.5, MPI_COMM_SELF, opt); }, {a, b});
+    test::expect_gradients_match(
+        [&](Tape& tape) { return loss::clip_loss(tape, a, b, t, MPI_COMM_SELF, opt); }, {a, b, t});
+    test::expect_gradients_match(
+        [&](Tape& tape) { return loss::siglip_loss(tape, a, b, t, bias, MPI_COMM_SELF, opt); },
+        {a, b, t, bias});
+  }
+}
+
+TEST(Contrastive, GradientsWithoutNormalisationMatchFiniteDifferences) {
+  auto a = embeddings<double>(3, 2, 5), b = embeddings<double>(3, 2, 6);
+  auto t = scalar<double>(0.2);
+  const ContrastiveOptions opt{ContrastiveStrategy::ring, 0, false};
+  test::expect_gradients_match(
+      [&](Tape& tape) { return loss::ntxent(tape, a, b, 0.7, MPI_COMM_SELF, opt); }, {a, b});
+  test::expect_gradients_match(
+      [&](Tape& tape) { return loss::clip_loss(tape, a, b, t, MPI_COMM_SELF, opt); }, {a, b, t});
+}
+
+// Unit vectors at scale 100 (CLIP's cap) and temperature 0.01: exp of the logits overflows float,
+// the max-shifted log-sum-exp does not, and float agrees with double.
+TEST(Contrastive, StableAtScale100InFloat) {
+  ASSERT_TRUE(std::isinf(std::exp(100.0f)));  // what a naive softmax would compute
+  const std::int64_t n = 40, d = 16;
+  auto af = embeddings<float>(n, d, 7), bf = embeddings<float>(n, d, 8);
+  auto ad = embeddings<double>(n, d, 7), bd = embeddings<double>(n, d, 8);
+  const double ls = std::log(100.0);
+  auto tf = scalar<float>(ls), zf = scalar<float>(-10);
+  auto td = scalar<double>(ls), zd = scalar<double>(-10);
+  for (ContrastiveStrategy st : {ContrastiveStrategy::allgather, ContrastiveStrategy::ring}) {
+    const ContrastiveOptions opt{st, 0, true};
+    Tape tape;
+    std::vector<Var<float>> lf = {loss::clip_loss(tape, af, bf, tf, MPI_COMM_SELF, opt),
+                                  loss::ntxent(tape, af, bf, 0.01f, MPI_COMM_SELF, opt),
+                                  loss::siglip_loss(tape, af, bf, tf, zf, MPI_COMM_SELF, opt)};
+    std::vector<Var<double>> ld = {loss::clip_loss(tape, ad, bd, td, MPI_COMM_SELF, opt),
+                                   loss::ntxent(tape, ad, bd, 0.01, MPI_COMM_SELF, opt),
+                                   loss::siglip_loss(tape, ad, bd, td, zd, MPI_COMM_SELF, opt)};
+    for (std::size_t k = 0; k < lf.size(); ++k) {
+      const float vf = lf[k].value().local().to_vector()[0];
+      const double vd = ld[k].value().local().to_vector()[0];
+      ASSERT_TRUE(std::isfinite(vf)) << "loss " << k;
+      EXPECT_NEAR(vf, vd, 1e-4 * std::max(1.0, std::abs(vd))) << "loss " << k;
+      EXPECT_GT(vd, 1.0) << "loss " << k;  // large logits, random pairs: a large loss
+    }
+    distop::backward(tape, lf[0]);
+    for (float g : af.grad().local().to_vector()) ASSERT_TRUE(std::isfinite(g));
+    tape.clear();
+  }
+}
+
+// Above log 100 the scale stays 100 and no gradient reaches the log scale (torch.clamp).
+TEST(Contrastive, ClipClampsTheScaleAt100) {
+  auto a = embeddings<double>(3, 4, 9), b = embeddings<double>(3, 4, 10);
+  auto high = scalar<double>(6.0), cap = scalar<double>(std::log(100.0));
+  Tape tape;
+  auto lh = loss::clip_loss(tape, a, b, high, MPI_COMM_SELF, one_rank());
+  auto lc = loss::clip_loss(tape, a, b, cap, MPI_COMM_SELF, one_rank());
+  EXPECT_DOUBLE_EQ(lh.value().local().to_vector()[0], lc.value().local().to_vector()[0]);
+  distop::backward(tape, lh);
+  EXPECT_EQ(high.grad().local().to_vector()[0], 0.0);
+  EXPECT_NE(a.grad().local().to_vector()[0], 0.0);
+}
+
+TEST(Contrastive, StrategyNames) {
+  for (std::string_view name : loss::strategy_names())
+    EXPECT_EQ(loss::strategy_name(loss::parse_strategy(name)), name);
+  EXPECT_EQ(loss::parse_strategy("allgather-nograd"), ContrastiveStrategy::allgather_nograd);
+  try {
+    loss::parse_strategy("all-gather");
+    FAIL() << "no error";
+  } catch (const distop::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'all-gather'"), std::string::npos) << what;
+    EXPECT_NE(what.find("allgather-nograd, gather, allgather, ring"), std::string::npos) << what;
+  }
+}
+
+TEST(Contrastive, BadInputs) {
+  auto a = embeddings<double>(3, 4, 1), b = embeddings<double>(2, 4, 2), c = embeddings<double>(3, 4, 3);
+  auto t = scalar<double>(0.0);
+  Tape tape;
+  EXPECT_THROW(loss::ntxent(tape, a, b, 0.5, MPI_COMM_SELF), distop::Error);  // 3 rows and 2
+  EXPECT_THROW(loss::ntxent(tape, a, c, 0.0, MPI_COMM_SELF), distop::Error);  // temperature 0
+  EXPECT_THROW(loss::clip_loss(tape, a, c, a, MPI_COMM_SELF), distop::Error);  // scale of 12
+  EXPECT_THROW(loss::clip_loss(tape, a, c, t, MPI_COMM_SELF,
+                               ContrastiveOptions{ContrastiveStrategy::gather, 1, true}),
+               distop::Error);  // root 1 of 1 rank
+  auto e = embeddings<double>(0, 4, 4);
+  EXPECT_THROW(loss::ntxent(tape, e, e, 0.5, MPI_COMM_SELF), distop::Error);  // empty batch
+}
+
+}  // namespace
