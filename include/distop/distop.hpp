@@ -47,6 +47,7 @@
 #include "distop/kernels/softmax.hpp"
 #include "distop/kernels/transpose.hpp"
 #include "distop/kernels/window.hpp"
+#include "distop/loss/contrastive.hpp"
 #include "distop/loss/cross_entropy.hpp"
 #include "distop/loss/mse.hpp"
 #include "distop/nn/activation.hpp"
