@@ -23,6 +23,10 @@ void add_training_options(CLI::App& app, TrainOptions& o) {
                  "Data parallelism: the ranks as this many replicas of the model, each taking "
                  "batch-size / replicas examples of every step")
       ->capture_default_str();
+  app.add_option("--zero", o.zero,
+                 "Shard the optimizer state over the replicas: ZeRO stage 1 (state) or 2 (state, "
+                 "gradients reduce-scattered only); 0: not sharded")
+      ->capture_default_str();
 
   app.add_option("--optimizer", o.optimizer, "sgd, adam, adamw, rmsprop or adagrad (torch.optim's)")
       ->check(CLI::IsMember({"sgd", "adam", "adamw", "rmsprop", "adagrad"}))

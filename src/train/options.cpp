@@ -30,6 +30,7 @@ void check_options(const TrainOptions& o, const std::string& program) {
                " is not one of sgd, adam, adamw, rmsprop, adagrad");
   DISTOP_CHECK(o.batch_size >= 1, program, "--batch-size must be at least 1, found ", o.batch_size);
   DISTOP_CHECK(o.replicas >= 1, program, "--replicas must be at least 1, found ", o.replicas);
+  DISTOP_CHECK(o.zero >= 0 && o.zero <= 2, program, "--zero must be 0, 1 or 2, found ", o.zero);
   DISTOP_CHECK(o.epochs >= 0 && o.steps >= 0 && o.checkpoint_every >= 0 && o.warmup_steps >= 0,
                program,
                "--epochs, --steps, --checkpoint-every and --warmup-steps must be non-negative");

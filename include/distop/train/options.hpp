@@ -27,6 +27,9 @@ struct TrainOptions {
   // ranks), batch_size being the global batch. The program lays them out (parallel::Replicas)
   // and builds its model on its replica's ranks.
   int replicas = 1;
+  // Sharded optimizer state over the replicas (parallel::ShardedOptimizer): ZeRO stage 1 or 2, or
+  // 0 for none. Allowed at one replica (the whole state on it; a checkpoint loads either way).
+  int zero = 0;
 
   // The optimizer: "sgd", "adam", "adamw", "rmsprop" or "adagrad", with torch.optim's definitions
   // and defaults. An option left unset takes the optimizer's default; one that the optimizer does

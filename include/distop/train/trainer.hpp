@@ -42,6 +42,7 @@
 #include "distop/optim/lr_scheduler.hpp"
 #include "distop/parallel/gradient_reducer.hpp"
 #include "distop/parallel/replicas.hpp"
+#include "distop/parallel/sharded_optimizer.hpp"
 #include "distop/train/metrics.hpp"
 #include "distop/train/options.hpp"
 #include "distop/train/progress.hpp"
@@ -185,7 +186,9 @@ EpochMetrics evaluate(Model& model, const data::Dataset& d, Load& load, int repl
 // o.batch_size examples (data::DistributedSampler's: replica r takes entries r, r + R, ... of the
 // epoch's order, batch_size / R of them per step), the replicas start from replica 0's state, and
 // a parallel::GradientReducer averages the gradients during each backward pass. Only replica 0
-// writes checkpoints and the --save file; every replica reads them.
+// writes checkpoints and the --save file; every replica reads them. With o.zero (--zero 1 or 2)
+// the optimizer is a parallel::ShardedOptimizer over the reducer's buckets; its checkpoints are
+// in the unsharded layout, so a run resumes with any replica count and --zero.
 template <ClassificationModel Model, class Load>
 int fit(const std::string& program, Model& model, const TrainOptions& o, const data::Dataset& train,
         const data::Dataset& test, Load load, io::Metadata save_metadata = {},
@@ -231,7 +234,20 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
   const auto batches = data::batch_ranges(sampler.num_samples(), local_batch, false);
   const auto per_epoch = static_cast<std::int64_t>(batches.size());
   std::unique_ptr<parallel::GradientReducer<float>> reducer;
-  if (r_count > 1) reducer = std::make_unique<parallel::GradientReducer<float>>(model, *replicas);
+  // --zero: the optimizer state sharded over the replicas' chunks of the reducer's buckets (at one
+  // replica too, which holds every chunk; a checkpoint then loads with or without sharding).
+  std::optional<parallel::Replicas> one_replica;
+  if (o.zero > 0 && !replicas) replicas = &one_replica.emplace(MPI_COMM_WORLD, 1);
+  if (r_count > 1 || o.zero > 0)
+    reducer = std::make_unique<parallel::GradientReducer<float>>(model, *replicas);
+  parallel::ShardedOptimizer<float>* sharded = nullptr;
+  if (o.zero > 0) {
+    auto s = std::make_unique<parallel::ShardedOptimizer<float>>(
+        *reducer, o.zero,
+        [&o](std::vector<Var<float>> shards) { return make_optimizer(o, std::move(shards)); });
+    sharded = s.get();
+    opt = std::move(s);
+  }
   // The learning rate of step t is a function of t and of the run's --epochs (not of --steps,
   // which only stops early), so that a resumed run continues the schedule exactly.
   const std::int64_t total_steps = o.epochs * per_epoch;
@@ -312,6 +328,7 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
     info.scheduler = scheduler.state();
     for (const auto& [module, dropout] : nn::named_dropouts<float>(model))
       info.metadata.emplace(detail::dropout_calls_key(module), std::to_string(dropout->calls()));
+    if (sharded) sharded->gather_state();  // collective: the state in the unsharded layout
     if (writer) io::save_checkpoint(o.checkpoint_dir, model, *opt, info);
   };
 
