@@ -1,6 +1,7 @@
 // The augmentations of contrastive learning: a view is a pure function of (seed, epoch, sample,
 // view); the crop of the whole image is the identity; flipping twice is the identity; the crop's
-// statistics and bounds; bilinear resizing against a hand-computed value; bad options.
+// statistics and bounds; bilinear resizing and the jitter against hand-computed values; bad
+// options.
 #include "distop/data/augment.hpp"
 
 #include <gtest/gtest.h>
@@ -80,6 +81,7 @@ TEST(Augment, CropOfTheWholeImageIsTheIdentity) {
   o.crop_scale_min = o.crop_scale_max = 1.0;
   o.crop_ratio_min = o.crop_ratio_max = 1.0;
   o.flip_probability = 0.0;
+  o.jitter_probability = 0.0;
   o.noise_std = 0.0;
   const auto img = test_image(1, 28, 28);
   EXPECT_EQ(view_of(img, 1, 0, 5, 0, o), img);
@@ -149,6 +151,7 @@ TEST(Augment, NoiseHasTheRequestedSpread) {
   o.crop_scale_min = o.crop_scale_max = 1.0;
   o.crop_ratio_min = o.crop_ratio_max = 1.0;
   o.flip_probability = 0.0;
+  o.jitter_probability = 0.0;
   o.noise_std = 0.1;
   const auto img = test_image(1, 28, 28);
   const auto v = view_of(img, 1, 0, 5, 0, o);
@@ -163,6 +166,32 @@ TEST(Augment, NoiseHasTheRequestedSpread) {
   EXPECT_NEAR(std::sqrt(sq / n), 0.1, 0.01);
 }
 
+TEST(Augment, JitterScalesBrightnessAndBlendsWithTheMean) {
+  // Values 0.2 and 0.6: brightness 1.5 gives 0.3 and 0.9 (mean 0.6); contrast 0.5 blends each
+  // halfway to the mean: 0.45 and 0.75. A brightness pushing values past 1 clamps them.
+  std::vector<float> v{0.2f, 0.6f};
+  data::jitter(v.data(), 2, 1.5f, 0.5f);
+  EXPECT_NEAR(v[0], 0.45f, 1e-6);
+  EXPECT_NEAR(v[1], 0.75f, 1e-6);
+  std::vector<float> w{0.5f, 0.9f};
+  data::jitter(w.data(), 2, 2.0f, 1.0f);
+  EXPECT_EQ(w, (std::vector<float>{1.0f, 1.0f}));
+  // With the default options, about jitter_probability of the views are jittered, with factors
+  // in range.
+  int jittered = 0;
+  for (int s = 0; s < 1000; ++s) {
+    const auto p = data::sample_view(data::view_stream(3, 1, static_cast<std::uint64_t>(s), 1), 28,
+                                     28, AugmentOptions{});
+    if (!p.jitter) continue;
+    ++jittered;
+    EXPECT_GE(p.brightness, 0.6f);
+    EXPECT_LE(p.brightness, 1.4f);
+    EXPECT_GE(p.contrast, 0.6f);
+    EXPECT_LE(p.contrast, 1.4f);
+  }
+  EXPECT_NEAR(jittered / 1000.0, 0.8, 0.05);
+}
+
 TEST(Augment, BadOptionsAndCropsAreErrors) {
   const auto img = test_image(1, 28, 28);
   std::vector<float> out(img.size());
@@ -174,6 +203,9 @@ TEST(Augment, BadOptionsAndCropsAreErrors) {
   EXPECT_THROW(view_of(img, 1, 0, 0, 0, o), distop::Error);
   o = {};
   o.crop_ratio_min = 2.0;
+  EXPECT_THROW(view_of(img, 1, 0, 0, 0, o), distop::Error);
+  o = {};
+  o.brightness = 1.5;
   EXPECT_THROW(view_of(img, 1, 0, 0, 0, o), distop::Error);
   o = {};
   o.noise_std = -1.0;

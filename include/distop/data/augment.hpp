@@ -1,6 +1,7 @@
 #pragma once
 // Image augmentations for contrastive learning (SimCLR's views): a random resized crop resized
-// back bilinearly, a horizontal flip and additive Gaussian noise, each drawn from a counter-based
+// back bilinearly, a horizontal flip, a brightness and contrast jitter (SimCLR's colour
+// distortion for grey images) and additive Gaussian noise, each drawn from a counter-based
 // stream keyed by (seed, epoch, sample, view). A sample's views therefore depend only on those four
 // numbers: never on the rank that draws them, the rank or replica count, the batch the sample is
 // in or the order in which views are drawn.
@@ -24,7 +25,16 @@ struct AugmentOptions {
   double crop_ratio_min = 3.0 / 4.0;
   double crop_ratio_max = 4.0 / 3.0;
   double flip_probability = 0.5;  // of mirroring the columns
-  double noise_std = 0.05;        // of the Gaussian noise added to every value (0: none)
+  // torchvision's ColorJitter(brightness, contrast), applied with probability jitter_probability:
+  // every value times a brightness factor uniform in [1 - brightness, 1 + brightness], then
+  // mixed with the image's mean by a contrast factor c uniform in [1 - contrast, 1 + contrast]
+  // (x -> c x + (1 - c) mean), then clamped to [0, 1]. Without it, two crops of an image share
+  // their intensity histogram, a shortcut that the contrastive task can be solved by (SimCLR's
+  // finding for colour).
+  double jitter_probability = 0.8;
+  double brightness = 0.4;
+  double contrast = 0.4;
+  double noise_std = 0.05;  // of the Gaussian noise added to every value (0: none)
 };
 
 // A crop: rows [top, top + height), columns [left, left + width) of the image.
@@ -37,11 +47,14 @@ struct CropBox {
 struct ViewParams {
   CropBox crop;
   bool flip = false;
+  bool jitter = false;
+  float brightness = 1, contrast = 1;  // the jitter's factors (1, 1 without jitter)
   std::uint64_t noise_stream = 0;
 };
 
 // Throws distop::Error (op "augment") unless 0 < crop_scale_min <= crop_scale_max <= 1,
-// 0 < crop_ratio_min <= crop_ratio_max, 0 <= flip_probability <= 1 and noise_std >= 0 (all finite).
+// 0 < crop_ratio_min <= crop_ratio_max, flip_probability and jitter_probability in [0, 1],
+// brightness and contrast in [0, 1], and noise_std >= 0 (all finite).
 inline void check_augment_options(const AugmentOptions& o) {
   DISTOP_CHECK(std::isfinite(o.crop_scale_min) && std::isfinite(o.crop_scale_max) &&
                    o.crop_scale_min > 0 && o.crop_scale_min <= o.crop_scale_max &&
@@ -54,6 +67,11 @@ inline void check_augment_options(const AugmentOptions& o) {
                o.crop_ratio_min, ", ", o.crop_ratio_max, "]");
   DISTOP_CHECK(o.flip_probability >= 0 && o.flip_probability <= 1, "augment",
                "the flip probability must be in [0, 1], found ", o.flip_probability);
+  DISTOP_CHECK(o.jitter_probability >= 0 && o.jitter_probability <= 1, "augment",
+               "the jitter probability must be in [0, 1], found ", o.jitter_probability);
+  DISTOP_CHECK(o.brightness >= 0 && o.brightness <= 1 && o.contrast >= 0 && o.contrast <= 1,
+               "augment", "the brightness and contrast jitter must be in [0, 1], found ",
+               o.brightness, " and ", o.contrast);
   DISTOP_CHECK(std::isfinite(o.noise_std) && o.noise_std >= 0, "augment",
                "the noise standard deviation must be finite and >= 0, found ", o.noise_std);
 }
@@ -97,14 +115,33 @@ inline CropBox sample_crop(std::uint64_t stream, std::int64_t rows, std::int64_t
   return {(rows - h) / 2, (cols - w) / 2, h, w};
 }
 
-// Everything view `stream` draws (crop first, then the flip, then the noise's own sub-stream).
+// Everything view `stream` draws (the crop from its own sub-stream, the flip, the noise's
+// sub-stream, the jitter).
 inline ViewParams sample_view(std::uint64_t stream, std::int64_t rows, std::int64_t cols,
                               const AugmentOptions& o) {
   ViewParams p;
   p.crop = sample_crop(random::bits(stream, 0), rows, cols, o);
   p.flip = random::uniform(stream, 1) < o.flip_probability;
   p.noise_stream = random::bits(stream, 2);
+  p.jitter = random::uniform(stream, 3) < o.jitter_probability;
+  if (p.jitter) {
+    p.brightness =
+        static_cast<float>(1 - o.brightness + 2 * o.brightness * random::uniform(stream, 4));
+    p.contrast = static_cast<float>(1 - o.contrast + 2 * o.contrast * random::uniform(stream, 5));
+  }
   return p;
+}
+
+// Brightness then contrast (see AugmentOptions), clamped to [0, 1], on `n` values in place.
+inline void jitter(float* img, std::int64_t n, float brightness, float contrast) noexcept {
+  double mean = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    img[i] = std::clamp(img[i] * brightness, 0.0f, 1.0f);
+    mean += static_cast<double>(img[i]);
+  }
+  const auto m = static_cast<float>(mean / static_cast<double>(std::max<std::int64_t>(n, 1)));
+  for (std::int64_t i = 0; i < n; ++i)
+    img[i] = std::clamp(contrast * img[i] + (1 - contrast) * m, 0.0f, 1.0f);
 }
 
 // Crops `box` out of the channels x rows x cols image `src` (channel-major) and resizes it to
@@ -167,7 +204,8 @@ inline void flip_horizontal(float* img, std::int64_t channels, std::int64_t rows
 
 // Writes view `view` of a channels x rows x cols image `src` (sample `sample` of the data set) in
 // epoch `epoch` of a run seeded `seed` into `dst` (same shape, not overlapping `src`): the random
-// resized crop back to rows x cols, the flip with probability flip_probability, then noise_std
+// resized crop back to rows x cols, the flip with probability flip_probability, the jitter with
+// probability jitter_probability, then noise_std
 // times a standard normal added to each value (value i of the view drawing element i of the
 // view's noise stream). A pure function of its arguments. Errors as check_augment_options.
 inline void augment(const float* src, std::int64_t channels, std::int64_t rows, std::int64_t cols,
@@ -177,6 +215,7 @@ inline void augment(const float* src, std::int64_t channels, std::int64_t rows, 
   const ViewParams p = sample_view(view_stream(seed, epoch, sample, view), rows, cols, o);
   resized_crop(src, channels, rows, cols, p.crop, dst, rows, cols);
   if (p.flip) flip_horizontal(dst, channels, rows, cols);
+  if (p.jitter) jitter(dst, channels * rows * cols, p.brightness, p.contrast);
   if (o.noise_std > 0) {
     const std::int64_t n = channels * rows * cols;
     for (std::int64_t i = 0; i < n; ++i)
