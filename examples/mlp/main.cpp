@@ -21,8 +21,10 @@ std::vector<std::int64_t> parse_sizes(const std::string& hidden, std::int64_t in
   std::vector<std::int64_t> sizes{in};
   std::stringstream ss(hidden);
   std::string item;
+  DISTOP_CHECK(hidden.empty() || hidden.back() != ',', "mlp", "--hidden has an empty entry in '",
+               hidden, "'");
   while (std::getline(ss, item, ',')) {
-    if (item.empty()) continue;
+    DISTOP_CHECK(!item.empty(), "mlp", "--hidden has an empty entry in '", hidden, "'");
     std::size_t used = 0;
     long long v = 0;
     try {
@@ -67,8 +69,16 @@ int main(int argc, char** argv) {
     auto train_set = data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, true);
     auto test_set = data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, false);
     parallel::Replicas replicas(MPI_COMM_WORLD, o.replicas);
-    examples::ModelParallelMlp model(parse_sizes(hidden, train_set.pixels(), 10), o.seed,
-                                     replicas.model_comm());
+    const auto sizes = parse_sizes(hidden, train_set.pixels(), 10);
+    // The weights (and as much again for the gradients and the optimizer's state) must fit.
+    double weights = 0;
+    for (std::size_t i = 0; i + 1 < sizes.size(); ++i)
+      weights += static_cast<double>(sizes[i] + 1) * static_cast<double>(sizes[i + 1]);
+    int model_ranks = 1;
+    MPI_Comm_size(replicas.model_comm(), &model_ranks);
+    train::check_fits_in_memory("mlp", "--hidden " + hidden,
+                                3 * 4 * weights / static_cast<double>(model_ranks));
+    examples::ModelParallelMlp model(sizes, o.seed, replicas.model_comm());
     return train::fit("mlp", model, o, train_set, test_set, load_batch,
                       {{"model", "mlp"}, {"hidden", hidden}}, &replicas);
   });

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "distop/comm/mpi.hpp"
+#include "distop/comm/watchdog.hpp"
 #include "distop/core/tensor.hpp"
 
 #ifdef DISTOP_HAVE_NCCL
@@ -50,6 +51,7 @@ void from_host(const HostBuffer<T>& h, T* dst) {
 // Blocking collectives, or their nonblocking forms finished by a wait that yields the processor
 // between tests when the node runs more ranks than it has cores (see yield_when_idle()).
 void finish(MPI_Request& request, const char* op) {
+  WatchedWait watch(op);  // the hang watchdog sees the polling loop as one wait
   if (!yield_when_idle()) {
     DISTOP_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE), op);
     return;

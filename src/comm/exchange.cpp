@@ -6,6 +6,7 @@
 
 #include "distop/comm/collectives.hpp"
 #include "distop/comm/mpi.hpp"
+#include "distop/comm/watchdog.hpp"
 
 namespace distop::comm {
 
@@ -58,6 +59,7 @@ void Exchange<T>::send(const T* buffer, std::int64_t count, int dest) {
 
 template <class T>
 void Exchange<T>::wait() {
+  WatchedWait watch("Exchange::wait", comm_);  // the hang watchdog sees the loop as one wait
   if (yield_when_idle()) {
     for (auto& r : requests_) {
       int done = 0;

@@ -1,5 +1,7 @@
 #include "distop/core/timers.hpp"
 
+#include "distop/core/trace.hpp"
+
 namespace distop::timers {
 
 namespace {
@@ -17,6 +19,14 @@ void add(const std::string& name, double seconds) {
   auto& e = table()[name];
   e.seconds += seconds;
   ++e.calls;
+}
+
+void add_span(const std::string& name, std::chrono::steady_clock::time_point begin,
+              std::chrono::steady_clock::time_point end) {
+  add(name, std::chrono::duration<double>(end - begin).count());
+  if (!trace::active()) return;
+  const bool adjoint = name.size() > 8 && name.compare(name.size() - 8, 8, ".adjoint") == 0;
+  trace::record(adjoint ? "adjoint" : "op", name, begin, end);
 }
 
 std::map<std::string, Entry> snapshot() { return table(); }

@@ -275,7 +275,11 @@ std::string mnist_like_path(const std::string& dir, bool train, bool images) {
   const std::filesystem::path gz = std::filesystem::path(dir) / (stem(train, images) + ".gz");
   std::error_code ec;
   if (std::filesystem::exists(gz, ec)) return gz.string();
+  DISTOP_CHECK(ec != std::errc::permission_denied, kLoadOp, "cannot read data set directory ", dir,
+               ": permission denied");
   if (std::filesystem::exists(plain, ec)) return plain.string();
+  DISTOP_CHECK(ec != std::errc::permission_denied, kLoadOp, "cannot read data set directory ", dir,
+               ": permission denied");
   throw Error(kLoadOp, distop::detail::concat("data set directory ", dir, " has neither ",
                                               gz.string(), " nor ", plain.string()));
 }

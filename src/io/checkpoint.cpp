@@ -350,6 +350,7 @@ void save_checkpoint(const std::string& dir, const NamedParameters<T>& parameter
     std::size_t c = 0;
     for (const auto& b : buffers)
       if (b.count) entries.emplace_back(b.name, Shape{}, &counts[c++]);
+    add_checksums(entries, metadata);
     write_safetensors(checkpoint_path(dir), entries, metadata);
   });
 }

@@ -26,7 +26,9 @@ void save_parameters(const std::string& path, const NamedParameters<T>& paramete
     for (std::size_t i = 0; i < parameters.size(); ++i)
       entries.emplace_back(parameters[i].first, parameters[i].second.space().global_shape(),
                            globals[i].data());
-    write_safetensors(path, entries, metadata);
+    Metadata with_checksums = metadata;
+    add_checksums(entries, with_checksums);
+    write_safetensors(path, entries, with_checksums);
   });
 }
 

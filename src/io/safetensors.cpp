@@ -2,12 +2,14 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <array>
 #include <bit>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -230,6 +232,41 @@ void write_safetensors(const std::string& path, const std::vector<TensorEntry>& 
   sync_directory(path);
 }
 
+std::string checksum_key(const std::string& name) { return "distop.crc32." + name; }
+
+std::uint32_t crc32_of(const void* data, std::size_t n) {
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  const auto* p = static_cast<const Bytef*>(data);
+  while (n > 0) {  // zlib's length is a uInt
+    const auto chunk = static_cast<uInt>(std::min<std::size_t>(n, 1u << 30));
+    crc = ::crc32(crc, p, chunk);
+    p += chunk;
+    n -= chunk;
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
+namespace {
+std::string hex32(std::uint32_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", static_cast<unsigned>(v));
+  return buf;
+}
+}  // namespace
+
+void add_checksums(const std::vector<TensorEntry>& entries, Metadata& metadata) {
+  for (const TensorEntry& e : entries) {
+    const std::size_t element = find_dtype_size(e.dtype);
+    DISTOP_CHECK(element != 0, kWriteOp, "tensor ", in_quotes(e.name), " has unknown dtype ",
+                 in_quotes(e.dtype));
+    std::uint64_t bytes = 0;
+    DISTOP_CHECK(byte_count(e.shape, element, bytes), kWriteOp, "tensor ", in_quotes(e.name),
+                 " has shape ", e.shape.str(), ", which is negative or too large");
+    metadata[checksum_key(e.name)] = hex32(
+        bytes == 0 ? crc32_of(nullptr, 0) : crc32_of(e.data, static_cast<std::size_t>(bytes)));
+  }
+}
+
 template <class T>
 requires std::same_as<T, float> || std::same_as<T, double>
 void write_safetensors(const std::string& path, const std::map<std::string, Tensor<T>>& tensors,
@@ -399,6 +436,13 @@ std::vector<std::byte> SafetensorsFile::read_bytes(const std::string& name) cons
   DISTOP_CHECK(in.gcount() == static_cast<std::streamsize>(bytes.size()), kOp, "file ", path_,
                " ended early while reading tensor ", in_quotes(name),
                " (has it changed since it was opened?)");
+  const auto sum = metadata_.find(checksum_key(name));
+  if (sum != metadata_.end()) {
+    const std::string found = hex32(crc32_of(bytes.data(), bytes.size()));
+    DISTOP_CHECK(found == sum->second, kOp, "tensor ", in_quotes(name), " in file ", path_,
+                 " is corrupt: the CRC-32 of its ", bytes.size(), " bytes is ", found,
+                 ", its metadata ", in_quotes(sum->first), " says ", sum->second);
+  }
   return bytes;
 }
 

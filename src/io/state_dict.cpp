@@ -53,7 +53,9 @@ void save_state_dict(const std::string& path, const nn::Module<T>& module,
       else
         entries.emplace_back(b.name, b.tensor.space().global_shape(), globals[g++].data());
     }
-    write_safetensors(path, entries, metadata);
+    Metadata with_checksums = metadata;
+    add_checksums(entries, with_checksums);
+    write_safetensors(path, entries, with_checksums);
   });
 }
 

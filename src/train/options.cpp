@@ -1,7 +1,10 @@
 #include "distop/train/options.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "distop/core/error.hpp"
 #include "distop/optim/adagrad.hpp"
@@ -64,6 +67,17 @@ void check_options(const TrainOptions& o, const std::string& program) {
   DISTOP_CHECK(!o.resume || !o.checkpoint_dir.empty(), program, "--resume needs --checkpoint-dir");
   DISTOP_CHECK(!(o.resume && !o.init.empty()), program,
                "--resume and --init both set the weights; give one of them");
+}
+
+void check_fits_in_memory(const std::string& program, const std::string& setting, double bytes) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return;  // unknown: not checked
+  const double memory = static_cast<double>(pages) * static_cast<double>(page);
+  char need[32], have[32];
+  std::snprintf(need, sizeof need, "%.0f", bytes);
+  std::snprintf(have, sizeof have, "%.0f", memory);
+  DISTOP_CHECK(bytes <= memory, program, setting, " needs ", need,
+               " bytes per rank, more than the ", have, " bytes of this machine's memory");
 }
 
 std::unique_ptr<optim::Optimizer<float>> make_optimizer(const TrainOptions& o,

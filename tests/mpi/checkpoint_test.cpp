@@ -522,6 +522,48 @@ TEST(Checkpoint, StateTheOptimizerWouldRejectIsAnErrorAndChangesNothing) {
                   "no metadata 'scheduler.base_lr.0'");
 }
 
+// A tensor's bytes changed on disk (a bit flip, a bad block): its CRC-32 no longer matches, and
+// every rank raises an error naming it before anything changes. A file without checksums (as
+// PyTorch writes them) still loads.
+TEST(Checkpoint, ACorruptTensorIsAnErrorNamingItAndChangesNothing) {
+  SharedDir dir;
+  Model<double> a(1);
+  optim::SGD<double> opt_a(a.parameters(), kOptions);
+  train(a, opt_a, 0, 2);
+  Model<double> b(7);
+  optim::SGD<double> opt_b(b.parameters(), kOptions);
+  train(b, opt_b, 0, 1);
+  const Snapshot<double> before(b, opt_b);
+  io::save_checkpoint(dir.str(), a.named(), opt_a, {});
+  const std::string path = io::checkpoint_path(dir.str());
+  on_rank0([&] {
+    const auto file = io::SafetensorsFile::open(path);
+    EXPECT_EQ(file.metadata().count(io::checksum_key("fc2.weight")), 1u);
+    // Flip the bytes of the last 8 bytes of the file: the last tensor in the data buffer.
+    std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekg(-8, std::ios::end);
+    char bytes[8];
+    f.read(bytes, 8);
+    for (char& c : bytes) c = static_cast<char>(~c);
+    f.seekp(-8, std::ios::end);
+    f.write(bytes, 8);
+  });
+  expect_load_error(dir.str(), b, opt_b, "is corrupt: the CRC-32 of its");
+  before.expect_unchanged(b, opt_b);
+
+  // Without checksums (PyTorch's files have none) the same bytes load as they are.
+  io::save_checkpoint(dir.str(), a.named(), opt_a, {});
+  tamper(dir.str(), [](io::Metadata& m) {
+    for (auto it = m.begin(); it != m.end();)
+      it = it->first.rfind("distop.crc32.", 0) == 0 ? m.erase(it) : std::next(it);
+  });
+  on_rank0([&] {
+    EXPECT_EQ(io::SafetensorsFile::open(path).metadata().count(io::checksum_key("fc2.weight")), 0u);
+  });
+  EXPECT_EQ(io::load_checkpoint(dir.str(), b.named(), opt_b).epoch, 0);
+  EXPECT_EQ(b.local(), a.local());
+}
+
 TEST(Checkpoint, ALeftoverTemporaryFileFromACrashedWriteIsIgnored) {
   SharedDir dir;
   Model<double> a(1);

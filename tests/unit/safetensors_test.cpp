@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -551,4 +552,49 @@ TEST(SafetensorsTest, FailedWriteKeepsThePreviousFileAndRemovesTheTemporary) {
                        "cannot create"));
   EXPECT_EQ(read_all(path), before);
   EXPECT_TRUE(leftovers(dir).empty());
+}
+
+// A checksummed tensor whose bytes changed on disk is an error naming it; its neighbours still
+// read, and a file without checksums reads as it is.
+TEST(SafetensorsTest, ChecksumsCatchCorruptTensors) {
+  TempDir dir;
+  const std::string path = dir.file("sums.safetensors");
+  const std::vector<float> w{1, 2, 3, 4};
+  const std::vector<std::int64_t> n{7};
+  const std::vector<TensorEntry> entries{TensorEntry("w", Shape{4}, w.data()),
+                                         TensorEntry("n", Shape{1}, n.data())};
+  Metadata metadata{{"format", "pt"}};
+  distop::io::add_checksums(entries, metadata);
+  // zlib's CRC-32 of the 16 bytes of four little-endian floats 1, 2, 3, 4.
+  EXPECT_EQ(metadata.at(distop::io::checksum_key("w")), [&] {
+    char buf[9];
+    std::snprintf(buf, sizeof buf, "%08x", distop::io::crc32_of(w.data(), 16));
+    return std::string(buf);
+  }());
+  EXPECT_EQ(distop::io::crc32_of("123456789", 9), 0xcbf43926u);  // the CRC-32 check value
+  distop::io::write_safetensors(path, entries, metadata);
+  EXPECT_EQ(SafetensorsFile::open(path).read<float>("w"), w);
+  {
+    // "n" (8-byte elements) comes first in the buffer, "w" last: flip w's last byte.
+    std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+    f.seekg(-1, std::ios::end);
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x40);
+    f.seekp(-1, std::ios::end);
+    f.write(&c, 1);
+  }
+  const auto file = SafetensorsFile::open(path);
+  EXPECT_EQ(file.read<std::int64_t>("n"), n);
+  try {
+    (void)file.read<float>("w");
+    ADD_FAILURE() << "a corrupt tensor was read";
+  } catch (const distop::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'w' in file " + path + " is corrupt"),
+              std::string::npos)
+        << e.what();
+  }
+  // Without the checksums the (changed) bytes read as they are.
+  distop::io::write_safetensors(path, entries, {{"format", "pt"}});
+  EXPECT_EQ(SafetensorsFile::open(path).read<float>("w"), w);
 }

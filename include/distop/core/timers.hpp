@@ -16,6 +16,10 @@ void enable(bool on) noexcept;
 bool enabled() noexcept;
 // Adds `seconds` and one call under `name`.
 void add(const std::string& name, double seconds);
+// Adds the span [begin, end) under `name`, and records it as an event of the trace when one is
+// being recorded (core/trace.hpp; category "adjoint" for a name ending in ".adjoint", else "op").
+void add_span(const std::string& name, std::chrono::steady_clock::time_point begin,
+              std::chrono::steady_clock::time_point end);
 
 struct Entry {
   double seconds = 0;
@@ -34,8 +38,7 @@ class Scope {
     start_ = std::chrono::steady_clock::now();
   }
   ~Scope() {
-    if (on_)
-      add(name_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+    if (on_) add_span(name_, start_, std::chrono::steady_clock::now());
   }
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;

@@ -35,6 +35,8 @@
 //     "scheduler.last_step"       CheckpointInfo::scheduler's step count, when it has one,
 //     "scheduler.base_lr.<g>"     and its base learning rate of group g
 //     "user.<key>"                each pair of CheckpointInfo::metadata
+//     "distop.crc32.<tensor>"     the CRC-32 of each tensor's bytes (safetensors.hpp, checksums),
+//                                 checked on every rank as the tensor is read
 // Floating-point values are printed with 17 significant digits, so they read back exactly. State
 // keys have no dot, so "optimizer.<key>.<name>" splits at its second dot.
 //
@@ -50,7 +52,8 @@
 //
 // Reading. Every rank reads the file and takes its own boxes. The checks come first, agreed over
 // the parent communicator: a missing file, a file that is not a safetensors file or whose header
-// is not valid (truncated, bad JSON), a file that is not a distop checkpoint, a checkpoint of
+// is not valid (truncated, bad JSON), a tensor whose bytes do not match its CRC-32 ("tensor
+// '<name>' in file <path> is corrupt"), a file that is not a distop checkpoint, a checkpoint of
 // another optimizer (an Adam checkpoint loaded into SGD) or other parameter groups, or of another
 // model (a parameter missing from the file, a tensor the model lacks, a wrong shape or dtype), or
 // state the optimizer would not accept (Optimizer::check_state_dict) raises the same

@@ -97,6 +97,19 @@ extern template void write_safetensors<double>(const std::string&,
                                                const std::map<std::string, Tensor<double>>&,
                                                const Metadata&);
 
+// Checksums. distop's checkpoints and weights files carry the CRC-32 (zlib's crc32, the checksum
+// of gzip and PNG) of each tensor's bytes in the metadata, as 8 lowercase hex digits under
+// checksum_key(name) = "distop.crc32.<name>". SafetensorsFile checks a tensor against its
+// checksum, when the file has one, each time it reads the tensor; files without checksums (those
+// PyTorch writes) are read as they are.
+std::string checksum_key(const std::string& name);
+// The CRC-32 of `n` bytes at `data`.
+std::uint32_t crc32_of(const void* data, std::size_t n);
+// Sets checksum_key(e.name) in `metadata` to the CRC-32 of each entry's bytes (replacing any
+// such key already there). An entry of an unknown dtype or a negative extent is an error (op
+// "write_safetensors"), as write_safetensors would raise.
+void add_checksums(const std::vector<TensorEntry>& entries, Metadata& metadata);
+
 // A safetensors file whose header has been read and validated. Tensor data is read on demand
 // (so a file of many tensors is never read whole); the file must not change in between.
 //
@@ -121,7 +134,9 @@ class SafetensorsFile {
   // Throws "tensor '<name>' has shape [..] in file <path>, expected [..]" unless they agree.
   void check_shape(const std::string& name, const Shape& expected) const;
 
-  // The tensor's raw bytes, as stored.
+  // The tensor's raw bytes, as stored. When the metadata holds the tensor's checksum
+  // (checksum_key), the bytes must match it: "tensor '<name>' in file <path> is corrupt: ..."
+  // otherwise. Every typed read below goes through this one.
   std::vector<std::byte> read_bytes(const std::string& name) const;
   // The tensor's elements; its dtype must be dtype_of<T>() exactly (an F64 tensor is not read as
   // F32 unless asked for with read_as). With `expected`, its shape must be that too.

@@ -62,6 +62,11 @@ struct TrainOptions {
   std::int64_t checkpoint_every = 0;  // steps; 0: at the end of each epoch (and at a --steps stop)
   bool resume = false;
   bool quiet = false;
+  // A step whose loss is NaN or infinite: by default an error naming the step (the last
+  // checkpoint left as it was); with this set, training goes on.
+  bool allow_nonfinite = false;
+  std::string trace;     // a Chrome trace event JSON timeline of the steps (core/trace.hpp)
+  bool profile = false;  // print a per-step breakdown of the timers at the end (train/profile.hpp)
 };
 
 // Throws distop::Error (op `program`) naming the first setting that is out of range, that does
@@ -70,6 +75,12 @@ struct TrainOptions {
 // without --checkpoint-dir, --resume with --init). Not collective: every rank passes the same
 // settings and reaches the same verdict.
 void check_options(const TrainOptions& o, const std::string& program);
+
+// Throws distop::Error (op `program`) "<setting> needs N bytes per rank, more than the M bytes
+// of this machine's memory" when `bytes` exceeds the physical memory (sysconf), so that a model or
+// batch too large for memory is an error naming its flag before anything is allocated rather
+// than a std::bad_alloc without context or a rank killed by the kernel. Local.
+void check_fits_in_memory(const std::string& program, const std::string& setting, double bytes);
 
 // The optimizer the settings describe, over `parameters` (one group).
 std::unique_ptr<optim::Optimizer<float>> make_optimizer(const TrainOptions& o,

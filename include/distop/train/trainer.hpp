@@ -20,7 +20,9 @@
 #include <chrono>
 #include <cmath>
 #include <concepts>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -31,10 +33,14 @@
 
 #include "distop/autodiff/apply.hpp"
 #include "distop/comm/agree.hpp"
+#include "distop/comm/watchdog.hpp"
+#include "distop/core/timers.hpp"
+#include "distop/core/trace.hpp"
 #include "distop/data/distributed_sampler.hpp"
 #include "distop/data/idx.hpp"
 #include "distop/data/sampler.hpp"
 #include "distop/io/checkpoint.hpp"
+#include "distop/io/run_directory.hpp"
 #include "distop/io/state_dict.hpp"
 #include "distop/loss/cross_entropy.hpp"
 #include "distop/nn/dropout.hpp"
@@ -45,7 +51,9 @@
 #include "distop/parallel/sharded_optimizer.hpp"
 #include "distop/train/metrics.hpp"
 #include "distop/train/options.hpp"
+#include "distop/train/profile.hpp"
 #include "distop/train/progress.hpp"
+#include "distop/train/signals.hpp"
 
 namespace distop::train {
 
@@ -81,8 +89,9 @@ inline void box_labels(const TensorSpace& logits, const data::Dataset& d,
         order[static_cast<std::size_t>(range.begin + first + i)])]);
 }
 
-// A step's loss (the sum of every rank's component, the sum convention) and its number of
-// correctly classified rows, summed over the ranks by a nonblocking all-reduce that completes
+// A step's loss (the sum of every rank's component, the sum convention), its number of correctly
+// classified rows and the stop signals the ranks have caught (StopSignals), summed over the ranks
+// by a nonblocking all-reduce that completes
 // while the next step computes: the driver consumes step s's totals at step s + 1 (or when it
 // flushes, before a checkpoint or an evaluation), so that reading them costs the steps no wait.
 class StepTotals {
@@ -98,19 +107,28 @@ class StepTotals {
              const std::vector<std::int32_t>& labels) {
     v_[0] = loss.value().local_numel() > 0 ? loss.value().local().to_vector()[0] : 0.0;
     v_[1] = labels.empty() ? 0.0 : static_cast<double>(loss::count_correct(logits.value(), labels));
+    const int signal = StopSignals::received();
+    v_[2] = signal;
+    v_[3] = signal > 0 ? 1.0 : 0.0;
     step_ = step;
     rows_ = rows;
-    MPI_Iallreduce(MPI_IN_PLACE, v_, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &request_);
+    MPI_Iallreduce(MPI_IN_PLACE, v_, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &request_);
   }
   bool pending() const noexcept { return request_ != MPI_REQUEST_NULL; }
-  // Waits for the started sums: (step, rows, summed loss, correct rows).
-  std::tuple<std::int64_t, std::int64_t, double, std::int64_t> take() {
+  // Waits for the started sums: (step, rows, summed loss, correct rows, the signal some rank had
+  // caught by then or 0: the same on every rank; SIGTERM for ranks that caught different ones).
+  std::tuple<std::int64_t, std::int64_t, double, std::int64_t, int> take() {
     MPI_Wait(&request_, MPI_STATUS_IGNORE);
-    return {step_, rows_, v_[0], static_cast<std::int64_t>(v_[1])};
+    int signal = 0;
+    if (v_[3] > 0) {
+      const double mean = v_[2] / v_[3];
+      signal = mean == std::floor(mean) ? static_cast<int>(mean) : SIGTERM;
+    }
+    return {step_, rows_, v_[0], static_cast<std::int64_t>(v_[1]), signal};
   }
 
  private:
-  double v_[2] = {0, 0};
+  double v_[4] = {0, 0, 0, 0};
   std::int64_t step_ = 0, rows_ = 0;
   MPI_Request request_ = MPI_REQUEST_NULL;
 };
@@ -129,6 +147,51 @@ inline std::uint64_t parse_count(const std::string& text, const std::string& dir
   DISTOP_CHECK(!text.empty() && ec == std::errc() && ptr == end, program, "the checkpoint in ", dir,
                " has metadata user.", key, " '", text, "', expected a count");
   return v;
+}
+
+// A batch's input on this rank must fit in memory, with room to spare (the activations are
+// several times the input): an error naming --batch-size and the bytes otherwise, rather than a
+// std::bad_alloc without context or a rank killed by the kernel.
+inline void check_batch_fits(const char* program, const TensorSpace& input,
+                             std::int64_t batch_size) {
+  const double bytes =
+      static_cast<double>(input.local_shape().numel()) * static_cast<double>(sizeof(float));
+  check_fits_in_memory(program, "--batch-size " + std::to_string(batch_size), 4 * bytes);
+}
+
+// The checkpoint metadata of an epoch's totals before a checkpoint taken inside it: the loss
+// summed over its rows (17 digits, so it reads back exactly), the correct and seen rows, seconds.
+inline void put_partial_epoch(io::Metadata& metadata, const EpochMetrics& m, double seconds) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", m.loss);
+  metadata["epoch_loss_sum"] = buf;
+  metadata["epoch_correct"] = std::to_string(m.correct);
+  metadata["epoch_seen"] = std::to_string(m.seen);
+  std::snprintf(buf, sizeof buf, "%.17g", seconds);
+  metadata["epoch_seconds"] = buf;
+}
+
+// Reads put_partial_epoch's totals into `m` and returns the seconds; a checkpoint without them
+// (written before they existed) gives zeros.
+inline double get_partial_epoch(const io::Metadata& metadata, EpochMetrics& m,
+                                const std::string& dir, const char* program) {
+  const auto loss = metadata.find("epoch_loss_sum");
+  if (loss == metadata.end()) return 0.0;
+  const auto number = [&](const char* key) {
+    const auto it = metadata.find(key);
+    DISTOP_CHECK(it != metadata.end(), program, "the checkpoint in ", dir,
+                 " has metadata user.epoch_loss_sum but not user.", key);
+    char* end = nullptr;
+    const double v = std::strtod(it->second.c_str(), &end);
+    DISTOP_CHECK(!it->second.empty() && *end == '\0' && std::isfinite(v) && v >= 0, program,
+                 "the checkpoint in ", dir, " has metadata user.", key, " '", it->second,
+                 "', expected a non-negative number");
+    return v;
+  };
+  m.loss = number("epoch_loss_sum");
+  m.correct = static_cast<std::int64_t>(number("epoch_correct"));
+  m.seen = static_cast<std::int64_t>(number("epoch_seen"));
+  return number("epoch_seconds");
 }
 
 // Loss and accuracy over a whole data set, without recording gradients, on every rank. With R
@@ -181,6 +244,15 @@ EpochMetrics evaluate(Model& model, const data::Dataset& d, Load& load, int repl
 // MPI_COMM_WORLD: every rank calls it with the same options (and the errors it raises are raised
 // on every rank). Returns 0.
 //
+// Long runs: rank 0 holds an advisory lock on the checkpoint directory (a second run on it is an
+// error) and removes the temporary files a killed run left there; --save, --checkpoint-dir,
+// --metrics and --loss-log are checked before the first step; a checkpoint inside an epoch
+// carries the epoch's totals so far, so the resumed run's metrics row covers the whole epoch. A
+// step whose loss is not finite stops the run with an error naming the step (unless
+// o.allow_nonfinite). SIGTERM or SIGINT (StopSignals) stops the run at the next step boundary the
+// ranks agree on, with a checkpoint when o.checkpoint_dir is set: fit then returns 128 + the
+// signal's number, rank 0 saying so.
+//
 // Data parallelism: with `replicas` (R replicas of the model, each built on
 // replicas->model_comm()), each replica trains on its share of every global batch of
 // o.batch_size examples (data::DistributedSampler's: replica r takes entries r, r + R, ... of the
@@ -213,16 +285,61 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
       "the test images are ", test.channels, " x ", test.rows, " x ", test.cols,
       " but the training images ", train.channels, " x ", train.rows, " x ", train.cols);
   if (!o.save.empty()) {
-    // Found out now rather than after the whole run: --save must name a writable directory.
+    // Found out now rather than after the whole run: --save must name a file (not a directory)
+    // in a writable directory.
     comm::agree(MPI_COMM_WORLD, name, [&] {
       if (rank != 0) return;
       const auto dir = std::filesystem::absolute(o.save).parent_path();
+      DISTOP_CHECK(!std::filesystem::is_directory(o.save), name, "cannot write --save ", o.save,
+                   ": it is a directory; name the weights file");
       DISTOP_CHECK(std::filesystem::is_directory(dir) && ::access(dir.c_str(), W_OK) == 0, name,
                    "cannot write --save ", o.save, ": ", dir.string(),
                    " is not a writable directory");
     });
   }
-  if (!o.init.empty()) io::load_state_dict(o.init, model);
+  if (!o.trace.empty()) {
+    comm::agree(MPI_COMM_WORLD, name, [&] {
+      if (rank != 0) return;
+      const auto dir = std::filesystem::absolute(o.trace).parent_path();
+      DISTOP_CHECK(!std::filesystem::is_directory(o.trace) && std::filesystem::is_directory(dir) &&
+                       ::access(dir.c_str(), W_OK) == 0,
+                   name, "cannot write --trace ", o.trace, ": not a file in a writable directory");
+    });
+  }
+  // The checkpoint directory: made, writable, and this run's alone (an advisory lock held by rank
+  // 0, which writes there, until fit returns); the temporary files of a run killed while writing
+  // are removed.
+  std::optional<io::DirectoryLock> directory_lock;
+  if (!o.checkpoint_dir.empty()) {
+    comm::agree(MPI_COMM_WORLD, name, [&] {
+      if (rank != 0) return;
+      std::error_code ec;
+      std::filesystem::create_directories(o.checkpoint_dir, ec);
+      DISTOP_CHECK(!ec && std::filesystem::is_directory(o.checkpoint_dir) &&
+                       ::access(o.checkpoint_dir.c_str(), W_OK) == 0,
+                   name, "cannot write --checkpoint-dir ", o.checkpoint_dir, ": ",
+                   ec ? ec.message() : std::string("not a writable directory"));
+      directory_lock = io::DirectoryLock::acquire(o.checkpoint_dir, program);
+      const std::size_t stale = io::remove_stale_temporaries(o.checkpoint_dir);
+      if (stale > 0 && talk)
+        std::fprintf(stderr, "removed %zu temporary file%s left in %s by a run that was stopped\n",
+                     stale, stale == 1 ? "" : "s", o.checkpoint_dir.c_str());
+    });
+  }
+  DISTOP_CHECK(train.size > 0, name, "the training set in ", o.data,
+               " has no examples: nothing to train on");
+  detail::check_batch_fits(name, model.input_space(std::min(local_batch, train.size)),
+                           o.batch_size);
+  if (!o.init.empty()) {
+    io::load_state_dict(o.init, model);
+    // NaN or infinite initial weights would only show as a NaN loss later.
+    comm::agree(MPI_COMM_WORLD, name, [&] {
+      for (const auto& p : model.named_parameters())
+        for (const float v : p.var.value().local().to_vector())
+          DISTOP_CHECK(std::isfinite(v), name, "--init ", o.init, ": tensor '", p.name, "' holds ",
+                       v, ", not a finite number");
+    });
+  }
   if (talk)
     std::fprintf(stderr, "distop %s: %d rank%s, %lld training and %lld test images\n%s", name,
                  ranks, ranks == 1 ? "" : "s", static_cast<long long>(train.size),
@@ -302,10 +419,6 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
                    static_cast<long long>(position.global_step));
   }
   if (reducer) reducer->broadcast_state();  // every replica starts from replica 0's state
-  if (rank == 0 && !o.checkpoint_dir.empty()) {
-    std::error_code ec;  // a failure shows when the metrics or the checkpoint are written
-    std::filesystem::create_directories(o.checkpoint_dir, ec);
-  }
   std::string metrics_path = o.metrics;
   if (metrics_path.empty() && !o.checkpoint_dir.empty())
     metrics_path = o.checkpoint_dir + "/metrics.csv";
@@ -316,7 +429,10 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
   auto log =
       LossLog::open(MPI_COMM_WORLD, o.loss_log,
                     o.resume ? std::optional<std::int64_t>(position.global_step) : std::nullopt);
-  auto checkpoint = [&](std::int64_t epoch, std::int64_t in_epoch) {
+  // A checkpoint inside an epoch carries the epoch's totals so far (train loss, accuracy, time),
+  // so that a run resumed from it writes the epoch's metrics row over all of its steps.
+  auto checkpoint = [&](std::int64_t epoch, std::int64_t in_epoch, const detail::EpochMetrics& m,
+                        double seconds) {
     if (o.checkpoint_dir.empty()) return;
     io::CheckpointInfo info;
     info.epoch = epoch;
@@ -328,12 +444,33 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
     info.scheduler = scheduler.state();
     for (const auto& [module, dropout] : nn::named_dropouts<float>(model))
       info.metadata.emplace(detail::dropout_calls_key(module), std::to_string(dropout->calls()));
+    if (in_epoch > 0) detail::put_partial_epoch(info.metadata, m, seconds);
     if (sharded) sharded->gather_state();  // collective: the state in the unsharded layout
     if (writer) io::save_checkpoint(o.checkpoint_dir, model, *opt, info);
   };
 
   std::int64_t& step = position.global_step;
   bool stop = o.steps > 0 && step >= o.steps;
+  // SIGTERM or SIGINT: noted by the handler, agreed through the step totals' all-reduce, acted on
+  // after the step that learns of it (a checkpoint, then exit status 128 + the signal's number).
+  StopSignals signals;
+  int stop_signal = 0;
+  // --trace and --profile: from the first step on.
+  if (!o.trace.empty()) trace::start(MPI_COMM_WORLD);
+  if (o.profile) {
+    timers::reset();
+    timers::enable(true);
+  }
+  const std::int64_t first_step = step;
+  // Ends the trace and the profile (collective), when the training loop ends or stops.
+  auto finish_timeline = [&] {
+    if (!o.trace.empty()) {
+      trace::stop_and_write(o.trace, MPI_COMM_WORLD);
+      if (talk) std::fprintf(stderr, "wrote the trace %s\n", o.trace.c_str());
+    }
+    if (o.profile) print_profile(MPI_COMM_WORLD, step - first_step, stderr);
+    if (!o.trace.empty() || o.profile) timers::enable(false);
+  };
   std::vector<std::int32_t> labels;
   for (std::int64_t epoch = position.epoch; epoch < o.epochs && !stop; ++epoch) {
     sampler.set_epoch(static_cast<std::uint64_t>(epoch));
@@ -342,35 +479,69 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
     const std::int64_t last =
         o.steps > 0 ? std::min<std::int64_t>(per_epoch, first + (o.steps - step)) : per_epoch;
     Progress progress(talk, static_cast<int>(epoch + 1), o.epochs, per_epoch);
-    const auto start = std::chrono::steady_clock::now();
+    auto start = std::chrono::steady_clock::now();
     detail::EpochMetrics m;
+    if (epoch == position.epoch && first > 0) {
+      // Resumed inside this epoch: its totals before the checkpoint (none in older checkpoints).
+      const double before = detail::get_partial_epoch(position.metadata, m, o.checkpoint_dir, name);
+      start -= std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(before));
+    }
+    const auto elapsed = [&] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
     detail::StepTotals totals;
+    bool interrupted = false;  // by a signal, inside the epoch (and checkpointed there)
     // Adds a finished step's totals to the epoch's and the loss log. The replicas' losses are
     // each the mean over their share: their mean is the step's.
     auto consume = [&] {
       if (!totals.pending()) return;
-      const auto [s, rows, sum, correct] = totals.take();
+      const auto [s, rows, sum, correct, signal] = totals.take();
+      if (signal != 0 && stop_signal == 0) stop_signal = signal;
       const double l = sum / r_count;
+      // The sums are all-reduced: every rank sees the same loss and stops alike, before the next
+      // checkpoint could save the weights this step made.
+      DISTOP_CHECK(std::isfinite(l) || o.allow_nonfinite, name, "the loss of step ", s, " is ", l,
+                   ": training stopped",
+                   o.checkpoint_dir.empty()
+                       ? std::string()
+                       : "; the last checkpoint in " + o.checkpoint_dir + " is as it was",
+                   " (--allow-nonfinite goes on regardless)");
       m.loss += l * static_cast<double>(rows);
       m.correct += correct;
       m.seen += rows;
       if (rank == 0) log.append(s, l);
     };
     for (std::int64_t b = first; b < last; ++b) {
+      comm::set_watchdog_step(step + 1);  // named by the hang watchdog's report
+      trace::Span step_span("step", "step");
       const auto& range = batches[static_cast<std::size_t>(b)];
       const auto space = model.input_space(range.size());
       auto x = DistTensor<float>::uninitialized(space);
-      load(train, order, range, space, x);
+      {
+        trace::Span phase("phase", "load");
+        load(train, order, range, space, x);
+      }
       Tape tape;
-      auto logits = model.forward(tape, Var<float>(x));
-      detail::box_labels(logits.space(), train, order, range, labels);
-      auto loss = loss::cross_entropy(tape, logits, labels);
-      if (reducer)
-        reducer->backward(tape, loss);
-      else
-        backward(tape, loss);
-      opt->step();
-      opt->zero_grad();
+      Var<float> logits, loss;
+      {
+        trace::Span phase("phase", "forward");
+        logits = model.forward(tape, Var<float>(x));
+        detail::box_labels(logits.space(), train, order, range, labels);
+        loss = loss::cross_entropy(tape, logits, labels);
+      }
+      {
+        trace::Span phase("phase", "backward");
+        if (reducer)
+          reducer->backward(tape, loss);
+        else
+          backward(tape, loss);
+      }
+      {
+        trace::Span phase("phase", "optimizer");
+        opt->step();
+        opt->zero_grad();
+      }
       scheduler.step();
       ++step;
       consume();  // the previous step's totals, which this step's compute has hidden
@@ -379,17 +550,23 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
                       m.accuracy());
       if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && b + 1 < per_epoch) {
         consume();  // the loss log reaches the checkpoint's step first
-        checkpoint(epoch, b + 1);
+        checkpoint(epoch, b + 1, m, elapsed());
+      }
+      if (stop_signal != 0 && b + 1 < last) {
+        consume();
+        checkpoint(epoch, b + 1, m, elapsed());
+        interrupted = true;
+        break;
       }
     }
     consume();
+    if (interrupted) break;
     stop = o.steps > 0 && step >= o.steps;
     const bool finished = last == per_epoch;
     if (finished) {
       // The epoch's row is written before the checkpoint that moves past the epoch: a run that
       // dies between the two resumes inside the epoch, and the resumed run writes the row again.
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double seconds = elapsed();
       const auto t = detail::evaluate(model, test, load, r_count, r_index);
       csv.append(static_cast<int>(epoch + 1),
                  m.loss / static_cast<double>(std::max<std::int64_t>(m.seen, 1)), m.accuracy(),
@@ -398,9 +575,22 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
         std::fprintf(stderr, "epoch %lld: test accuracy %.2f%% (loss %.4f)\n",
                      static_cast<long long>(epoch + 1), 100.0 * t.accuracy(), t.loss);
     }
-    checkpoint(finished ? epoch + 1 : epoch, finished ? 0 : last);
+    checkpoint(finished ? epoch + 1 : epoch, finished ? 0 : last, m, elapsed());
+    if (stop_signal != 0) break;
+  }
+  finish_timeline();
+  if (stop_signal != 0) {
+    if (rank == 0)
+      std::fprintf(
+          stderr, "%s: stopped by signal %d (%s) after step %lld; %s\n", name, stop_signal,
+          stop_signal == SIGINT ? "SIGINT" : "SIGTERM", static_cast<long long>(step),
+          o.checkpoint_dir.empty()
+              ? "no checkpoint kept (no --checkpoint-dir)"
+              : ("checkpoint in " + o.checkpoint_dir + ", continue with --resume").c_str());
+    return 128 + stop_signal;
   }
 
+  comm::set_watchdog_step(-1);
   const auto t = detail::evaluate(model, test, load, r_count, r_index);
   if (talk)
     std::fprintf(stderr, "test accuracy %.2f%% (loss %.4f) after %lld steps\n",

@@ -1,0 +1,151 @@
+#include "distop/core/trace.hpp"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "distop/comm/agree.hpp"
+#include "distop/core/error.hpp"
+#include "distop/core/timers.hpp"
+
+namespace distop::trace {
+
+namespace {
+
+struct Event {
+  const char* category;
+  std::string name;
+  double begin_us;
+  double dur_us;
+};
+
+bool g_active = false;
+std::chrono::steady_clock::time_point g_origin;
+std::vector<Event> g_events;
+std::size_t g_max = 0;
+std::size_t g_dropped = 0;
+
+double us(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double, std::micro>(d).count();
+}
+
+}  // namespace
+
+void start(MPI_Comm comm, std::size_t max_events) {
+  g_events.clear();
+  g_dropped = 0;
+  g_max = max_events;
+  timers::enable(true);
+  MPI_Barrier(comm);
+  g_origin = std::chrono::steady_clock::now();
+  g_active = true;
+}
+
+bool active() noexcept { return g_active; }
+
+void record(const char* category, const std::string& name,
+            std::chrono::steady_clock::time_point begin,
+            std::chrono::steady_clock::time_point end) {
+  if (!g_active) return;
+  if (g_events.size() >= g_max) {
+    ++g_dropped;
+    return;
+  }
+  g_events.push_back({category, name, us(begin - g_origin), us(end - begin)});
+}
+
+void stop_and_write(const std::string& path, MPI_Comm comm) {
+  g_active = false;
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  // This rank's events as JSON objects separated by commas: its track.
+  std::string mine;
+  {
+    nlohmann::json meta = {{"name", "process_name"},
+                           {"ph", "M"},
+                           {"pid", rank},
+                           {"args", {{"name", "rank " + std::to_string(rank)}}}};
+    mine += meta.dump();
+    nlohmann::json order = {{"name", "process_sort_index"},
+                            {"ph", "M"},
+                            {"pid", rank},
+                            {"args", {{"sort_index", rank}}}};
+    mine.push_back(',');
+    mine += order.dump();
+    if (g_dropped > 0) {
+      nlohmann::json dropped = {
+          {"name", "dropped_events"}, {"ph", "M"}, {"pid", rank}, {"args", {{"count", g_dropped}}}};
+      mine.push_back(',');
+      mine += dropped.dump();
+    }
+    char buf[96];
+    for (const Event& e : g_events) {
+      mine += ",{\"name\":";
+      mine += nlohmann::json(e.name).dump();
+      mine += ",\"cat\":\"";
+      mine += e.category;
+      mine.push_back('"');
+      std::snprintf(buf, sizeof buf, ",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f}",
+                    rank, e.begin_us, e.dur_us);
+      mine += buf;
+    }
+  }
+  g_events.clear();
+  g_events.shrink_to_fit();
+  const long long length = static_cast<long long>(mine.size());
+  std::vector<long long> lengths(static_cast<std::size_t>(size));
+  MPI_Gather(&length, 1, MPI_LONG_LONG, lengths.data(), 1, MPI_LONG_LONG, 0, comm);
+  comm::agree(comm, "trace", [&] {
+    if (rank != 0) return;
+    long long total = 0;
+    for (long long l : lengths) total += l;
+    DISTOP_CHECK(total < (1LL << 31), "trace", "the trace of ", total,
+                 " bytes is too large to gather; trace fewer steps");
+  });
+  std::vector<int> counts(static_cast<std::size_t>(size)), displs(static_cast<std::size_t>(size));
+  std::string all;
+  if (rank == 0) {
+    int offset = 0;
+    for (int r = 0; r < size; ++r) {
+      counts[static_cast<std::size_t>(r)] = static_cast<int>(lengths[static_cast<std::size_t>(r)]);
+      displs[static_cast<std::size_t>(r)] = offset;
+      offset += counts[static_cast<std::size_t>(r)];
+    }
+    all.resize(static_cast<std::size_t>(offset));
+  }
+  MPI_Gatherv(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(), counts.data(),
+              displs.data(), MPI_CHAR, 0, comm);
+  comm::agree(comm, "trace", [&] {
+    if (rank != 0) return;
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    DISTOP_CHECK(f != nullptr, "trace", "cannot write the trace ", path);
+    bool ok = std::fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", f) >= 0;
+    for (int r = 0; r < size && ok; ++r) {
+      if (r > 0) ok = std::fputc(',', f) != EOF;
+      const auto n = static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
+      ok = ok && std::fwrite(all.data() + displs[static_cast<std::size_t>(r)], 1, n, f) == n;
+    }
+    ok = ok && std::fputs("]}\n", f) >= 0;
+    ok = std::fclose(f) == 0 && ok;
+    DISTOP_CHECK(ok, "trace", "cannot write the trace ", path);
+  });
+}
+
+Span::Span(const char* category, std::string name)
+    : category_(category), on_(g_active || timers::enabled()) {
+  if (!on_) return;
+  name_ = std::move(name);
+  begin_ = std::chrono::steady_clock::now();
+}
+
+Span::~Span() {
+  if (!on_) return;
+  const auto end = std::chrono::steady_clock::now();
+  if (timers::enabled()) timers::add(name_, std::chrono::duration<double>(end - begin_).count());
+  record(category_, name_, begin_, end);
+}
+
+}  // namespace distop::trace
