@@ -1,0 +1,162 @@
+// bench_zero: sharded optimizer state (ZeRO stages 1 and 2) on examples/cnn with Adam, one
+// replica per rank: the optimizer-state bytes each rank holds, and the training step's time,
+// against unsharded data parallelism in the same run.
+//
+//   mpiexec.mpich -n 2 build/benchmarks/bench_zero [--batch 64] [--steps 20] [--csv]
+//
+// Modes: zero0 (Adam over the whole model, the reducer all-reducing the gradients), zero1
+// (parallel::ShardedOptimizer stage 1: Adam over this replica's chunks, the gradients still
+// all-gathered, the parameters all-gathered after the step) and zero2 (stage 2: no gradient
+// all-gather). state_bytes is the bytes of the optimizer's state tensors allocated on a rank
+// after a step (the largest over the ranks), counted from the tensors themselves; step_ms the
+// median over --steps steps of forward, backward with reduction, and optimizer step (the slowest
+// rank's). allreduce is MPI_Allreduce of the gradients' bytes alone, measured in the same run.
+// The modes' steps are interleaved. Inputs are random; the data set is not read.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <distop/distop.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "model.hpp"
+
+namespace {
+
+using namespace distop;
+
+double max_over_ranks(double v) {
+  double m = 0;
+  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return m;
+}
+
+std::size_t state_bytes(const optim::OptimizerState<float>& s) {
+  std::size_t bytes = 0;
+  for (const auto& p : s.params)
+    for (const auto& [key, t] : p.tensors)
+      bytes += static_cast<std::size_t>(t.numel()) * sizeof(float);
+  return bytes;
+}
+
+struct Row {
+  int zero = 0;
+  double state_bytes = 0;  // the largest over the ranks
+  double step_ms = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Environment env(argc, argv);
+  std::int64_t batch = 64;
+  int steps = 20;
+  int warmup = 3;
+  bool csv = false;
+  CLI::App app{"Sharded optimizer state (ZeRO 1 and 2) on examples/cnn with Adam"};
+  app.add_option("--batch", batch, "Examples per replica per step")->capture_default_str();
+  app.add_option("--steps", steps, "Timed steps per mode")->capture_default_str();
+  app.add_option("--warmup", warmup, "Untimed steps first, per mode")->capture_default_str();
+  app.add_flag("--csv", csv, "Comma-separated output");
+  if (auto code = bench::parse_args(app, argc, argv)) return *code;
+
+  int rank = 0, ranks = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  parallel::Replicas replicas(MPI_COMM_WORLD, ranks);
+  examples::ConvNet shape(1, 28, 28, 1, replicas.model_comm());
+  std::size_t param_bytes = 0;
+  for (const auto& p : shape.parameters())
+    param_bytes += static_cast<std::size_t>(p.value().local_numel()) * sizeof(float);
+
+  DistTensor<float> x(shape.input_space(batch));
+  nn::uniform_init(x, 7, 1.0);
+  std::vector<std::int32_t> labels;
+  for (std::int64_t i = 0; i < batch; ++i) labels.push_back(static_cast<std::int32_t>(i % 10));
+  const optim::AdamOptions adam{.lr = 1e-4};
+  auto make = [&](std::vector<Var<float>> p) -> std::unique_ptr<optim::Optimizer<float>> {
+    return std::make_unique<optim::Adam<float>>(std::move(p), adam);
+  };
+
+  // One model, reducer and optimizer per mode, their steps interleaved (a round runs one step of
+  // each mode), so that a busy machine slows every mode alike.
+  struct Run {
+    std::unique_ptr<examples::ConvNet> model;
+    std::unique_ptr<parallel::GradientReducer<float>> reducer;
+    std::unique_ptr<optim::Optimizer<float>> opt;
+    parallel::ShardedOptimizer<float>* sharded = nullptr;
+    std::vector<double> times;
+  };
+  std::vector<Run> runs(3);
+  for (int zero = 0; zero < 3; ++zero) {
+    Run& r = runs[static_cast<std::size_t>(zero)];
+    r.model = std::make_unique<examples::ConvNet>(1, 28, 28, 1, replicas.model_comm());
+    r.reducer = std::make_unique<parallel::GradientReducer<float>>(*r.model, replicas);
+    if (zero == 0) {
+      r.opt = make(r.model->parameters());
+    } else {
+      auto s = std::make_unique<parallel::ShardedOptimizer<float>>(*r.reducer, zero, make);
+      r.sharded = s.get();
+      r.opt = std::move(s);
+    }
+  }
+  for (int s = 0; s < warmup + steps; ++s) {
+    for (auto& r : runs) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      const auto t0 = std::chrono::steady_clock::now();
+      Tape tape;
+      auto logits = r.model->forward(tape, Var<float>(x));
+      auto loss = loss::cross_entropy(tape, logits, labels);
+      r.reducer->backward(tape, loss);
+      r.opt->step();
+      r.opt->zero_grad();
+      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (s >= warmup) r.times.push_back(max_over_ranks(t));
+    }
+  }
+  std::vector<Row> rows;
+  for (int zero = 0; zero < 3; ++zero) {
+    Run& r = runs[static_cast<std::size_t>(zero)];
+    const std::size_t bytes =
+        r.sharded ? r.sharded->state_bytes() : state_bytes(r.opt->state_dict());
+    rows.push_back(
+        Row{zero, max_over_ranks(static_cast<double>(bytes)), bench::median(r.times) * 1e3});
+  }
+
+  std::vector<float> buffer(param_bytes / sizeof(float), 1.0f);
+  std::vector<double> alone;
+  for (int s = 0; s < warmup + steps; ++s) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const auto t0 = std::chrono::steady_clock::now();
+    MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(buffer.size()), MPI_FLOAT, MPI_SUM,
+                  replicas.reduction_comm());
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s >= warmup) alone.push_back(max_over_ranks(t));
+  }
+  const double allreduce_ms = bench::median(alone) * 1e3;
+
+  if (rank != 0) return 0;
+  const double unsharded = rows.front().state_bytes;
+  if (csv) {
+    std::printf(
+        "mode,ranks,batch_per_replica,param_bytes,state_bytes_per_rank,state_ratio,step_ms\n");
+    for (const auto& r : rows)
+      std::printf("zero%d,%d,%lld,%zu,%.0f,%.4f,%.4f\n", r.zero, ranks,
+                  static_cast<long long>(batch), param_bytes, r.state_bytes,
+                  r.state_bytes / unsharded, r.step_ms);
+    std::printf("allreduce,%d,%lld,%zu,0,0,%.4f\n", ranks, static_cast<long long>(batch),
+                param_bytes, allreduce_ms);
+    return 0;
+  }
+  std::printf("examples/cnn with Adam, %d replicas, batch %lld per replica, %zu parameter bytes\n",
+              ranks, static_cast<long long>(batch), param_bytes);
+  std::printf("%-10s %18s %12s %9s\n", "mode", "state_bytes/rank", "vs unsharded", "step_ms");
+  for (const auto& r : rows)
+    std::printf("zero%-6d %18.0f %12.3f %9.3f\n", r.zero, r.state_bytes, r.state_bytes / unsharded,
+                r.step_ms);
+  std::printf("%-10s %18s %12s %9.3f\n", "allreduce", "-", "-", allreduce_ms);
+  return 0;
+}
