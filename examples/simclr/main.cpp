@@ -1,0 +1,412 @@
+// SimCLR on Fashion-MNIST (distop example): a convolutional encoder and a projection head trained
+// without labels on two augmented views of every image, with a contrastive loss over the global
+// batch sharded across the ranks (NT-Xent, or CLIP's or SigLIP's loss treating the two views as
+// the two towers' inputs), then scored by a linear probe on the frozen encoder's features.
+//
+//   mpiexec.mpich -n 2 build/examples/simclr/simclr --epochs 5 --checkpoint-dir simclr-run
+//   mpiexec.mpich -n 2 build/examples/simclr/simclr --probe-only          (the random encoder)
+//
+// Data parallel: one replica per rank, each taking batch-size / ranks images of every step; the
+// loss couples all the replicas' rows (loss::ntxent and friends over MPI_COMM_WORLD), and the
+// gradient reducer averages the replicas' gradients. The loop is this file's (train::fit trains
+// classifiers); it uses the driver's options, flags, optimizers, schedules, checkpoints and logs.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <distop/data/augment.hpp>
+#include <distop/distop.hpp>
+#include <distop/loss/contrastive.hpp>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model.hpp"
+#include "probe.hpp"
+
+namespace {
+
+using namespace distop;
+using examples::LossScalars;
+using examples::SimCLRNet;
+
+constexpr const char* kProgram = "simclr";
+
+struct SimclrSettings {
+  std::string loss = "ntxent";
+  std::string strategy = "allgather";
+  double temperature = 0.5;
+  int root = 0;
+  bool probe_only = false;
+  bool no_probe = false;
+  examples::ProbeOptions probe;
+  data::AugmentOptions augment;
+};
+
+LossScalars scalars_of(const std::string& loss) {
+  if (loss == "clip") return LossScalars::scale;
+  if (loss == "siglip") return LossScalars::scale_and_bias;
+  return LossScalars::none;
+}
+
+// The per-epoch learning curve: "epoch,train_loss,seconds" (rank 0), kept up to the resumed
+// epoch on --resume as train::MetricsCsv keeps its rows.
+class EpochCsv : public train::AppendedFile {
+ public:
+  static constexpr const char* kHeader = "epoch,train_loss,seconds";
+  EpochCsv() = default;
+  EpochCsv(const std::string& path, std::optional<int> resume_after)
+      : AppendedFile(path, kept_lines(path, resume_after), kProgram) {}
+  void append(int epoch, double loss, double seconds) noexcept {
+    char row[96];
+    std::snprintf(row, sizeof row, "%d,%.6f,%.3f", epoch, loss, seconds);
+    write_line(row);
+  }
+
+ private:
+  static std::vector<std::string> kept_lines(const std::string& path,
+                                             std::optional<int> resume_after) {
+    std::vector<std::string> kept{kHeader};
+    if (!resume_after || !std::filesystem::exists(path)) return kept;
+    const auto lines = train::detail::complete_lines(path);
+    DISTOP_CHECK(!lines.empty() && lines.front() == kHeader, kProgram, "the existing file ", path,
+                 " does not start with the header '", kHeader, "'; not appending to it");
+    for (std::size_t i = 1; i < lines.size(); ++i) {
+      char* end = nullptr;
+      const long epoch = std::strtol(lines[i].c_str(), &end, 10);
+      const bool whole = end != lines[i].c_str() && *end == ',' &&
+                         std::count(lines[i].begin(), lines[i].end(), ',') == 2;
+      if (whole && epoch >= 1 && epoch <= *resume_after) kept.push_back(lines[i]);
+    }
+    return kept;
+  }
+};
+
+// The two augmented views of this rank's rows of a batch: row i of the local box is example
+// order[range.begin + offset + i]; view v of it is data::augment(seed, epoch, example, v).
+void load_views(const data::Dataset& d, const std::vector<std::int64_t>& order,
+                const data::BatchRange& range, const TensorSpace& space, std::uint64_t seed,
+                std::uint64_t epoch, const data::AugmentOptions& augment, DistTensor<float>& a,
+                DistTensor<float>& b) {
+  const auto& local = space.local_shape();
+  if (local.numel() == 0) return;
+  const std::int64_t r0 = space.local_offset()[0], n = d.pixels();
+  std::vector<float> va(static_cast<std::size_t>(local.numel())), vb(va.size());
+  for (std::int64_t i = 0; i < local[0]; ++i) {
+    const auto example = order[static_cast<std::size_t>(range.begin + r0 + i)];
+    const float* img = d.image(example);
+    const auto sample = static_cast<std::uint64_t>(example);
+    data::augment(img, d.channels, d.rows, d.cols, va.data() + i * n, seed, epoch, sample, 0,
+                  augment);
+    data::augment(img, d.channels, d.rows, d.cols, vb.data() + i * n, seed, epoch, sample, 1,
+                  augment);
+  }
+  a.local().copy_from(Tensor<float>::from_vector(local, va));
+  b.local().copy_from(Tensor<float>::from_vector(local, vb));
+}
+
+// The global batch's contrastive loss of the two views' projections, the same on every rank.
+Var<float> contrastive_loss(Tape& tape, const SimCLRNet& model, const Var<float>& za,
+                            const Var<float>& zb, const SimclrSettings& s) {
+  const loss::ContrastiveOptions options{.strategy = loss::parse_strategy(s.strategy),
+                                         .root = s.root};
+  if (s.loss == "clip")
+    return loss::clip_loss(tape, za, zb, model.logit_scale(), MPI_COMM_WORLD, options);
+  if (s.loss == "siglip")
+    return loss::siglip_loss(tape, za, zb, model.logit_scale(), model.logit_bias(), MPI_COMM_WORLD,
+                             options);
+  return loss::ntxent(tape, za, zb, static_cast<float>(s.temperature), MPI_COMM_WORLD, options);
+}
+
+// The probe's result, on stdout (also with --quiet: it is the program's result).
+void report_probe(const examples::ProbeResult& p, const char* what, bool writer) {
+  if (!writer) return;
+  std::printf(
+               "linear probe (%s): test accuracy %.2f%% (train accuracy %.2f%%, loss %.4f; "
+               "%lld training and %lld test images; features %.1f s, fit %.1f s)\n",
+               what, 100.0 * p.test_accuracy, 100.0 * p.train_accuracy, p.train_loss,
+               static_cast<long long>(p.train_examples), static_cast<long long>(p.test_examples),
+               p.feature_seconds, p.fit_seconds);
+}
+
+int run(train::TrainOptions& o, SimclrSettings& s, bool replicas_given, bool temperature_given) {
+  int rank = 0, ranks = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const bool talk = rank == 0 && !o.quiet;
+  if (!replicas_given) o.replicas = ranks;
+  DISTOP_CHECK(o.replicas == ranks, kProgram,
+               "examples/simclr is purely data parallel: --replicas must be the rank count ", ranks,
+               " (its default), found ", o.replicas);
+  train::check_options(o, kProgram);
+  data::check_augment_options(s.augment);
+  DISTOP_CHECK(s.temperature > 0 && std::isfinite(s.temperature), kProgram,
+               "--temperature must be positive, found ", s.temperature);
+  DISTOP_CHECK(s.loss == "ntxent" || !temperature_given, kProgram,
+               "--temperature is NT-Xent's; --loss ", s.loss, " learns its logits' scale");
+  DISTOP_CHECK(s.root >= 0 && s.root < ranks, kProgram, "--root must be a rank in [0, ", ranks,
+               "), found ", s.root);
+  DISTOP_CHECK(o.batch_size % ranks == 0, kProgram, "--batch-size ", o.batch_size,
+               " is the global batch; ", ranks,
+               " ranks do not divide it (each replica takes batch-size / ranks examples)");
+  const std::int64_t local_batch = o.batch_size / ranks;
+  (void)loss::parse_strategy(s.strategy);  // an unknown name is an Error before any work
+
+  parallel::Replicas replicas(MPI_COMM_WORLD, ranks);
+  const int r_index = replicas.index();
+  const bool writer = r_index == 0;  // replica 0 writes the checkpoints and the weights
+  const auto train_set = data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, true);
+  const auto test_set = data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, false);
+  SimCLRNet model(train_set.channels, train_set.rows, train_set.cols, o.seed, scalars_of(s.loss),
+                  replicas.model_comm());
+  if (!o.save.empty()) {
+    comm::agree(MPI_COMM_WORLD, kProgram, [&] {
+      if (rank != 0) return;
+      const auto dir = std::filesystem::absolute(o.save).parent_path();
+      DISTOP_CHECK(std::filesystem::is_directory(dir), kProgram, "cannot write --save ", o.save,
+                   ": ", dir.string(), " is not a directory");
+    });
+  }
+  if (!o.init.empty()) io::load_state_dict(o.init, model);
+  if (talk)
+    std::fprintf(stderr,
+                 "distop simclr: %d rank%s, %lld training and %lld test images, loss %s (%s), "
+                 "global batch %lld\n%s",
+                 ranks, ranks == 1 ? "" : "s", static_cast<long long>(train_set.size),
+                 static_cast<long long>(test_set.size), s.loss.c_str(), s.strategy.c_str(),
+                 static_cast<long long>(o.batch_size), model.describe().c_str());
+
+  if (s.probe_only) {
+    const auto p =
+        examples::linear_probe(model, train_set, test_set, s.probe, ranks, r_index, MPI_COMM_WORLD);
+    report_probe(p, o.init.empty() ? "randomly initialised encoder" : o.init.c_str(), rank == 0);
+    return 0;
+  }
+
+  auto opt = train::make_optimizer(o, model.parameters());
+  data::DistributedSampler sampler(train_set.size, ranks, r_index,
+                                   {.shuffle = !o.no_shuffle, .drop_last = false, .seed = o.seed});
+  const auto batches = data::batch_ranges(sampler.num_samples(), local_batch, false);
+  const auto per_epoch = static_cast<std::int64_t>(batches.size());
+  std::unique_ptr<parallel::GradientReducer<float>> reducer;
+  if (ranks > 1) reducer = std::make_unique<parallel::GradientReducer<float>>(model, replicas);
+  optim::LRScheduler<float> scheduler(*opt, train::make_schedule(o, o.epochs * per_epoch));
+  char temperature[32];
+  std::snprintf(temperature, sizeof temperature, "%.17g", s.temperature);
+  // The settings a checkpoint's position, schedule and views depend on; a resume must repeat them.
+  const io::Metadata settings{{"batch_size", std::to_string(o.batch_size)},
+                              {"shuffle", o.no_shuffle ? "false" : "true"},
+                              {"epochs", std::to_string(o.epochs)},
+                              {"lr_schedule", scheduler.schedule().str()},
+                              {"loss", s.loss},
+                              {"temperature", temperature}};
+  io::CheckpointInfo position;
+  position.seed = o.seed;
+  if (o.resume) {
+    const optim::Hyperparameters given = opt->group_options(0);
+    position = io::load_checkpoint(o.checkpoint_dir, model, *opt);
+    const std::string from = "the checkpoint in " + o.checkpoint_dir + " was made with ";
+    DISTOP_CHECK(position.seed == o.seed, kProgram, from, "--seed ", position.seed, ", not ",
+                 o.seed);
+    for (const auto& [key, value] : settings) {
+      const auto it = position.metadata.find(key);
+      DISTOP_CHECK(it != position.metadata.end() && it->second == value, kProgram, from, key, " ",
+                   it == position.metadata.end() ? "(none)" : it->second, ", not ", value,
+                   "; resume with the settings of the run");
+    }
+    for (const auto& [key, value] : opt->group_options(0)) {
+      if (key == "lr") continue;
+      const auto it = given.find(key);
+      DISTOP_CHECK(it != given.end() && it->second == value, kProgram, from, opt->name(), " ", key,
+                   " ", value, ", not ", it == given.end() ? 0.0 : it->second,
+                   "; resume with the settings of the run");
+    }
+    DISTOP_CHECK(position.epoch >= 0 && position.step_in_epoch >= 0 &&
+                     position.step_in_epoch < per_epoch &&
+                     position.global_step == position.epoch * per_epoch + position.step_in_epoch,
+                 kProgram, "the checkpoint in ", o.checkpoint_dir, " is at epoch ", position.epoch,
+                 ", step ", position.step_in_epoch, " of it, which does not fit ", per_epoch,
+                 " steps per epoch");
+    DISTOP_CHECK(position.scheduler.has_value(), kProgram, "the checkpoint in ", o.checkpoint_dir,
+                 " has no learning-rate schedule state");
+    scheduler.load_state(*position.scheduler);
+    if (talk)
+      std::fprintf(stderr, "resuming at epoch %lld, step %lld of it (%lld steps done)\n",
+                   static_cast<long long>(position.epoch + 1),
+                   static_cast<long long>(position.step_in_epoch),
+                   static_cast<long long>(position.global_step));
+  }
+  if (reducer) reducer->broadcast_state();
+  if (rank == 0 && !o.checkpoint_dir.empty()) {
+    std::error_code ec;  // a failure shows when the metrics or the checkpoint are written
+    std::filesystem::create_directories(o.checkpoint_dir, ec);
+  }
+  std::string metrics_path = o.metrics;
+  if (metrics_path.empty() && !o.checkpoint_dir.empty())
+    metrics_path = o.checkpoint_dir + "/metrics.csv";
+  const auto resume_epoch =
+      o.resume ? std::optional<int>(static_cast<int>(position.epoch)) : std::nullopt;
+  auto csv = train::AppendedFile::open_on<EpochCsv>(MPI_COMM_WORLD, 0, metrics_path, kProgram, [&] {
+    return EpochCsv(metrics_path, resume_epoch);
+  });
+  auto log = train::LossLog::open(
+      MPI_COMM_WORLD, o.loss_log,
+      o.resume ? std::optional<std::int64_t>(position.global_step) : std::nullopt);
+  auto checkpoint = [&](std::int64_t epoch, std::int64_t in_epoch) {
+    if (o.checkpoint_dir.empty()) return;
+    io::CheckpointInfo info;
+    info.epoch = epoch;
+    info.step_in_epoch = in_epoch;
+    info.global_step = position.global_step;
+    info.seed = o.seed;
+    info.metadata = settings;
+    info.metadata.emplace("model", kProgram);
+    info.scheduler = scheduler.state();
+    if (writer) io::save_checkpoint(o.checkpoint_dir, model, *opt, info);
+  };
+
+  std::int64_t& step = position.global_step;
+  bool stop = o.steps > 0 && step >= o.steps;
+  const auto run_start = std::chrono::steady_clock::now();
+  for (std::int64_t epoch = position.epoch; epoch < o.epochs && !stop; ++epoch) {
+    sampler.set_epoch(static_cast<std::uint64_t>(epoch));
+    const auto order = sampler.indices();
+    const std::int64_t first = epoch == position.epoch ? position.step_in_epoch : 0;
+    const std::int64_t last =
+        o.steps > 0 ? std::min<std::int64_t>(per_epoch, first + (o.steps - step)) : per_epoch;
+    const auto start = std::chrono::steady_clock::now();
+    double loss_sum = 0;
+    std::int64_t loss_steps = 0;
+    const std::int64_t tenth = std::max<std::int64_t>(per_epoch / 10, 1);
+    for (std::int64_t b = first; b < last; ++b) {
+      const auto& range = batches[static_cast<std::size_t>(b)];
+      const auto space = model.input_space(range.size());
+      auto xa = DistTensor<float>::uninitialized(space);
+      auto xb = DistTensor<float>::uninitialized(space);
+      load_views(train_set, order, range, space, o.seed, static_cast<std::uint64_t>(epoch),
+                 s.augment, xa, xb);
+      Tape tape;
+      const auto za = model.forward(tape, Var<float>(xa));
+      const auto zb = model.forward(tape, Var<float>(xb));
+      auto loss = contrastive_loss(tape, model, za, zb, s);
+      const double value = loss.value().local().to_vector()[0];
+      if (reducer) {
+        // The reducer averages the R replicas' gradients; each replica holds its share of the
+        // global loss's gradient, so the seed R makes the average dL/dθ (loss/contrastive.hpp).
+        auto seeded = nn::scale(tape, loss, static_cast<double>(ranks));
+        reducer->backward(tape, seeded);
+      } else {
+        backward(tape, loss);
+      }
+      opt->step();
+      opt->zero_grad();
+      scheduler.step();
+      ++step;
+      loss_sum += value;
+      ++loss_steps;
+      if (rank == 0) log.append(step, value);
+      if (talk && ((b + 1) % tenth == 0 || b + 1 == last))
+        std::fprintf(
+            stderr, "epoch %lld/%d step %lld/%lld  loss %.4f  %.0f images/s\n",
+            static_cast<long long>(epoch + 1), o.epochs, static_cast<long long>(b + 1),
+            static_cast<long long>(per_epoch), loss_sum / static_cast<double>(loss_steps),
+            static_cast<double>((b + 1 - first) * o.batch_size) /
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && b + 1 < per_epoch)
+        checkpoint(epoch, b + 1);
+    }
+    stop = o.steps > 0 && step >= o.steps;
+    const bool finished = last == per_epoch;
+    if (finished) {
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      csv.append(static_cast<int>(epoch + 1),
+                 loss_sum / static_cast<double>(std::max<std::int64_t>(loss_steps, 1)), seconds);
+    }
+    checkpoint(finished ? epoch + 1 : epoch, finished ? 0 : last);
+  }
+  if (talk)
+    std::fprintf(
+        stderr, "trained %lld steps in %.1f s\n", static_cast<long long>(step),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count());
+  if (!o.save.empty()) {
+    io::Metadata meta{{"model", kProgram}, {"loss", s.loss}, {"steps", std::to_string(step)}};
+    if (writer) io::save_state_dict(o.save, model, meta);
+    if (talk) std::fprintf(stderr, "saved %s\n", o.save.c_str());
+  }
+  if (!s.no_probe) {
+    const auto p =
+        examples::linear_probe(model, train_set, test_set, s.probe, ranks, r_index, MPI_COMM_WORLD);
+    report_probe(p, "trained encoder", rank == 0);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  train::TrainOptions o;
+  o.epochs = 5;
+  o.batch_size = 256;
+  o.optimizer = "adam";
+  o.lr = 1e-3;
+  o.lr_schedule = "cosine";
+  SimclrSettings s;
+  CLI::App app{
+      "SimCLR on Fashion-MNIST (distop example): an encoder (conv1 1->32, conv2 32->64, conv3 "
+      "64->128, 3x3 padding 1, each with ReLU and a 2x2 max pool: 1152 features) and a projection "
+      "head (1152->512, ReLU, 512->128) trained on two augmented views of each image (random "
+      "resized crop, horizontal flip, brightness and contrast jitter, Gaussian noise) with a contrastive loss over the global "
+      "batch sharded across the ranks, then a linear probe (logistic regression on the frozen "
+      "encoder's features) scored on the test set. One replica per rank, each taking "
+      "batch-size / ranks images of every step."};
+  train::add_training_options(app, o);
+  app.get_option("--metrics")
+      ->description(
+          "Write the per-epoch loss and seconds here as CSV (rank 0): "
+          "epoch,train_loss,seconds (default: CHECKPOINT_DIR/metrics.csv)");
+  app.add_option("--loss", s.loss,
+                 "ntxent (SimCLR), clip (InfoNCE with a learnable logit scale) or siglip (pairwise "
+                 "sigmoid with a learnable scale and bias); clip and siglip take the two views as "
+                 "the two towers' inputs")
+      ->check(CLI::IsMember({"ntxent", "clip", "siglip"}))
+      ->capture_default_str();
+  app.add_option("--strategy", s.strategy,
+                 "How the ranks share the loss: allgather-nograd, gather, allgather or ring "
+                 "(docs/contrastive.md)")
+      ->check(CLI::IsMember({"allgather-nograd", "gather", "allgather", "ring"}))
+      ->capture_default_str();
+  app.add_option("--root", s.root, "The rank that computes the loss with --strategy gather")
+      ->capture_default_str();
+  app.add_option("--temperature", s.temperature, "NT-Xent's temperature")->capture_default_str();
+  app.add_option("--crop-scale", s.augment.crop_scale_min,
+                 "Smallest area of the random crop, as a fraction of the image's")
+      ->capture_default_str();
+  app.add_option("--jitter-probability", s.augment.jitter_probability,
+                 "Probability of a view's brightness and contrast jitter (0: none)")
+      ->capture_default_str();
+  app.add_option("--noise-std", s.augment.noise_std,
+                 "Standard deviation of the Gaussian noise added to each pixel (pixels in [0, 1])")
+      ->capture_default_str();
+  app.add_flag("--probe-only", s.probe_only,
+               "No training: the linear probe of the initial encoder (random, or --init's)");
+  app.add_flag("--no-probe", s.no_probe, "Skip the linear probe after training");
+  app.add_option("--probe-examples", s.probe.train_examples,
+                 "The probe trains on the first this many training images (0: all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--probe-epochs", s.probe.epochs,
+                 "Passes of minibatch Adam of the probe's logistic regression")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--probe-lr", s.probe.lr, "Learning rate of the probe's Adam")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  return train::run_main(argc, argv, app, kProgram, [&] {
+    return run(o, s, app.get_option("--replicas")->count() > 0,
+               app.get_option("--temperature")->count() > 0);
+  });
+}
