@@ -8,6 +8,8 @@
 #include <mpi.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -186,6 +188,55 @@ TEST(ContrastiveAcrossRanks, SeedPThenAverageGivesTheGradient) {
     for (std::size_t k = 0; k < got.ga.size(); ++k)
       EXPECT_NEAR(got.ga[k] / p, ref.ga[2 * me * kDim + k], 1e-11);
   }
+}
+
+// This process's peak resident set in KiB since the last reset_peak().
+long peak_kib(const char* field = "VmHWM") {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  const std::string key = std::string(field) + ":";
+  while (std::getline(in, line))
+    if (line.rfind(key, 0) == 0) return std::atol(line.c_str() + key.size());
+  return -1;
+}
+bool reset_peak() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  return static_cast<bool>(out);
+}
+
+// The ring keeps tiles of at most 1024 columns: it never holds this rank's b x B logits, which the
+// all-gather strategy stores. Measured as the growth of the peak resident set.
+TEST(ContrastiveAcrossRanks, RingNeverHoldsTheLogits) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "resident-set figures mean little under a sanitizer's allocator";
+#else
+  const int p = test::world_size();
+  if (p > 2) GTEST_SKIP() << "sized for 1 or 2 ranks";
+  const std::int64_t batch = 2048, d = 8, rows = batch / p;
+  // CLIP's logits: rows x B for the rows' terms and as many for the columns' (32 or 16 MiB).
+  const double logits_kib = 2.0 * double(rows) * batch * sizeof(float) / 1024;
+  auto grows = [&](ContrastiveStrategy st) {
+    Var<float> a(test::random_tensor<float>(test::local_batch_space(rows, d), 1), true);
+    Var<float> b(test::random_tensor<float>(test::local_batch_space(rows, d), 2), true);
+    auto t = scalar<float>(1.0);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (!reset_peak()) return -1.0;
+    const long before = peak_kib("VmRSS");
+    {
+      Tape tape;
+      auto l = loss::clip_loss(tape, a, b, t, MPI_COMM_WORLD, ContrastiveOptions{st, 0, true});
+      distop::backward(tape, l);
+    }
+    return double(peak_kib() - before);
+  };
+  const double ring = grows(ContrastiveStrategy::ring);
+  if (ring < 0) GTEST_SKIP() << "/proc/self/clear_refs cannot be written here";
+  const double allgather = grows(ContrastiveStrategy::allgather);
+  EXPECT_LT(ring, logits_kib / 2) << "the ring's peak grew by " << ring << " KiB";
+  EXPECT_GT(allgather, logits_kib) << "the all-gather strategy's peak grew by " << allgather
+                                   << " KiB";
+#endif
 }
 
 // A rank whose embeddings have another dimension makes every rank throw the same error.
