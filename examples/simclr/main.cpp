@@ -12,6 +12,7 @@
 // classifiers); it uses the driver's options, flags, optimizers, schedules, checkpoints and logs.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -125,11 +126,11 @@ Var<float> contrastive_loss(Tape& tape, const SimCLRNet& model, const Var<float>
 void report_probe(const examples::ProbeResult& p, const char* what, bool writer) {
   if (!writer) return;
   std::printf(
-               "linear probe (%s): test accuracy %.2f%% (train accuracy %.2f%%, loss %.4f; "
-               "%lld training and %lld test images; features %.1f s, fit %.1f s)\n",
-               what, 100.0 * p.test_accuracy, 100.0 * p.train_accuracy, p.train_loss,
-               static_cast<long long>(p.train_examples), static_cast<long long>(p.test_examples),
-               p.feature_seconds, p.fit_seconds);
+      "linear probe (%s): test accuracy %.2f%% (train accuracy %.2f%%, loss %.4f; "
+      "%lld training and %lld test images; features %.1f s, fit %.1f s)\n",
+      what, 100.0 * p.test_accuracy, 100.0 * p.train_accuracy, p.train_loss,
+      static_cast<long long>(p.train_examples), static_cast<long long>(p.test_examples),
+      p.feature_seconds, p.fit_seconds);
 }
 
 int run(train::TrainOptions& o, SimclrSettings& s, bool replicas_given, bool temperature_given) {
@@ -194,8 +195,8 @@ int run(train::TrainOptions& o, SimclrSettings& s, bool replicas_given, bool tem
   std::unique_ptr<parallel::GradientReducer<float>> reducer;
   if (ranks > 1) reducer = std::make_unique<parallel::GradientReducer<float>>(model, replicas);
   optim::LRScheduler<float> scheduler(*opt, train::make_schedule(o, o.epochs * per_epoch));
-  char temperature[32];
-  std::snprintf(temperature, sizeof temperature, "%.17g", s.temperature);
+  char temperature[32];  // the shortest text that reads back as the same double
+  *std::to_chars(temperature, temperature + sizeof temperature - 1, s.temperature).ptr = '\0';
   // The settings a checkpoint's position, schedule and views depend on; a resume must repeat them.
   const io::Metadata settings{{"batch_size", std::to_string(o.batch_size)},
                               {"shuffle", o.no_shuffle ? "false" : "true"},
@@ -359,7 +360,8 @@ int main(int argc, char** argv) {
       "SimCLR on Fashion-MNIST (distop example): an encoder (conv1 1->32, conv2 32->64, conv3 "
       "64->128, 3x3 padding 1, each with ReLU and a 2x2 max pool: 1152 features) and a projection "
       "head (1152->512, ReLU, 512->128) trained on two augmented views of each image (random "
-      "resized crop, horizontal flip, brightness and contrast jitter, Gaussian noise) with a contrastive loss over the global "
+      "resized crop, horizontal flip, brightness and contrast jitter, Gaussian noise) with a "
+      "contrastive loss over the global "
       "batch sharded across the ranks, then a linear probe (logistic regression on the frozen "
       "encoder's features) scored on the test set. One replica per rank, each taking "
       "batch-size / ranks images of every step."};
