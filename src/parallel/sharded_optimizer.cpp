@@ -51,11 +51,6 @@ ShardedOptimizer<T>::ShardedOptimizer(GradientReducer<T>& reducer, int stage, Fa
 }
 
 template <class T>
-ShardedOptimizer<T>::~ShardedOptimizer() {
-  reducer_->set_gather_gradients(true);
-}
-
-template <class T>
 std::pair<std::int64_t, std::int64_t> ShardedOptimizer<T>::part(const Place& p, int q) const {
   const auto lo = std::max(p.offset, p.bounds[static_cast<std::size_t>(q)]);
   const auto hi = std::min(p.offset + p.elements, p.bounds[static_cast<std::size_t>(q) + 1]);

@@ -57,7 +57,7 @@ namespace distop::parallel {
 //
 // One parameter group (the model's parameters in named_parameters() order); learning rates and
 // options are the wrapped optimizer's. Collective over the reducer's reduction communicator at
-// construction and in step(). The reducer, its model and replicas must outlive it, and the
+// construction and in step(). The reducer, its model and replicas must outlive every call, and the
 // parameters' storage must stay where it is (loading and broadcasting write into it in place).
 template <class T>
 class ShardedOptimizer final : public optim::Optimizer<T> {
@@ -65,10 +65,10 @@ class ShardedOptimizer final : public optim::Optimizer<T> {
   // Makes the wrapped optimizer over shard Vars (possibly none, on a replica that owns no entry).
   using Factory = std::function<std::unique_ptr<optim::Optimizer<T>>(std::vector<Var<T>> shards)>;
 
-  // `stage` is 1 or 2 (else distop::Error). Sets the reducer's gradient gathering for the stage;
-  // the destructor turns it back on.
+  // `stage` is 1 or 2 (else distop::Error). Sets the reducer's gradient gathering for the stage
+  // (GradientReducer::set_gather_gradients), which stays so after this optimizer is gone (its
+  // destructor does not touch the reducer, which may be destroyed first).
   ShardedOptimizer(GradientReducer<T>& reducer, int stage, Factory make);
-  ~ShardedOptimizer() override;
 
   std::string name() const override { return inner_->name(); }
   void step() override;
