@@ -136,10 +136,105 @@ void allreduce_sum(const T* send, T* recv, std::int64_t count, MPI_Comm comm) {
   finish(ctx, "allreduce_sum");
 }
 
-#define DISTOP_INSTANTIATE(T)                                          \
-  template void bcast(T*, std::int64_t, int, MPI_Comm);                \
-  template void reduce_sum(const T*, T*, std::int64_t, int, MPI_Comm); \
-  template void allreduce_sum(const T*, T*, std::int64_t, MPI_Comm);
+namespace {
+
+void record(Context& ctx, Pending& pending, const char* op) {
+  cudaEvent_t event = nullptr;
+  DISTOP_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), op);
+  DISTOP_CUDA_CHECK(cudaEventRecord(event, ctx.stream), op);
+  pending.event = event;
+}
+
+}  // namespace
+
+template <class T>
+void alltoallv_start(const T* send, const int* send_counts, const int* send_displs, T* recv,
+                     const int* recv_counts, const int* recv_displs, MPI_Comm comm,
+                     Pending& pending) {
+  auto& ctx = context(comm);
+  int size = 0;
+  DISTOP_MPI_CHECK(MPI_Comm_size(comm, &size), "alltoallv");
+  wait_for_kernels();
+  DISTOP_NCCL_CHECK(ncclGroupStart(), "alltoallv");
+  for (int q = 0; q < size; ++q) {
+    if (send_counts[q] > 0)
+      DISTOP_NCCL_CHECK(ncclSend(send + send_displs[q], static_cast<std::size_t>(send_counts[q]),
+                                 nccl_type<T>(), q, ctx.comm, ctx.stream),
+                        "alltoallv");
+    if (recv_counts[q] > 0)
+      DISTOP_NCCL_CHECK(ncclRecv(recv + recv_displs[q], static_cast<std::size_t>(recv_counts[q]),
+                                 nccl_type<T>(), q, ctx.comm, ctx.stream),
+                        "alltoallv");
+  }
+  DISTOP_NCCL_CHECK(ncclGroupEnd(), "alltoallv");
+  record(ctx, pending, "alltoallv");
+}
+
+template <class T>
+void allgatherv_start(T* buf, const int* counts, const int* displs, MPI_Comm comm,
+                      Pending& pending) {
+  auto& ctx = context(comm);
+  int size = 0, rank = 0;
+  DISTOP_MPI_CHECK(MPI_Comm_size(comm, &size), "allgatherv");
+  DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &rank), "allgatherv");
+  wait_for_kernels();
+  DISTOP_NCCL_CHECK(ncclGroupStart(), "allgatherv");
+  for (int q = 0; q < size; ++q) {
+    if (q == rank) continue;
+    if (counts[rank] > 0)
+      DISTOP_NCCL_CHECK(ncclSend(buf + displs[rank], static_cast<std::size_t>(counts[rank]),
+                                 nccl_type<T>(), q, ctx.comm, ctx.stream),
+                        "allgatherv");
+    if (counts[q] > 0)
+      DISTOP_NCCL_CHECK(ncclRecv(buf + displs[q], static_cast<std::size_t>(counts[q]),
+                                 nccl_type<T>(), q, ctx.comm, ctx.stream),
+                        "allgatherv");
+  }
+  DISTOP_NCCL_CHECK(ncclGroupEnd(), "allgatherv");
+  record(ctx, pending, "allgatherv");
+}
+
+bool test(Pending& pending, MPI_Comm comm, const char* op) {
+  if (pending.event == nullptr) return true;
+  auto& ctx = context(comm);
+  auto event = static_cast<cudaEvent_t>(pending.event);
+  const cudaError_t done = cudaEventQuery(event);
+  if (done == cudaSuccess) {
+    cudaEventDestroy(event);
+    pending.event = nullptr;
+    return true;
+  }
+  if (done != cudaErrorNotReady) DISTOP_CUDA_CHECK(done, op);
+  ncclResult_t async = ncclSuccess;
+  DISTOP_NCCL_CHECK(ncclCommGetAsyncError(ctx.comm, &async), op);
+  if (async != ncclSuccess) {
+    ncclCommAbort(ctx.comm);
+    ctx.comm = nullptr;
+    throw Error(op, std::string("NCCL reported an asynchronous error (") +
+                        ncclGetErrorString(async) + "); the communicator was aborted");
+  }
+  return false;
+}
+
+void wait(Pending& pending, MPI_Comm comm, const char* op) {
+  while (!test(pending, comm, op)) sched_yield();
+}
+
+void release(Pending& pending) noexcept {
+  if (pending.event == nullptr) return;
+  auto event = static_cast<cudaEvent_t>(pending.event);
+  cudaEventSynchronize(event);
+  cudaEventDestroy(event);
+  pending.event = nullptr;
+}
+
+#define DISTOP_INSTANTIATE(T)                                                                 \
+  template void bcast(T*, std::int64_t, int, MPI_Comm);                                       \
+  template void reduce_sum(const T*, T*, std::int64_t, int, MPI_Comm);                        \
+  template void allreduce_sum(const T*, T*, std::int64_t, MPI_Comm);                          \
+  template void alltoallv_start(const T*, const int*, const int*, T*, const int*, const int*, \
+                                MPI_Comm, Pending&);                                          \
+  template void allgatherv_start(T*, const int*, const int*, MPI_Comm, Pending&);
 DISTOP_INSTANTIATE(float)
 DISTOP_INSTANTIATE(double)
 #undef DISTOP_INSTANTIATE

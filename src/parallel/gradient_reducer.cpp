@@ -11,6 +11,10 @@
 #include "distop/core/error.hpp"
 #include "distop/kernels/axpy.hpp"
 
+#ifdef DISTOP_HAVE_NCCL
+#include "../comm/nccl_backend.hpp"
+#endif
+
 namespace distop::parallel {
 
 namespace {
@@ -42,16 +46,16 @@ int to_int(std::int64_t n) {
   return static_cast<int>(n);
 }
 
-// out[i] = (in_0[i] + in_1[i] + ... + in_{R-1}[i]) * scale for the R blocks of `n` entries of `in`
-// (block q at in + q n): the replicas' sum of one entry, in replica order, whatever n is.
+// out = (in_0 + in_1 + ... + in_{R-1}) * scale for the R blocks of `n` entries of `in` (block q at
+// offset q n), entry by entry: the replicas' sum of each entry in replica order, whatever n is.
+// Kokkos kernels (kernels::axpy with alpha 1 adds exactly), so that device buffers work too.
 template <class T>
-void sum_in_order(const T* in, std::int64_t n, int replicas, T scale, T* out) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = in[i];
-  for (int q = 1; q < replicas; ++q) {
-    const T* block = in + static_cast<std::int64_t>(q) * n;
-    for (std::int64_t i = 0; i < n; ++i) out[i] += block[i];
-  }
-  for (std::int64_t i = 0; i < n; ++i) out[i] *= scale;
+void sum_in_order(const Tensor<T>& in, std::int64_t n, int replicas, T scale, Tensor<T> out) {
+  if (n == 0) return;
+  out.copy_from(in.slice(0, Shape{n}));
+  for (int q = 1; q < replicas; ++q)
+    kernels::axpy(T(1), in.slice(static_cast<std::int64_t>(q) * n, Shape{n}), out);
+  if (scale != T(1)) kernels::scale(scale, out);
 }
 
 // n / R entries to each chunk and one more to the first n % R, as balanced_bounds (which refuses
@@ -115,6 +119,12 @@ template <class T>
 GradientReducer<T>::~GradientReducer() {
   int finalized = 0;
   MPI_Finalized(&finalized);
+#ifdef DISTOP_HAVE_NCCL
+  for (auto& b : buckets_) {
+    comm::nccl::Pending pending{b.event};
+    comm::nccl::release(pending);
+  }
+#endif
   for (auto& b : buckets_)
     if (b.request != MPI_REQUEST_NULL && !finalized) MPI_Wait(&b.request, MPI_STATUS_IGNORE);
   if (gather_comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&gather_comm_);
@@ -283,6 +293,22 @@ void GradientReducer<T>::start(std::size_t bucket) {
   }
   // Phase 1: chunk q of this replica's bucket to replica q; this replica's chunk of every replica
   // into `received`, in replica order.
+#ifdef DISTOP_HAVE_NCCL
+  if constexpr (!kHostAccessible) {
+    // Device buffers go through NCCL, whose collectives on one communicator run in the order they
+    // are posted: both phases use the reduction communicator, so every rank posts them in one
+    // order, the earlier buckets' all-gathers (after waiting for their reduce-scatters) before
+    // this bucket's reduce-scatter. NCCL progresses on the GPU by itself.
+    gather_ready(true);
+    comm::nccl::Pending pending;
+    comm::nccl::alltoallv_start(b.buffer.data(), b.counts.data(), b.displs.data(),
+                                b.received.data(), b.received_counts.data(),
+                                b.received_displs.data(), replicas_->reduction_comm(), pending);
+    b.event = pending.event;
+    b.phase = 1;
+    return;
+  }
+#endif
   // The count arrays live in the bucket: MPI reads them until the operation completes.
   DISTOP_MPI_CHECK(
       MPI_Ialltoallv(b.buffer.data(), b.counts.data(), b.displs.data(), mpi_type<T>(),
@@ -302,20 +328,40 @@ void GradientReducer<T>::gather_ready(bool block) {
   while (next_to_gather_ < next_to_start_) {
     Bucket& b = buckets_[next_to_gather_];
     if (b.phase == 1) {
-      if (block) {
-        DISTOP_MPI_CHECK(MPI_Wait(&b.request, MPI_STATUS_IGNORE), kOp);
-      } else {
-        int done = 0;
-        DISTOP_MPI_CHECK(MPI_Test(&b.request, &done, MPI_STATUS_IGNORE), kOp);
-        if (!done) return;
+#ifdef DISTOP_HAVE_NCCL
+      if constexpr (!kHostAccessible) {
+        comm::nccl::Pending pending{b.event};
+        comm::nccl::wait(pending, replicas_->reduction_comm(), kOp);
+        b.event = nullptr;
+      } else
+#endif
+      {
+        if (block) {
+          DISTOP_MPI_CHECK(MPI_Wait(&b.request, MPI_STATUS_IGNORE), kOp);
+        } else {
+          int done = 0;
+          DISTOP_MPI_CHECK(MPI_Test(&b.request, &done, MPI_STATUS_IGNORE), kOp);
+          if (!done) return;
+        }
       }
       b.phase = 2;
     }
     if (b.phase == 2) {
       const std::int64_t n = b.bounds[me + 1] - b.bounds[me];
-      sum_in_order(b.received.data(), n, r, static_cast<T>(1.0 / r),
-                   b.buffer.data() + b.bounds[me]);
+      sum_in_order(b.received, n, r, static_cast<T>(1.0 / r),
+                   b.buffer.slice(b.bounds[me], Shape{n}));
       if (gather_gradients_) {
+#ifdef DISTOP_HAVE_NCCL
+        if constexpr (!kHostAccessible) {
+          comm::nccl::Pending pending;
+          comm::nccl::allgatherv_start(b.buffer.data(), b.counts.data(), b.displs.data(),
+                                       replicas_->reduction_comm(), pending);
+          b.event = pending.event;
+          b.phase = 3;
+          ++next_to_gather_;
+          continue;
+        }
+#endif
         DISTOP_MPI_CHECK(
             MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b.buffer.data(), b.counts.data(),
                             b.displs.data(), mpi_type<T>(), gather_comm_, &b.request),
@@ -330,6 +376,9 @@ void GradientReducer<T>::gather_ready(bool block) {
 template <class T>
 void GradientReducer<T>::progress() {
   if (!armed_) return;
+#ifdef DISTOP_HAVE_NCCL
+  if constexpr (!kHostAccessible) return;  // NCCL progresses on the GPU
+#endif
   gather_ready(false);
   for (std::size_t k = next_to_gather_; k < next_to_start_; ++k) {
     Bucket& b = buckets_[k];
@@ -354,6 +403,11 @@ void GradientReducer<T>::finish() {
   for (; next_to_start_ < buckets_.size(); ++next_to_start_) start(next_to_start_);
   gather_ready(true);
   for (auto& b : buckets_) {
+#ifdef DISTOP_HAVE_NCCL
+    comm::nccl::Pending pending{b.event};
+    comm::nccl::wait(pending, replicas_->reduction_comm(), kOp);
+    b.event = nullptr;
+#endif
     if (b.request != MPI_REQUEST_NULL)
       DISTOP_MPI_CHECK(MPI_Wait(&b.request, MPI_STATUS_IGNORE), kOp);
     b.phase = 4;
@@ -371,11 +425,11 @@ void GradientReducer<T>::finish() {
         if (!params_[i].reduce || params_[i].elements == 0) continue;
         DistTensor<T>& g = params_[i].var.grad();
         const int n = to_int(g.local_numel());
-        std::vector<T> all(static_cast<std::size_t>(n) * static_cast<std::size_t>(r));
+        auto all = Tensor<T>::uninitialized(Shape{static_cast<std::int64_t>(n) * r});
         DISTOP_MPI_CHECK(MPI_Allgather(g.data(), n, mpi_type<T>(), all.data(), n, mpi_type<T>(),
                                        replicas_->reduction_comm()),
                          kOp);
-        sum_in_order(all.data(), n, r, T(1), g.data());
+        sum_in_order(all, n, r, T(1), g.local().reshaped(Shape{n}));
       }
       kernels::scale(static_cast<T>(1.0 / r), b.buffer);
     }

@@ -70,7 +70,12 @@ struct ReducerOptions {
 // between tape entries the replay calls MPI_Test on the outstanding phases, which is what advances
 // MPICH's nonblocking collectives, and a bucket whose reduce-scatter has completed is summed and
 // its all-gather started (in bucket order, on a communicator of its own). After the replay,
-// backward() waits for the rest.
+// backward() waits for the rest. In NCCL builds, device buffers take both phases through NCCL
+// (grouped ncclSend/ncclRecv on the reduction communicator, completed through CUDA events): the
+// same sums in the same order, NCCL progressing on the GPU; each bucket's all-gather is posted
+// just before the next bucket's reduce-scatter (after waiting for its own), so that every rank
+// posts them in one order on the one NCCL communicator. (Untested on a GPU here; the mixed
+// tied/per-replica buckets and broadcast_state still call MPI on the buffers.)
 //
 // Collective over replicas.world() at construction (every rank passes its replica of the same
 // model). Refers to the model and replicas, which must outlive it; the model's parameters must
@@ -159,6 +164,7 @@ class GradientReducer {
     bool two_phase = false;   // summed over the replicas by reduce-scatter + all-gather
     std::size_t pending = 0;  // parameters not yet ready in this pass
     MPI_Request request = MPI_REQUEST_NULL;
+    void* event = nullptr;  // NCCL builds, device buffers: the pending phase's CUDA event
     // 0 idle, 1 reduce-scatter posted, 2 reduce-scatter complete, 3 all-gather posted (or none
     // needed), 4 done.
     int phase = 0;
