@@ -109,8 +109,9 @@ Row run(const std::string& loss_name, loss::ContrastiveStrategy strategy, std::i
     const double s = bench::time_one([&] {
       Tape tape;
       Var<float> l = loss_name == "ntxent" ? loss::ntxent(tape, a, b, 0.5f, MPI_COMM_WORLD, opt)
-                     : loss_name == "clip" ? loss::clip_loss(tape, a, b, t, MPI_COMM_WORLD, opt)
-                                           : loss::siglip_loss(tape, a, b, t, z, MPI_COMM_WORLD, opt);
+                     : loss_name == "clip"
+                         ? loss::clip_loss(tape, a, b, t, MPI_COMM_WORLD, opt)
+                         : loss::siglip_loss(tape, a, b, t, z, MPI_COMM_WORLD, opt);
       backward(tape, l);
     });
     peak = std::max(peak, double(status_kib("VmHWM") - before) / 1024.0);
@@ -145,8 +146,8 @@ std::pair<double, double> baseline(std::int64_t batch, std::int64_t dim, int rep
   for (int r = 0; r < reps; ++r) {
     MPI_Barrier(MPI_COMM_WORLD);
     tc.push_back(bench::time_one([&] {
-      MPI_Allgatherv(mine.data(), counts[rank], MPI_FLOAT, all.data(), counts.data(),
-                     displs.data(), MPI_FLOAT, MPI_COMM_WORLD);
+      MPI_Allgatherv(mine.data(), counts[rank], MPI_FLOAT, all.data(), counts.data(), displs.data(),
+                     MPI_FLOAT, MPI_COMM_WORLD);
     }));
     tg.push_back(bench::time_one([&] {
       kernels::gemm(kernels::Op::N, kernels::Op::T, 1.0f, q, k, 0.0f, s);
@@ -199,18 +200,19 @@ int main(int argc, char** argv) {
   for (const std::string& bs : split(batches)) {
     const std::int64_t batch = std::stoll(bs);
     const int base_reps = batch >= 16384 ? 1 : reps;
-    const auto [comm_s, gemm_s] = no_raw ? std::pair<double, double>{0, 0}
-                                         : baseline(batch, dim, base_reps);
+    const auto [comm_s, gemm_s] =
+        no_raw ? std::pair<double, double>{0, 0} : baseline(batch, dim, base_reps);
     if (rank == 0 && !no_raw) {
       if (csv)
         std::printf("%d,%lld,%lld,raw,allgatherv+3gemm[b;B;D],%.3f,,\n", size,
                     static_cast<long long>(batch), static_cast<long long>(dim),
                     1e3 * (comm_s + gemm_s));
       else
-        std::printf("%2d %6lld %5lld %-7s %-17s %11.3f   (MPI_Allgatherv %.3f ms + 3 sgemm of "
-                    "[b, B] x D %.3f ms)\n",
-                    size, static_cast<long long>(batch), static_cast<long long>(dim), "raw",
-                    "floor", 1e3 * (comm_s + gemm_s), 1e3 * comm_s, 1e3 * gemm_s);
+        std::printf(
+            "%2d %6lld %5lld %-7s %-17s %11.3f   (MPI_Allgatherv %.3f ms + 3 sgemm of "
+            "[b, B] x D %.3f ms)\n",
+            size, static_cast<long long>(batch), static_cast<long long>(dim), "raw", "floor",
+            1e3 * (comm_s + gemm_s), 1e3 * comm_s, 1e3 * gemm_s);
       std::fflush(stdout);
     }
     for (const std::string& ln : split(losses))
@@ -223,9 +225,10 @@ int main(int argc, char** argv) {
               std::printf("%d,%lld,%lld,%s,%s,skipped,%.0f,\n", size, static_cast<long long>(batch),
                           static_cast<long long>(dim), ln.c_str(), sn.c_str(), need * 1024);
             else
-              std::printf("%2d %6lld %5lld %-7s %-17s %11s   (its logits alone: %.1f GiB per rank)\n",
-                          size, static_cast<long long>(batch), static_cast<long long>(dim),
-                          ln.c_str(), sn.c_str(), "skipped", need);
+              std::printf(
+                  "%2d %6lld %5lld %-7s %-17s %11s   (its logits alone: %.1f GiB per rank)\n", size,
+                  static_cast<long long>(batch), static_cast<long long>(dim), ln.c_str(),
+                  sn.c_str(), "skipped", need);
             std::fflush(stdout);
           }
           continue;

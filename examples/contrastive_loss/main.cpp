@@ -92,23 +92,22 @@ struct Input {
 Input inspect(const io::SafetensorsFile& f, const Options& o) {
   Input in;
   for (const char* name : {"a", "b"}) {
-    if (!f.contains(name))
-      throw Error(kProgram, "file " + o.in + " has no tensor '" + name + "'");
+    if (!f.contains(name)) throw Error(kProgram, "file " + o.in + " has no tensor '" + name + "'");
     const std::string& dt = f.dtype(name);
     if (dt != "F32" && dt != "F64")
       throw Error(kProgram, std::string("tensor '") + name + "' in file " + o.in + " is " + dt +
                                 "; expected F32 or F64");
     if (f.shape(name).rank() != 2)
-      throw Error(kProgram, std::string("tensor '") + name + "' in file " + o.in +
-                                " has shape " + f.shape(name).str() + "; expected [B, D]");
+      throw Error(kProgram, std::string("tensor '") + name + "' in file " + o.in + " has shape " +
+                                f.shape(name).str() + "; expected [B, D]");
   }
   in.dtype = f.dtype("a");
   if (f.dtype("b") != in.dtype)
     throw Error(kProgram, "tensors 'a' (" + in.dtype + ") and 'b' (" + f.dtype("b") + ") in file " +
                               o.in + " have different dtypes");
   if (f.shape("a") != f.shape("b"))
-    throw Error(kProgram, "tensors 'a' " + f.shape("a").str() + " and 'b' " +
-                              f.shape("b").str() + " in file " + o.in + " differ in shape");
+    throw Error(kProgram, "tensors 'a' " + f.shape("a").str() + " and 'b' " + f.shape("b").str() +
+                              " in file " + o.in + " differ in shape");
   in.batch = f.shape("a")[0];
   in.dim = f.shape("a")[1];
   if (in.batch < 1 || in.dim < 1)
@@ -137,8 +136,7 @@ Var<T> local_var(const std::vector<T>& values, std::int64_t rows, std::int64_t c
   Partition self = Partition::self();
   TensorSpace space(self, Decomposition::balanced(Shape{rows, cols}, self.shape(), {0, -1}));
   DistTensor<T> x(space);
-  if (rows * cols > 0)
-    x.local().copy_from(Tensor<T>::from_vector(Shape{rows, cols}, values));
+  if (rows * cols > 0) x.local().copy_from(Tensor<T>::from_vector(Shape{rows, cols}, values));
   return Var<T>(x, true);
 }
 
@@ -170,8 +168,8 @@ void run(const Options& o, const Input& in) {
   loss::ContrastiveOptions opt;
   opt.strategy = o.strategy;
   Tape tape;
-  Var<T> l = o.loss == "ntxent" ? loss::ntxent(tape, a, b, static_cast<T>(o.temperature),
-                                               MPI_COMM_WORLD, opt)
+  Var<T> l = o.loss == "ntxent"
+                 ? loss::ntxent(tape, a, b, static_cast<T>(o.temperature), MPI_COMM_WORLD, opt)
              : o.loss == "clip" ? loss::clip_loss(tape, a, b, t, MPI_COMM_WORLD, opt)
                                 : loss::siglip_loss(tape, a, b, t, z, MPI_COMM_WORLD, opt);
   backward(tape, l);

@@ -23,8 +23,11 @@ namespace {
 constexpr std::array<std::string_view, 4> kStrategyNames = {"allgather-nograd", "gather",
                                                             "allgather", "ring"};
 
-// Key rows per tile of the ring's similarity blocks: its logits buffer is [query rows, kTile].
+// The ring's similarity blocks are computed in tiles of at most kRowTile query rows by kTile key
+// rows (1 MiB of float logits), small enough to stay in cache between the GEMM that writes a tile
+// and the passes that read it.
 constexpr std::int64_t kTile = 1024;
+constexpr std::int64_t kRowTile = 256;
 
 // The ring's messages travel on a duplicate of batch_comm, cached on it as an MPI attribute (made
 // on first use, freed with batch_comm), so they never meet the program's own messages.
@@ -85,7 +88,17 @@ struct Layout {
 // of a key payload. A payload is one rank's rows [a; b] stacked (2 n rows of D).
 struct Head {
   std::int64_t q0, nq, k0, nk;
+  std::int64_t i0 = 0;  // a tile of a head: the index of its first query row within the head
 };
+
+// The head itself (stored logits), or its tiles of kRowTile query rows.
+std::vector<Head> row_tiles(const Head& h, bool whole) {
+  if (whole) return {h};
+  std::vector<Head> tiles;
+  for (std::int64_t i0 = 0; i0 < h.nq; i0 += kRowTile)
+    tiles.push_back(Head{h.q0 + i0, std::min(kRowTile, h.nq - i0), h.k0, h.nk, i0});
+  return tiles;
+}
 
 // The losses as heads over payloads, with their per-row statistics (online log-sum-exp) and the
 // gradients of each block. T is the storage type; sums are accumulated in double.
@@ -156,44 +169,45 @@ class Engine {
   void forward_block(const Tensor<T>& xq, std::int64_t bq, const Tensor<T>& xk, std::int64_t bk,
                      bool own, Stats& st, Tensor<T>* store, std::int64_t at,
                      Tensor<T>& scratch) const {
-    for (const Head& h : heads(bq, bk)) {
-      if (h.nq == 0 || h.nk == 0) continue;
-      const std::int64_t tile = store ? h.nk : kTile;
-      for (std::int64_t j0 = 0; j0 < h.nk; j0 += tile) {
-        const std::int64_t nj = std::min(tile, h.nk - j0);
-        Tensor<T> s =
-            store ? store->slice(at, Shape{h.nq, nj}) : scratch.slice(0, Shape{h.nq, nj});
-        if (store) at += h.nq * nj;
-        logits(h, j0, nj, xq, xk, s);
-        const T* p = s.data();
-        for (std::int64_t i = 0; i < h.nq; ++i) {
-          const T* row = p + i * nj;
-          const std::int64_t r = h.q0 + i;  // statistics row
-          const std::int64_t pos = own ? positive(i, bq) - j0 : -1;
-          const std::int64_t ex = own && excluded(i) >= 0 ? excluded(i) - j0 : -1;
-          if (kind_ == Kind::siglip) {
-            double acc = 0;
-            for (std::int64_t j = 0; j < nj; ++j) {
-              const double x = j == pos ? double(row[j]) : -double(row[j]);  // z l
-              acc += std::max(-x, 0.0) + std::log1p(std::exp(-std::abs(x)));  // -log sigmoid(x)
+    for (const Head& head : heads(bq, bk)) {
+      if (head.nq == 0 || head.nk == 0) continue;
+      const std::int64_t tile = store ? head.nk : kTile;
+      for (const Head& h : row_tiles(head, store != nullptr))
+        for (std::int64_t j0 = 0; j0 < h.nk; j0 += tile) {
+          const std::int64_t nj = std::min(tile, h.nk - j0);
+          Tensor<T> s =
+              store ? store->slice(at, Shape{h.nq, nj}) : scratch.slice(0, Shape{h.nq, nj});
+          if (store) at += h.nq * nj;
+          logits(h, j0, nj, xq, xk, s);
+          const T* p = s.data();
+          for (std::int64_t i = 0; i < h.nq; ++i) {
+            const T* row = p + i * nj;
+            const std::int64_t r = h.q0 + i;  // statistics row
+            const std::int64_t pos = own ? positive(h.i0 + i, bq) - j0 : -1;
+            const std::int64_t ex = own && excluded(h.i0 + i) >= 0 ? excluded(h.i0 + i) - j0 : -1;
+            if (kind_ == Kind::siglip) {
+              double acc = 0;
+              for (std::int64_t j = 0; j < nj; ++j) {
+                const double x = j == pos ? double(row[j]) : -double(row[j]);   // z l
+                acc += std::max(-x, 0.0) + std::log1p(std::exp(-std::abs(x)));  // -log sigmoid(x)
+              }
+              st.loss += acc;
+              continue;
             }
-            st.loss += acc;
-            continue;
+            double m = -std::numeric_limits<double>::infinity();
+            for (std::int64_t j = 0; j < nj; ++j)
+              if (j != ex) m = std::max(m, double(row[j]));
+            if (pos >= 0 && pos < nj) st.pos[r] = row[pos];
+            if (m == -std::numeric_limits<double>::infinity()) continue;  // only the excluded key
+            const double m_new = std::max(st.max[r], m);
+            double acc = 0;
+            const T mt = static_cast<T>(m_new);
+            for (std::int64_t j = 0; j < nj; ++j)
+              if (j != ex) acc += static_cast<double>(std::exp(row[j] - mt));
+            st.sum[r] = st.sum[r] * std::exp(st.max[r] - m_new) + acc;
+            st.max[r] = m_new;
           }
-          double m = -std::numeric_limits<double>::infinity();
-          for (std::int64_t j = 0; j < nj; ++j)
-            if (j != ex) m = std::max(m, double(row[j]));
-          if (pos >= 0 && pos < nj) st.pos[r] = row[pos];
-          if (m == -std::numeric_limits<double>::infinity()) continue;  // only the excluded key
-          const double m_new = std::max(st.max[r], m);
-          double acc = 0;
-          const T mt = static_cast<T>(m_new);
-          for (std::int64_t j = 0; j < nj; ++j)
-            if (j != ex) acc += static_cast<double>(std::exp(row[j] - mt));
-          st.sum[r] = st.sum[r] * std::exp(st.max[r] - m_new) + acc;
-          st.max[r] = m_new;
         }
-      }
     }
   }
 
@@ -219,71 +233,73 @@ class Engine {
                       double& dbias) const {
     const std::int64_t d = layout_.dim;
     const double w = weight_ * seed;
-    for (const Head& h : heads(bq, bk)) {
-      if (h.nq == 0 || h.nk == 0) continue;
-      const std::int64_t tile = stored ? h.nk : kTile;
-      for (std::int64_t j0 = 0; j0 < h.nk; j0 += tile) {
-        const std::int64_t nj = std::min(tile, h.nk - j0);
-        Tensor<T> g;
-        if (stored) {
-          g = stored->slice(at, Shape{h.nq, nj});  // overwritten with the logits' gradient
-          at += h.nq * nj;
-        } else {
-          g = scratch.slice(0, Shape{h.nq, nj});
-          logits(h, j0, nj, xq, xk, g);
-        }
-        T* p = g.data();
-        double sum_gs = 0, sum_g = 0;
-        for (std::int64_t i = 0; i < h.nq; ++i) {
-          T* row = p + i * nj;
-          const std::int64_t r = h.q0 + i;
-          const std::int64_t pos = own ? positive(i, bq) - j0 : -1;
-          const std::int64_t ex = own && excluded(i) >= 0 ? excluded(i) - j0 : -1;
-          if (kind_ == Kind::siglip) {
+    for (const Head& head : heads(bq, bk)) {
+      if (head.nq == 0 || head.nk == 0) continue;
+      const std::int64_t tile = stored ? head.nk : kTile;
+      for (const Head& h : row_tiles(head, stored != nullptr))
+        for (std::int64_t j0 = 0; j0 < h.nk; j0 += tile) {
+          const std::int64_t nj = std::min(tile, h.nk - j0);
+          Tensor<T> g;
+          if (stored) {
+            g = stored->slice(at, Shape{h.nq, nj});  // overwritten with the logits' gradient
+            at += h.nq * nj;
+          } else {
+            g = scratch.slice(0, Shape{h.nq, nj});
+            logits(h, j0, nj, xq, xk, g);
+          }
+          T* p = g.data();
+          double sum_gs = 0, sum_g = 0;
+          for (std::int64_t i = 0; i < h.nq; ++i) {
+            T* row = p + i * nj;
+            const std::int64_t r = h.q0 + i;
+            const std::int64_t pos = own ? positive(h.i0 + i, bq) - j0 : -1;
+            const std::int64_t ex = own && excluded(h.i0 + i) >= 0 ? excluded(h.i0 + i) - j0 : -1;
+            if (kind_ == Kind::siglip) {
+              for (std::int64_t j = 0; j < nj; ++j) {
+                const double l = row[j];
+                const double z = j == pos ? 1.0 : -1.0;
+                // d/dl of -log sigmoid(z l) = -z sigmoid(-z l)
+                const double x = -z * l;
+                const double sig =
+                    x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x));
+                const double gij = -w * z * sig;
+                sum_gs += gij * (l - bias_);
+                sum_g += gij;
+                row[j] = static_cast<T>(gij);
+              }
+              continue;
+            }
+            const T lse = static_cast<T>(st.lse[r]);
             for (std::int64_t j = 0; j < nj; ++j) {
               const double l = row[j];
-              const double z = j == pos ? 1.0 : -1.0;
-              // d/dl of -log sigmoid(z l) = -z sigmoid(-z l)
-              const double x = -z * l;
-              const double sig = x >= 0 ? 1.0 / (1.0 + std::exp(-x))
-                                        : std::exp(x) / (1.0 + std::exp(x));
-              const double gij = -w * z * sig;
-              sum_gs += gij * (l - bias_);
-              sum_g += gij;
+              double gij = j == ex ? 0.0 : w * static_cast<double>(std::exp(row[j] - lse));
+              if (j == pos) gij -= w;
+              sum_gs += gij * l;
               row[j] = static_cast<T>(gij);
             }
-            continue;
           }
-          const T lse = static_cast<T>(st.lse[r]);
-          for (std::int64_t j = 0; j < nj; ++j) {
-            const double l = row[j];
-            double gij = j == ex ? 0.0 : w * static_cast<double>(std::exp(row[j] - lse));
-            if (j == pos) gij -= w;
-            sum_gs += gij * l;
-            row[j] = static_cast<T>(gij);
+          dt += sum_gs;
+          dbias += sum_g;
+          const T alpha = static_cast<T>(alpha_);
+          if (dxq) {
+            Tensor<T> dq = dxq->slice(h.q0 * d, Shape{h.nq, d});
+            const Tensor<T> k = xk.slice((h.k0 + j0) * d, Shape{nj, d});
+            kernels::gemm(kernels::Op::N, kernels::Op::N, alpha, g, k, T(1), dq);
+          }
+          if (dxk) {
+            Tensor<T> dk = dxk->slice((h.k0 + j0) * d, Shape{nj, d});
+            const Tensor<T> q = xq.slice(h.q0 * d, Shape{h.nq, d});
+            kernels::gemm(kernels::Op::T, kernels::Op::N, alpha, g, q, T(1), dk);
           }
         }
-        dt += sum_gs;
-        dbias += sum_g;
-        const T alpha = static_cast<T>(alpha_);
-        if (dxq) {
-          Tensor<T> dq = dxq->slice(h.q0 * d, Shape{h.nq, d});
-          const Tensor<T> k = xk.slice((h.k0 + j0) * d, Shape{nj, d});
-          kernels::gemm(kernels::Op::N, kernels::Op::N, alpha, g, k, T(1), dq);
-        }
-        if (dxk) {
-          Tensor<T> dk = dxk->slice((h.k0 + j0) * d, Shape{nj, d});
-          const Tensor<T> q = xq.slice(h.q0 * d, Shape{h.nq, d});
-          kernels::gemm(kernels::Op::T, kernels::Op::N, alpha, g, q, T(1), dk);
-        }
-      }
     }
   }
 
   // Entries of the scratch buffer of a block computed tile by tile.
   std::int64_t scratch_entries(std::int64_t bq, std::int64_t bk) const {
     std::int64_t n = 1;
-    for (const Head& h : heads(bq, bk)) n = std::max(n, h.nq * std::min(kTile, h.nk));
+    for (const Head& h : heads(bq, bk))
+      n = std::max(n, std::min(kRowTile, h.nq) * std::min(kTile, h.nk));
     return n;
   }
 
@@ -319,8 +335,8 @@ Counts payload_counts(const Layout& l) {
 // The sum of one double per rank, in rank order: the same bits on every rank.
 std::vector<double> gather_doubles(MPI_Comm comm, const std::vector<double>& mine, int size) {
   std::vector<double> all(mine.size() * size);
-  DISTOP_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE,
-                                 all.data(), static_cast<int>(mine.size()), MPI_DOUBLE, comm),
+  DISTOP_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
+                                 static_cast<int>(mine.size()), MPI_DOUBLE, comm),
                    "contrastive loss");
   std::vector<double> sum(mine.size(), 0.0);
   for (int r = 0; r < size; ++r)
@@ -353,11 +369,11 @@ Layout make_layout(MPI_Comm comm, const char* op, std::int64_t rows, std::int64_
 template <class T>
 struct Saved {
   Layout layout;
-  Counts counts;          // every rank's payload, in elements
-  Tensor<T> payload;      // this rank's rows [a; b]
-  Tensor<T> gathered;     // allgather, allgather_nograd, the gather root: every rank's payload
-  Tensor<T> ring_end;     // ring: the block held at the end of the forward ring (rank + 1's)
-  Tensor<T> stored;       // allgather: own queries' logits; allgather_nograd and gather: all
+  Counts counts;       // every rank's payload, in elements
+  Tensor<T> payload;   // this rank's rows [a; b]
+  Tensor<T> gathered;  // allgather, allgather_nograd, the gather root: every rank's payload
+  Tensor<T> ring_end;  // ring: the block held at the end of the forward ring (rank + 1's)
+  Tensor<T> stored;    // allgather: own queries' logits; allgather_nograd and gather: all
   std::vector<typename Engine<T>::Stats> stats;  // per query payload computed here
 
   Tensor<T> payload_of(int c) const {
@@ -415,10 +431,10 @@ double forward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine) {
     case ContrastiveStrategy::allgather: {
       sv.gathered = Tensor<T>::uninitialized(Shape{std::max<std::int64_t>(2 * l.batch * d, 1)},
                                              "distop::contrastive::gathered");
-      DISTOP_MPI_CHECK(MPI_Allgatherv(sv.payload.data(), counts.count[p], type<T>(),
-                                      sv.gathered.data(), counts.count.data(), counts.displ.data(),
-                                      type<T>(), comm),
-                       op);
+      DISTOP_MPI_CHECK(
+          MPI_Allgatherv(sv.payload.data(), counts.count[p], type<T>(), sv.gathered.data(),
+                         counts.count.data(), counts.displ.data(), type<T>(), comm),
+          op);
       if (prm.strategy == ContrastiveStrategy::allgather_nograd) return forward_all(sv, engine);
       std::int64_t total = 0;
       for (int c = 0; c < P; ++c) total += engine.block_entries(rows, l.rows[c]);
@@ -439,10 +455,10 @@ double forward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine) {
       if (p == prm.root)
         sv.gathered = Tensor<T>::uninitialized(Shape{std::max<std::int64_t>(2 * l.batch * d, 1)},
                                                "distop::contrastive::gathered");
-      DISTOP_MPI_CHECK(MPI_Gatherv(sv.payload.data(), counts.count[p], type<T>(),
-                                   sv.gathered.data(), counts.count.data(), counts.displ.data(),
-                                   type<T>(), prm.root, comm),
-                       op);
+      DISTOP_MPI_CHECK(
+          MPI_Gatherv(sv.payload.data(), counts.count[p], type<T>(), sv.gathered.data(),
+                      counts.count.data(), counts.displ.data(), type<T>(), prm.root, comm),
+          op);
       double loss = p == prm.root ? forward_all(sv, engine) : 0.0;
       DISTOP_MPI_CHECK(MPI_Bcast(&loss, 1, MPI_DOUBLE, prm.root, comm), op);
       return loss;
@@ -466,8 +482,8 @@ double forward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine) {
           DISTOP_MPI_CHECK(MPI_Irecv(next.data(), static_cast<int>(2 * l.rows[cn] * d), type<T>(),
                                      from, 0, rc, &req[0]),
                            op);
-          DISTOP_MPI_CHECK(MPI_Isend(cur.data(), static_cast<int>(2 * l.rows[c] * d), type<T>(),
-                                     to, 0, rc, &req[1]),
+          DISTOP_MPI_CHECK(MPI_Isend(cur.data(), static_cast<int>(2 * l.rows[c] * d), type<T>(), to,
+                                     0, rc, &req[1]),
                            op);
         }
         engine.forward_block(sv.payload, rows, cur.slice(0, Shape{2 * l.rows[c], d}), l.rows[c],
@@ -525,10 +541,10 @@ std::array<double, 2> backward_pass(Saved<T>& sv, const Params& prm, const Engin
         backward_all(&dall);
       }
       // The adjoint of the gather: a scatter of the gathered rows' gradients.
-      DISTOP_MPI_CHECK(MPI_Scatterv(dall.data(), counts.count.data(), counts.displ.data(),
-                                    type<T>(), dx.data(), counts.count[p], type<T>(), prm.root,
-                                    comm),
-                       op);
+      DISTOP_MPI_CHECK(
+          MPI_Scatterv(dall.data(), counts.count.data(), counts.displ.data(), type<T>(), dx.data(),
+                       counts.count[p], type<T>(), prm.root, comm),
+          op);
       std::array<double, 2> scalars = {dt, dbias};
       DISTOP_MPI_CHECK(MPI_Bcast(scalars.data(), 2, MPI_DOUBLE, prm.root, comm), op);
       return scalars;
@@ -575,7 +591,8 @@ std::array<double, 2> backward_pass(Saved<T>& sv, const Params& prm, const Engin
       for (int k = P - 1; k >= 0; --k) {
         const int c = (p - k + P) % P;
         const int cn = (c + 1) % P;  // the block held at step k - 1
-        const int n = static_cast<int>(2 * l.rows[c] * d), nn = static_cast<int>(2 * l.rows[cn] * d);
+        const int n = static_cast<int>(2 * l.rows[c] * d),
+                  nn = static_cast<int>(2 * l.rows[cn] * d);
         std::array<MPI_Request, 4> req = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL,
                                           MPI_REQUEST_NULL};
         if (k > 0) {
@@ -584,9 +601,8 @@ std::array<double, 2> backward_pass(Saved<T>& sv, const Params& prm, const Engin
           DISTOP_MPI_CHECK(MPI_Irecv(g_next.data(), nn, type<T>(), from, 2, rc, &req[2]), op);
         }
         Tensor<T> gk = c == p ? dx : g_cur.slice(0, Shape{2 * l.rows[c], d});
-        engine.backward_block(sv.payload, rows, x_cur.slice(0, Shape{2 * l.rows[c], d}),
-                              l.rows[c], c == p, sv.stats[0], seed, nullptr, 0, tile, &dx, &gk,
-                              dt, dbias);
+        engine.backward_block(sv.payload, rows, x_cur.slice(0, Shape{2 * l.rows[c], d}), l.rows[c],
+                              c == p, sv.stats[0], seed, nullptr, 0, tile, &dx, &gk, dt, dbias);
         if (k == 0) break;
         DISTOP_MPI_CHECK(MPI_Isend(g_cur.data(), n, type<T>(), to, 2, rc, &req[3]), op);
         DISTOP_MPI_CHECK(MPI_Waitall(4, req.data(), MPI_STATUSES_IGNORE), op);
@@ -698,7 +714,8 @@ Var<T> contrastive(Tape& tape, Kind kind, Var<T> a, Var<T> b, const Var<T>* scal
       grads.accumulate(set, [&](T beta, Tensor<T>& g) {
         T* out = g.data();
         const T* in = dx.data() + set * (n / 2);
-        for (std::int64_t e = 0; e < n / 2; ++e) out[e] = (beta == T(0) ? T(0) : beta * out[e]) + in[e];
+        for (std::int64_t e = 0; e < n / 2; ++e)
+          out[e] = (beta == T(0) ? T(0) : beta * out[e]) + in[e];
       });
   };
   return make_function<T>(tape, op, std::move(inputs), std::move(value), std::move(backward),
@@ -725,8 +742,8 @@ ContrastiveStrategy parse_strategy(std::string_view name) {
 template <class T>
 Var<T> ntxent(Tape& tape, const Var<T>& a, const Var<T>& b, T temperature, MPI_Comm batch_comm,
               const ContrastiveOptions& options) {
-  return contrastive<T>(tape, Kind::ntxent, a, b, nullptr, nullptr, double(temperature),
-                        batch_comm, options);
+  return contrastive<T>(tape, Kind::ntxent, a, b, nullptr, nullptr, double(temperature), batch_comm,
+                        options);
 }
 
 template <class T>
@@ -743,11 +760,11 @@ Var<T> siglip_loss(Tape& tape, const Var<T>& a, const Var<T>& b, const Var<T>& l
                         options);
 }
 
-#define DISTOP_INSTANTIATE(T)                                                                   \
-  template Var<T> ntxent(Tape&, const Var<T>&, const Var<T>&, T, MPI_Comm,                      \
-                         const ContrastiveOptions&);                                            \
-  template Var<T> clip_loss(Tape&, const Var<T>&, const Var<T>&, const Var<T>&, MPI_Comm,       \
-                            const ContrastiveOptions&);                                         \
+#define DISTOP_INSTANTIATE(T)                                                                    \
+  template Var<T> ntxent(Tape&, const Var<T>&, const Var<T>&, T, MPI_Comm,                       \
+                         const ContrastiveOptions&);                                             \
+  template Var<T> clip_loss(Tape&, const Var<T>&, const Var<T>&, const Var<T>&, MPI_Comm,        \
+                            const ContrastiveOptions&);                                          \
   template Var<T> siglip_loss(Tape&, const Var<T>&, const Var<T>&, const Var<T>&, const Var<T>&, \
                               MPI_Comm, const ContrastiveOptions&);
 DISTOP_INSTANTIATE(float)

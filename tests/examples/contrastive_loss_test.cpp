@@ -85,8 +85,7 @@ template <class T>
 void write_input(const std::string& path, const std::vector<double>& x, bool scale = true,
                  bool bias = true, Shape b_shape = Shape{kB, kD}) {
   std::vector<T> v(x.begin(), x.end());
-  std::vector<TensorEntry> e = {{"a", Shape{kB, kD}, v.data()},
-                                {"b", b_shape, v.data() + kB * kD}};
+  std::vector<TensorEntry> e = {{"a", Shape{kB, kD}, v.data()}, {"b", b_shape, v.data() + kB * kD}};
   if (scale) e.emplace_back("logit_scale", Shape{1}, v.data() + 2 * kB * kD);
   if (bias) e.emplace_back("logit_bias", Shape{1}, v.data() + 2 * kB * kD + 1);
   distop::io::write_safetensors(path, e);
@@ -131,9 +130,8 @@ TEST(ContrastiveLossProgram, MatchesTheDefinitionsAtOneToThreeRanks) {
       const std::string& st = strategies[k++ % strategies.size()];
       SCOPED_TRACE(loss + " " + st + " at " + std::to_string(ranks) + " ranks");
       const std::string out = dir.file(loss + st + std::to_string(ranks) + ".safetensors");
-      const Outcome o = run(ranks, "--loss " + loss + " --strategy " + st +
-                                       " --temperature 0.3 " + dir.file("in.safetensors") + " " +
-                                       out);
+      const Outcome o = run(ranks, "--loss " + loss + " --strategy " + st + " --temperature 0.3 " +
+                                       dir.file("in.safetensors") + " " + out);
       ASSERT_EQ(o.status, 0) << o.output;
       EXPECT_EQ(SafetensorsFile::open(out).dtype("a.grad"), "F64");
       check_output(out, loss, x, 1e-7);

@@ -178,7 +178,8 @@ TEST(ContrastiveAcrossRanks, SeedPThenAverageGivesTheGradient) {
       test::random_tensor<double>(test::local_batch_space(total, kDim), 6).local().to_vector();
   const Result ref =
       run(Which::siglip, a_all, b_all, 0, total, MPI_COMM_SELF, ContrastiveOptions{});
-  for (ContrastiveStrategy st : {ContrastiveStrategy::allgather_nograd, ContrastiveStrategy::ring}) {
+  for (ContrastiveStrategy st :
+       {ContrastiveStrategy::allgather_nograd, ContrastiveStrategy::ring}) {
     const Result got = run(Which::siglip, a_all, b_all, 2 * me, 2, MPI_COMM_WORLD,
                            ContrastiveOptions{st, 0, true}, p);
     EXPECT_NEAR(sum_over_ranks(got.gt) / p, ref.gt, 1e-11);
@@ -234,8 +235,8 @@ TEST(ContrastiveAcrossRanks, RingNeverHoldsTheLogits) {
   if (ring < 0) GTEST_SKIP() << "/proc/self/clear_refs cannot be written here";
   const double allgather = grows(ContrastiveStrategy::allgather);
   EXPECT_LT(ring, logits_kib / 2) << "the ring's peak grew by " << ring << " KiB";
-  EXPECT_GT(allgather, logits_kib) << "the all-gather strategy's peak grew by " << allgather
-                                   << " KiB";
+  EXPECT_GT(allgather, logits_kib)
+      << "the all-gather strategy's peak grew by " << allgather << " KiB";
 #endif
 }
 

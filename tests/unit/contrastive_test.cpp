@@ -100,21 +100,25 @@ Var<T> scalar(double v) {
   return Var<T>(x, true);
 }
 
-ContrastiveOptions one_rank() { return ContrastiveOptions{ContrastiveStrategy::allgather, 0, true}; }
+ContrastiveOptions one_rank() {
+  return ContrastiveOptions{ContrastiveStrategy::allgather, 0, true};
+}
 
 TEST(Contrastive, ValuesMatchTheDefinitions) {
   for (std::int64_t n : {1, 2, 5}) {
     SCOPED_TRACE("B = " + std::to_string(n));
     auto a = embeddings<double>(n, 4, 1), b = embeddings<double>(n, 4, 2);
     auto t = scalar<double>(1.3), bias = scalar<double>(-0.7);
-    for (ContrastiveStrategy st : {ContrastiveStrategy::allgather_nograd,
-                                   ContrastiveStrategy::gather, ContrastiveStrategy::allgather,
-                                   ContrastiveStrategy::ring}) {
+    for (ContrastiveStrategy st :
+         {ContrastiveStrategy::allgather_nograd, ContrastiveStrategy::gather,
+          ContrastiveStrategy::allgather, ContrastiveStrategy::ring}) {
       SCOPED_TRACE(std::string(loss::strategy_name(st)));
       const ContrastiveOptions opt{st, 0, true};
       Tape tape;
-      const double nt = loss::ntxent(tape, a, b, 0.3, MPI_COMM_SELF, opt).value().local().to_vector()[0];
-      const double cl = loss::clip_loss(tape, a, b, t, MPI_COMM_SELF, opt).value().local().to_vector()[0];
+      const double nt =
+          loss::ntxent(tape, a, b, 0.3, MPI_COMM_SELF, opt).value().local().to_vector()[0];
+      const double cl =
+          loss::clip_loss(tape, a, b, t, MPI_COMM_SELF, opt).value().local().to_vector()[0];
       const double sg =
           loss::siglip_loss(tape, a, b, t, bias, MPI_COMM_SELF, opt).value().local().to_vector()[0];
       EXPECT_NEAR(nt, naive_ntxent(rows_of(a), rows_of(b), 0.3), 1e-13);
@@ -149,6 +153,36 @@ TEST(Contrastive, GradientsWithoutNormalisationMatchFiniteDifferences) {
       [&](Tape& tape) { return loss::ntxent(tape, a, b, 0.7, MPI_COMM_SELF, opt); }, {a, b});
   test::expect_gradients_match(
       [&](Tape& tape) { return loss::clip_loss(tape, a, b, t, MPI_COMM_SELF, opt); }, {a, b, t});
+}
+
+// The ring computes its blocks in tiles (256 query rows by 1024 keys); with B = 1100 every loss has
+// several row tiles and, for each head, two key tiles, all of which must agree with the whole
+// stored logits of the all-gather strategy.
+TEST(Contrastive, RingTilesAgreeWithTheStoredLogits) {
+  auto a = embeddings<double>(1100, 3, 11), b = embeddings<double>(1100, 3, 12);
+  auto t = scalar<double>(2.0), bias = scalar<double>(-3.0);
+  auto run = [&](ContrastiveStrategy st, int which) {
+    for (auto* v : {&a, &b, &t, &bias}) v->zero_grad();
+    const ContrastiveOptions opt{st, 0, true};
+    Tape tape;
+    auto l = which == 0   ? loss::ntxent(tape, a, b, 0.2, MPI_COMM_SELF, opt)
+             : which == 1 ? loss::clip_loss(tape, a, b, t, MPI_COMM_SELF, opt)
+                          : loss::siglip_loss(tape, a, b, t, bias, MPI_COMM_SELF, opt);
+    distop::backward(tape, l);
+    std::vector<double> out = {l.value().local().to_vector()[0]};
+    for (auto* v : {&a, &b, &t, &bias})
+      if (v->has_grad())
+        for (double g : v->grad().local().to_vector()) out.push_back(g);
+    return out;
+  };
+  for (int which = 0; which < 3; ++which) {
+    const auto ring = run(ContrastiveStrategy::ring, which);
+    const auto stored = run(ContrastiveStrategy::allgather, which);
+    ASSERT_EQ(ring.size(), stored.size());
+    for (std::size_t k = 0; k < ring.size(); ++k)
+      ASSERT_NEAR(ring[k], stored[k], 1e-12 * std::max(1.0, std::abs(stored[k])))
+          << "loss " << which << ", entry " << k;
+  }
 }
 
 // Unit vectors at scale 100 (CLIP's cap) and temperature 0.01: exp of the logits overflows float,
@@ -211,11 +245,12 @@ TEST(Contrastive, StrategyNames) {
 }
 
 TEST(Contrastive, BadInputs) {
-  auto a = embeddings<double>(3, 4, 1), b = embeddings<double>(2, 4, 2), c = embeddings<double>(3, 4, 3);
+  auto a = embeddings<double>(3, 4, 1), b = embeddings<double>(2, 4, 2),
+       c = embeddings<double>(3, 4, 3);
   auto t = scalar<double>(0.0);
   Tape tape;
-  EXPECT_THROW(loss::ntxent(tape, a, b, 0.5, MPI_COMM_SELF), distop::Error);  // 3 rows and 2
-  EXPECT_THROW(loss::ntxent(tape, a, c, 0.0, MPI_COMM_SELF), distop::Error);  // temperature 0
+  EXPECT_THROW(loss::ntxent(tape, a, b, 0.5, MPI_COMM_SELF), distop::Error);   // 3 rows and 2
+  EXPECT_THROW(loss::ntxent(tape, a, c, 0.0, MPI_COMM_SELF), distop::Error);   // temperature 0
   EXPECT_THROW(loss::clip_loss(tape, a, c, a, MPI_COMM_SELF), distop::Error);  // scale of 12
   EXPECT_THROW(loss::clip_loss(tape, a, c, t, MPI_COMM_SELF,
                                ContrastiveOptions{ContrastiveStrategy::gather, 1, true}),
