@@ -25,9 +25,10 @@ namespace distop::loss {
 //     rows (and, for CLIP, its own columns) against all B, and the adjoint of the gather, a
 //     reduce-scatter, returns each gathered row's gradient to its owner. Memory O(B*D + b*B).
 //   ring: the other ranks' row blocks travel around a ring of send/recv steps, one block at a
-//     time; the log-sum-exp is accumulated online, and the backward pass runs the ring again,
-//     recomputing each block's similarities and sending each block's gradient home. Memory
-//     O(b*D + b*b_max) per rank; no rank ever holds all B rows.
+//     time; the log-sum-exp is accumulated online, and the backward pass runs the ring again in
+//     reverse, recomputing each block's similarities and sending each block's gradient home.
+//     Memory O(b_max*D) per rank plus one tile of 256 x 1024 logits; no rank ever holds all B
+//     rows or a b x B block.
 enum class ContrastiveStrategy { allgather_nograd, gather, allgather, ring };
 
 // "allgather-nograd", "gather", "allgather", "ring" (the names the programs' --strategy takes).
