@@ -18,6 +18,8 @@
 #include "distop/loss/cross_entropy.hpp"
 #include "distop/nn/activation.hpp"
 #include "distop/nn/distributed_linear.hpp"
+#include "distop/nn/init.hpp"
+#include "distop/nn/linear.hpp"
 #include "distop/optim/adagrad.hpp"
 #include "distop/optim/adam.hpp"
 #include "distop/optim/adamw.hpp"
@@ -210,6 +212,36 @@ TEST(ShardedOptimizer, EveryOptimizerTrainsAsUnshardedDataParallelism) {
       }
     }
   }
+}
+
+TEST(ShardedOptimizer, TheDocsExampleTrainsAsAdam) {
+  parallel::Replicas replicas(MPI_COMM_WORLD, world_size());
+  nn::Linear<float> model(8, 3, {.seed = 1}), plain(8, 3, {.seed = 1});
+  // [sharded]
+  parallel::GradientReducer<float> reducer(model, replicas);
+  parallel::ShardedOptimizer<float> opt(reducer, /*stage=*/2, [](std::vector<Var<float>> shards) {
+    return std::make_unique<optim::Adam<float>>(std::move(shards), optim::AdamOptions{.lr = 1e-3});
+  });
+  // per step: reducer.backward(tape, loss); opt.step(); opt.zero_grad();
+  // [sharded]
+  parallel::GradientReducer<float> plain_reducer(plain, replicas);
+  optim::Adam<float> adam(plain.parameters(), {.lr = 1e-3});
+  const std::vector<std::int32_t> labels{0, 1, 2, 1};
+  for (int step = 0; step < 3; ++step) {
+    DistTensor<float> x(TensorSpace(Shape{4, 8}, Partition::self(Shape{1, 1})));
+    nn::uniform_init(x, static_cast<std::uint64_t>(100 * step + world_rank()), 1.0);
+    for (auto* m : {&model, &plain}) {
+      Tape tape;
+      auto loss = loss::cross_entropy(tape, m->forward(tape, Var<float>(x)), labels);
+      (m == &model ? reducer : plain_reducer).backward(tape, loss);
+      optim::Optimizer<float>& o = m == &model ? static_cast<optim::Optimizer<float>&>(opt) : adam;
+      o.step();
+      o.zero_grad();
+    }
+  }
+  const auto a = model.parameters(), b = plain.parameters();
+  for (std::size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(a[i].value().local().to_vector(), b[i].value().local().to_vector()) << i;
 }
 
 TEST(ShardedOptimizer, StateDictNeedsGatherStateAfterAStep) {
