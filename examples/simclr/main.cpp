@@ -3,7 +3,7 @@
 // batch sharded across the ranks (NT-Xent, or CLIP's or SigLIP's loss treating the two views as
 // the two towers' inputs), then scored by a linear probe on the frozen encoder's features.
 //
-//   mpiexec.mpich -n 2 build/examples/simclr/simclr --epochs 5 --checkpoint-dir simclr-run
+//   mpiexec.mpich -n 2 build/examples/simclr/simclr --temperature 0.2 --checkpoint-dir simclr-run
 //   mpiexec.mpich -n 2 build/examples/simclr/simclr --probe-only          (the random encoder)
 //
 // Data parallel: one replica per rank, each taking batch-size / ranks images of every step; the
@@ -350,12 +350,16 @@ int run(train::TrainOptions& o, SimclrSettings& s, bool replicas_given, bool tem
 
 int main(int argc, char** argv) {
   train::TrainOptions o;
-  o.epochs = 5;
+  o.epochs = 3;
   o.batch_size = 256;
   o.optimizer = "adam";
   o.lr = 1e-3;
   o.lr_schedule = "cosine";
   SimclrSettings s;
+  // Crops of at least half the image (the library's default is a quarter): on 28 x 28 images the
+  // smaller crops keep little of the garment (2-epoch runs at temperature 0.2: probe 88.36 %
+  // against 88.16 % with 0.25, a small difference; docs/simclr.md).
+  s.augment.crop_scale_min = 0.5;
   CLI::App app{
       "SimCLR on Fashion-MNIST (distop example): an encoder (conv1 1->32, conv2 32->64, conv3 "
       "64->128, 3x3 padding 1, each with ReLU and a 2x2 max pool: 1152 features) and a projection "
