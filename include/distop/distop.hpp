@@ -8,6 +8,7 @@
 #include "distop/autodiff/var.hpp"
 #include "distop/comm/agree.hpp"
 #include "distop/comm/collectives.hpp"
+#include "distop/comm/cost_model.hpp"
 #include "distop/comm/exchange.hpp"
 #include "distop/comm/mpi.hpp"
 #include "distop/comm/watchdog.hpp"
