@@ -143,6 +143,10 @@ int run(train::TrainOptions& o, SimclrSettings& s, bool replicas_given, bool tem
                "examples/simclr is purely data parallel: --replicas must be the rank count ", ranks,
                " (its default), found ", o.replicas);
   train::check_options(o, kProgram);
+  // Flags of train::fit that this loop does not implement: refused rather than ignored.
+  DISTOP_CHECK(o.zero == 0, kProgram, "--zero is not supported by examples/simclr's loop yet");
+  DISTOP_CHECK(o.trace.empty() && !o.profile, kProgram,
+               "--trace and --profile are not supported by examples/simclr's loop yet");
   data::check_augment_options(s.augment);
   DISTOP_CHECK(s.temperature > 0 && std::isfinite(s.temperature), kProgram,
                "--temperature must be positive, found ", s.temperature);
@@ -294,6 +298,10 @@ int run(train::TrainOptions& o, SimclrSettings& s, bool replicas_given, bool tem
       const auto zb = model.forward(tape, Var<float>(xb));
       auto loss = contrastive_loss(tape, model, za, zb, s);
       const double value = loss.value().local().to_vector()[0];
+      // The loss is the same on every rank (loss/contrastive.hpp), so is this verdict.
+      DISTOP_CHECK(std::isfinite(value) || o.allow_nonfinite, kProgram, "the loss of step ",
+                   step + 1, " is ", value,
+                   " (not finite); stopping before the update (--allow-nonfinite goes on)");
       if (reducer) {
         // The reducer averages the R replicas' gradients; each replica holds its share of the
         // global loss's gradient, so the seed R makes the average dL/dθ (loss/contrastive.hpp).

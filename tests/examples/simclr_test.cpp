@@ -226,4 +226,5 @@ TEST_F(Simclr, BadFlagsAreClearErrors) {
   expect_clean_failure(run_simclr(data_ + "--crop-scale 0"), "crop scale range");
   expect_clean_failure(run_simclr(data_ + "--replicas 1", 2), "--replicas must be the rank count");
   expect_clean_failure(run_simclr(data_ + "--resume"), "--resume");
+  expect_clean_failure(run_simclr(data_ + "--profile"), "--trace and --profile are not supported");
 }
