@@ -7,8 +7,10 @@
 // The fit (on ranks 0 and 1 of MPI_COMM_WORLD, the other ranks idle):
 //   alpha  the one-way time of an 8 B message: half the median round trip of an MPI_Send /
 //          MPI_Recv ping-pong;
-//   beta   from ping-pongs of 64 KiB to --max-bytes (powers of 4): the least-squares fit of
-//          alpha + n beta to the one-way times, in relative error;
+//   beta   from ping-pongs of 64 KiB to --max-bytes (powers of 4), each leg timed on its own
+//          (barrier, send one way, maximum over the ranks): the least-squares fit of alpha + n beta
+//          to the one-way times, in relative error, separately for sizes up to 2 MiB (a core's L2
+//          cache) and above (the copy through shared memory runs at cache or at DRAM speed);
 //   gamma  from the local sum c[i] = a[i] + b[i] of float arrays of the same sizes, per byte of c
 //          (the same relative least squares, no intercept), timed on every rank at once;
 //   copy   the same from std::memcpy, per byte copied.
@@ -24,10 +26,13 @@
 //   HaloExchange            [2P, C] split by rows, ghost width 1 on inner sides (a 3-tap window)
 //   SendRecv                [n] from rank 0 to rank 1
 // Predicted: Broadcast, SumReduce and AllSumReduce from cost::broadcast / sum_reduce /
-// all_sum_reduce; the point-to-point operators from cost::point_to_point_plan with the
-// operator's own forward_stats / adjoint_stats on each rank, the bytes it copies locally (its own
-// blocks, packing, unpacking, HaloExchange's copy of the padded array) and the bytes it sums into
-// its output (an adjoint's received copies), the maximum over the ranks.
+// all_sum_reduce (out of place); the point-to-point operators from cost::point_to_point_plan with
+// the operator's own forward_stats / adjoint_stats on each rank and its local work (the bytes it
+// packs, copies, unpacks and sums: see below), the maximum over the ranks. Local work: the bytes
+// of its output a rank does not receive are copied from its input; Repartition's forward packs
+// what it sends (column blocks) and its adjoint unpacks what it receives; HaloExchange copies the
+// padded array before the exchange and its adjoint adds the received ghosts; adjoints of
+// AllGather (ReduceScatter's forward) add the received copies.
 // Measured: every repetition starts with an MPI_Barrier, each rank times its call with MPI_Wtime,
 // the repetition's time is the maximum over the ranks; the median over --reps repetitions (default
 // 200; fewer where the warm-up predicts more than --budget seconds, default 0.3; never fewer than
@@ -131,49 +136,93 @@ void add_arrays(const float* a, const float* b, float* c, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) c[i] = a[i] + b[i];
 }
 
-cost::Machine fit(MPI_Comm comm, const Settings& s, int rank, bool report) {
-  cost::Machine m;
-  std::vector<char> buf(static_cast<std::size_t>(s.max_bytes));
-  auto ping_pong = [&](std::int64_t bytes) {
+// The fitted machine: one alpha; beta fitted separately for tensors that fit a core's L2 cache
+// (<= kCacheBytes) and for larger ones; gamma and copy measured at each size (the local rates fall
+// by 2-4x once the arrays leave the caches).
+constexpr std::int64_t kCacheBytes = 2 << 20;
+struct Fit {
+  double alpha = 0, beta_cache = 0, beta_memory = 0;
+  std::vector<std::int64_t> bytes;
+  std::vector<double> gamma, copy;
+  cost::Machine at(std::int64_t b) const {
+    std::size_t i = 0;
+    while (i + 1 < bytes.size() && bytes[i] < b) ++i;
+    return {alpha, b <= kCacheBytes ? beta_cache : beta_memory, gamma[i], copy[i]};
+  }
+};
+
+Fit fit(MPI_Comm comm, const Settings& s, int rank, bool report) {
+  Fit f;
+  std::vector<char> buf(static_cast<std::size_t>(s.max_bytes), 1);
+  std::vector<char> other(buf.size(), 2);
+  // The ping-pong, one leg at a time: rank 0 sends to rank 1 and then rank 1 back to rank 0, each
+  // leg started by a barrier and timed as the maximum over the ranks (as the operators are).
+  auto leg = [&](std::int64_t bytes, int from, int to) {
     const int count = static_cast<int>(bytes);
     return measure(comm, s, [&] {
-             if (rank == 0) {
-               MPI_Send(buf.data(), count, MPI_BYTE, 1, 3, comm);
-               MPI_Recv(buf.data(), count, MPI_BYTE, 1, 3, comm, MPI_STATUS_IGNORE);
-             } else if (rank == 1) {
-               MPI_Recv(buf.data(), count, MPI_BYTE, 0, 3, comm, MPI_STATUS_IGNORE);
-               MPI_Send(buf.data(), count, MPI_BYTE, 0, 3, comm);
-             }
-           }) /
-           2;
+      if (rank == from) MPI_Send(buf.data(), count, MPI_BYTE, to, 3, comm);
+      if (rank == to) MPI_Recv(other.data(), count, MPI_BYTE, from, 3, comm, MPI_STATUS_IGNORE);
+    });
   };
-  m.alpha = ping_pong(8);
-  std::vector<double> n, t_net, t_sum, t_copy;
+  auto one_way = [&](std::int64_t bytes) { return (leg(bytes, 0, 1) + leg(bytes, 1, 0)) / 2; };
+  // The classic round trip (both legs in one timed region), reported for comparison.
+  auto round_trip = [&](std::int64_t bytes) {
+    const int count = static_cast<int>(bytes);
+    return measure(comm, s, [&] {
+      if (rank == 0) {
+        MPI_Send(buf.data(), count, MPI_BYTE, 1, 3, comm);
+        MPI_Recv(buf.data(), count, MPI_BYTE, 1, 3, comm, MPI_STATUS_IGNORE);
+      } else if (rank == 1) {
+        MPI_Recv(buf.data(), count, MPI_BYTE, 0, 3, comm, MPI_STATUS_IGNORE);
+        MPI_Send(buf.data(), count, MPI_BYTE, 0, 3, comm);
+      }
+    });
+  };
+  f.alpha = one_way(8);
+  const double rt8 = round_trip(8) / 2;
+  std::vector<double> n, t_net, t_rt, t_sum, t_copy;
   const auto n_max = static_cast<std::size_t>(s.max_bytes / 4);
   std::vector<float> a(n_max, 1.0f), b(n_max, 2.0f), c(n_max, 0.0f);
-  for (const auto bytes : sizes(64 << 10, s.max_bytes)) {
+  for (const auto bytes : sizes(1024, s.max_bytes)) {
     const std::int64_t floats = bytes / 4;
+    const double t_s = measure(comm, s, [&] { add_arrays(a.data(), b.data(), c.data(), floats); });
+    const double t_c = measure(
+        comm, s, [&] { std::memcpy(c.data(), a.data(), static_cast<std::size_t>(bytes)); });
+    f.bytes.push_back(bytes);
+    f.gamma.push_back(t_s / static_cast<double>(bytes));
+    f.copy.push_back(t_c / static_cast<double>(bytes));
+    if (bytes < (64 << 10)) continue;
     n.push_back(static_cast<double>(bytes));
-    t_net.push_back(ping_pong(bytes));
-    t_sum.push_back(measure(comm, s, [&] { add_arrays(a.data(), b.data(), c.data(), floats); }));
-    t_copy.push_back(
-        measure(comm, s, [&] { std::memcpy(c.data(), a.data(), static_cast<std::size_t>(bytes)); }));
+    t_net.push_back(one_way(bytes));
+    t_rt.push_back(round_trip(bytes) / 2);
+    t_sum.push_back(t_s);
+    t_copy.push_back(t_c);
   }
-  m.beta = fit_slope(n, t_net, m.alpha);
-  m.gamma = fit_slope(n, t_sum, 0);
-  m.copy = fit_slope(n, t_copy, 0);
+  std::vector<double> n_c, t_c, n_m, t_m;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    (n[i] <= kCacheBytes ? n_c : n_m).push_back(n[i]);
+    (n[i] <= kCacheBytes ? t_c : t_m).push_back(t_net[i]);
+  }
+  f.beta_cache = fit_slope(n_c, t_c, f.alpha);
+  f.beta_memory = n_m.empty() ? f.beta_cache : fit_slope(n_m, t_m, f.alpha);
   if (report) {
     std::FILE* out = s.csv ? stderr : stdout;
-    std::fprintf(out, "# fit: alpha = %.3f us, beta = %.4f ns/B (%.2f GB/s), gamma = %.4f ns/B "
-                 "(%.2f GB/s), copy = %.4f ns/B (%.2f GB/s)\n",
-                 m.alpha * 1e6, m.beta * 1e9, 1e-9 / m.beta, m.gamma * 1e9, 1e-9 / m.gamma,
-                 m.copy * 1e9, 1e-9 / m.copy);
-    std::fprintf(out, "# %10s %14s %14s %14s\n", "bytes", "ping-pong_us", "sum_us", "memcpy_us");
+    std::fprintf(out,
+                 "# fit: alpha = %.3f us; beta = %.4f ns/B (%.2f GB/s) up to %lld B, %.4f ns/B "
+                 "(%.2f GB/s) above, from one-way legs of the ping-pong; round trip / 2 at 8 B: "
+                 "%.3f us\n",
+                 f.alpha * 1e6, f.beta_cache * 1e9, 1e-9 / f.beta_cache,
+                 static_cast<long long>(kCacheBytes), f.beta_memory * 1e9, 1e-9 / f.beta_memory,
+                 rt8 * 1e6);
+    std::fprintf(out, "# %10s %12s %12s %12s %12s %10s %10s\n", "bytes", "one-way_us",
+                 "a+b*n_us", "rtt/2_us", "sum_us", "gamma_GB/s", "copy_GB/s");
     for (std::size_t i = 0; i < n.size(); ++i)
-      std::fprintf(out, "# %10.0f %14.2f %14.2f %14.2f\n", n[i], t_net[i] * 1e6, t_sum[i] * 1e6,
-                   t_copy[i] * 1e6);
+      std::fprintf(out, "# %10.0f %12.2f %12.2f %12.2f %12.2f %10.2f %10.2f\n", n[i],
+                   t_net[i] * 1e6,
+                   (f.alpha + n[i] * (n[i] <= kCacheBytes ? f.beta_cache : f.beta_memory)) * 1e6, t_rt[i] * 1e6,
+                   t_sum[i] * 1e6, n[i] / t_sum[i] * 1e-9, n[i] / t_copy[i] * 1e-9);
   }
-  return m;
+  return f;
 }
 
 struct Case {
@@ -200,7 +249,7 @@ int run(const Settings& s) {
   if (rank == 0 && !s.csv)
     std::printf("# bench_cost_model: %d ranks, float tensors, %s\n", size,
                 bench::mpi_library_version().c_str());
-  const cost::Machine m = fit(rc, s, rank, rank == 0);
+  const Fit machine = fit(rc, s, rank, rank == 0);
 
   const bench::Table table({{"op", 14, true},
                             {"dir", 8, true},
@@ -226,6 +275,7 @@ int run(const Settings& s) {
   int rows = 0, passed = 0;
   for (const auto bytes : sizes(s.min_bytes, s.max_bytes)) {
     const std::int64_t n = bytes / 4;
+    const cost::Machine m = machine.at(bytes);
     std::vector<Case> cases;
     // Broadcast, SumReduce, AllSumReduce.
     const TensorSpace root_space(Shape{n}, one);
@@ -255,10 +305,13 @@ int run(const Settings& s) {
     // not receive are copied locally; `packed` adds the bytes packed or unpacked around messages;
     // `summed` the received bytes added into the output.
     auto p2p = [&](const std::string& op, Direction d, const CommStats& st, std::int64_t out_bytes,
-                   std::int64_t packed, bool sums, std::function<void()> fn) {
-      const std::int64_t own = std::max<std::int64_t>(0, out_bytes - st.bytes_received);
-      const std::int64_t summed = sums ? st.bytes_received : 0;
-      cases.push_back({op, d, std::move(fn), cost::point_to_point_plan(st, own + packed, summed, m)});
+                   std::int64_t packed, std::int64_t unpacked, bool sums, std::function<void()> fn) {
+      cost::LocalWork w;
+      w.packed = packed;
+      w.copied = std::max<std::int64_t>(0, out_bytes - st.bytes_received);
+      w.unpacked = unpacked;
+      w.summed = sums ? st.bytes_received : 0;
+      cases.push_back({op, d, std::move(fn), cost::point_to_point_plan(st, w, m)});
     };
     const TensorSpace split(Shape{n}, Partition::world(Shape{size}));
     const distop::Gather<float> gather(split, 0);
@@ -271,21 +324,21 @@ int run(const Settings& s) {
     bench::fill(root_in, 1.0f);
     bench::fill(full_in, 1.0f);
     const auto pb = local_bytes(part_out), rb = local_bytes(root_out), fb = local_bytes(full_out);
-    p2p("Gather", Direction::kForward, gather.forward_stats(), rb, 0, false,
+    p2p("Gather", Direction::kForward, gather.forward_stats(), rb, 0, 0, false,
         [&] { gather.forward(part_in, root_out); });
-    p2p("Gather", Direction::kAdjoint, gather.adjoint_stats(), pb, 0, false,
+    p2p("Gather", Direction::kAdjoint, gather.adjoint_stats(), pb, 0, 0, false,
         [&] { gather.adjoint(root_in, part_out); });
-    p2p("Scatter", Direction::kForward, scatter.forward_stats(), pb, 0, false,
+    p2p("Scatter", Direction::kForward, scatter.forward_stats(), pb, 0, 0, false,
         [&] { scatter.forward(root_in, part_out); });
-    p2p("Scatter", Direction::kAdjoint, scatter.adjoint_stats(), rb, 0, false,
+    p2p("Scatter", Direction::kAdjoint, scatter.adjoint_stats(), rb, 0, 0, false,
         [&] { scatter.adjoint(part_in, root_out); });
-    p2p("AllGather", Direction::kForward, all_gather.forward_stats(), fb, 0, false,
+    p2p("AllGather", Direction::kForward, all_gather.forward_stats(), fb, 0, 0, false,
         [&] { all_gather.forward(part_in, full_out); });
-    p2p("AllGather", Direction::kAdjoint, all_gather.adjoint_stats(), pb, 0, true,
+    p2p("AllGather", Direction::kAdjoint, all_gather.adjoint_stats(), pb, 0, 0, true,
         [&] { all_gather.adjoint(full_in, part_out); });
-    p2p("ReduceScatter", Direction::kForward, reduce_scatter.forward_stats(), pb, 0, true,
+    p2p("ReduceScatter", Direction::kForward, reduce_scatter.forward_stats(), pb, 0, 0, true,
         [&] { reduce_scatter.forward(full_in, part_out); });
-    p2p("ReduceScatter", Direction::kAdjoint, reduce_scatter.adjoint_stats(), fb, 0, false,
+    p2p("ReduceScatter", Direction::kAdjoint, reduce_scatter.adjoint_stats(), fb, 0, 0, false,
         [&] { reduce_scatter.adjoint(part_in, full_out); });
 
     // Repartition [R, C] from [P, 1] to [1, P]: forward packs what it sends (column blocks of
@@ -300,9 +353,9 @@ int run(const Settings& s) {
     bench::fill(r_x_in, 1.0f);
     bench::fill(r_y_in, 1.0f);
     const auto fst = repart.forward_stats(), ast = repart.adjoint_stats();
-    p2p("Repartition", Direction::kForward, fst, local_bytes(r_y_out), fst.bytes_sent, false,
+    p2p("Repartition", Direction::kForward, fst, local_bytes(r_y_out), fst.bytes_sent, 0, false,
         [&] { repart.forward(r_x_in, r_y_out); });
-    p2p("Repartition", Direction::kAdjoint, ast, local_bytes(r_x_out), ast.bytes_received, false,
+    p2p("Repartition", Direction::kAdjoint, ast, local_bytes(r_x_out), 0, ast.bytes_received, false,
         [&] { repart.adjoint(r_y_in, r_x_out); });
 
     // HaloExchange: the forward copies the padded array and receives the ghosts in place; the
@@ -319,10 +372,10 @@ int run(const Settings& s) {
     {
       const auto st = halo.forward_stats();
       cases.push_back({"HaloExchange", Direction::kForward, [&] { halo.forward(h_in, h_out); },
-                       cost::point_to_point_plan(st, hb, 0, m)});
+                       cost::point_to_point_plan(st, {hb, 0, 0, 0}, machine.at(hb))});
       const auto sa = halo.adjoint_stats();
       cases.push_back({"HaloExchange", Direction::kAdjoint, [&] { halo.adjoint(h_yin, h_xout); },
-                       cost::point_to_point_plan(sa, hb, sa.bytes_received, m)});
+                       cost::point_to_point_plan(sa, {hb, 0, 0, sa.bytes_received}, machine.at(hb))});
     }
 
     // SendRecv: one message, rank 0 -> rank 1 (adjoint: back).
@@ -331,9 +384,9 @@ int run(const Settings& s) {
     bench::fill(s_x, 1.0f);
     bench::fill(s_yin, 1.0f);
     cases.push_back({"SendRecv", Direction::kForward, [&] { sr.forward(s_x, s_y); },
-                     cost::point_to_point_plan(sr.forward_stats(), 0, 0, m)});
+                     cost::point_to_point_plan(sr.forward_stats(), {}, m)});
     cases.push_back({"SendRecv", Direction::kAdjoint, [&] { sr.adjoint(s_yin, s_xout); },
-                     cost::point_to_point_plan(sr.adjoint_stats(), 0, 0, m)});
+                     cost::point_to_point_plan(sr.adjoint_stats(), {}, m)});
 
     for (const auto& c : cases) {
       const double measured = measure(rc, s, c.run);

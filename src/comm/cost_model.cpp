@@ -102,12 +102,14 @@ Estimate alltoallv(std::int64_t bytes_out, std::int64_t bytes_in, int peers, con
           peers * m.alpha + static_cast<double>(std::max(bytes_out, bytes_in)) * m.beta};
 }
 
-double point_to_point_plan(const CommStats& stats, std::int64_t copy_bytes,
-                           std::int64_t summed_bytes, const Machine& m) {
-  const auto messages = std::max(stats.messages_sent, stats.messages_received);
-  const auto bytes = std::max(stats.bytes_sent, stats.bytes_received);
-  return static_cast<double>(messages) * m.alpha + static_cast<double>(bytes) * m.beta +
-         static_cast<double>(copy_bytes) * m.copy + static_cast<double>(summed_bytes) * m.gamma;
+double point_to_point_plan(const CommStats& stats, const LocalWork& work, const Machine& m) {
+  const auto d = [](std::int64_t v) { return static_cast<double>(v); };
+  const double pack = d(work.packed) * m.copy;
+  const double send = pack + d(stats.messages_sent) * m.alpha + d(stats.bytes_sent) * m.beta;
+  const double receive = pack + d(work.copied) * m.copy + d(stats.messages_received) * m.alpha +
+                         d(stats.bytes_received) * m.beta + d(work.unpacked) * m.copy +
+                         d(work.summed) * m.gamma;
+  return std::max(send, receive);
 }
 
 double broadcast(Direction d, std::int64_t bytes, int p, const Machine& m) {
@@ -125,9 +127,10 @@ double sum_reduce(Direction d, std::int64_t bytes, int p, const Machine& m) {
                    m);
 }
 
-double all_sum_reduce(std::int64_t bytes, int p, const Machine& m) {
-  if (p <= 1) return static_cast<double>(bytes) * m.copy;
-  return allreduce(bytes, p, m).seconds;
+double all_sum_reduce(std::int64_t bytes, int p, const Machine& m, bool in_place) {
+  const double copy = in_place ? 0.0 : static_cast<double>(bytes) * m.copy;
+  if (p <= 1) return copy;
+  return allreduce(bytes, p, m).seconds + copy;
 }
 
 }  // namespace distop::cost

@@ -87,14 +87,29 @@ TEST(CostModel, OneRankMovesNothing) {
   EXPECT_EQ(distop::cost::alltoallv(100, 100, 0, kM).seconds, 0.0);
 }
 
-TEST(CostModel, PointToPointPlanUsesTheLargerDirection) {
+TEST(CostModel, PointToPointPlanTakesTheSlowerSide) {
   CommStats s;
   s.messages_sent = 2;
   s.bytes_sent = 1000;
   s.messages_received = 3;
   s.bytes_received = 4000;
-  EXPECT_DOUBLE_EQ(distop::cost::point_to_point_plan(s, 500, 4000, kM),
-                   a(3) + b(4000) + 500 * kM.copy + g(4000));
+  distop::cost::LocalWork w;
+  w.packed = 100;
+  w.copied = 500;
+  w.unpacked = 200;
+  w.summed = 4000;
+  // The receive side is the slower here: pack, copy, 3 messages, 4000 B, unpack, sum.
+  EXPECT_DOUBLE_EQ(distop::cost::point_to_point_plan(s, w, kM),
+                   a(3) + b(4000) + (100 + 500 + 200) * kM.copy + g(4000));
+  // A pure sender: its local copy overlaps the send, so only the send counts.
+  CommStats sender;
+  sender.messages_sent = 1;
+  sender.bytes_sent = 1 << 20;
+  distop::cost::LocalWork own;
+  own.copied = 1 << 20;
+  EXPECT_DOUBLE_EQ(distop::cost::point_to_point_plan(sender, own, kM), a(1) + b(1 << 20));
+  // Nothing to send or receive: the copies alone.
+  EXPECT_DOUBLE_EQ(distop::cost::point_to_point_plan(CommStats{}, own, kM), (1 << 20) * kM.copy);
 }
 
 TEST(CostModel, DistopBroadcastAndSumReduceAtTwoAndMoreRanks) {
@@ -109,8 +124,10 @@ TEST(CostModel, DistopBroadcastAndSumReduceAtTwoAndMoreRanks) {
                    distop::cost::bcast(n, 8, kM).seconds);
   EXPECT_DOUBLE_EQ(distop::cost::sum_reduce(Direction::kForward, n, 8, kM),
                    distop::cost::reduce(n, 8, kM).seconds);
-  EXPECT_DOUBLE_EQ(distop::cost::all_sum_reduce(n, 8, kM),
+  EXPECT_DOUBLE_EQ(distop::cost::all_sum_reduce(n, 8, kM, /*in_place=*/true),
                    distop::cost::allreduce(n, 8, kM).seconds);
+  EXPECT_DOUBLE_EQ(distop::cost::all_sum_reduce(n, 8, kM),
+                   distop::cost::allreduce(n, 8, kM).seconds + n * kM.copy);
 }
 
 }  // namespace

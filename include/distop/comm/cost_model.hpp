@@ -87,22 +87,37 @@ Estimate alltoallv(std::int64_t bytes_out, std::int64_t bytes_in, int peers, con
 // distop's operators.
 enum class Direction { kForward, kAdjoint };
 
+// The local work of a point-to-point plan on one rank, in bytes: what it packs before sending,
+// copies locally (its own block, HaloExchange's copy of the padded array), unpacks after
+// receiving, and adds into its output (an adjoint's received copies, read once more and summed).
+struct LocalWork {
+  std::int64_t packed = 0;
+  std::int64_t copied = 0;
+  std::int64_t unpacked = 0;
+  std::int64_t summed = 0;
+};
+
 // A point-to-point plan (Repartition and what derives from it: Gather, Scatter, AllGather,
-// ReduceScatter; HaloExchange; SendRecv), from the messages and bytes it moves on this rank
-// (LinearOperator::forward_stats / adjoint_stats): all messages are posted at once, so
-//   max(messages sent, received) alpha + max(bytes sent, received) beta
-//   + copy_bytes copy + summed_bytes gamma,
-// where copy_bytes are the bytes this rank copies locally (its own block, packing and unpacking)
-// and summed_bytes the bytes it adds into its output (an adjoint's summed receives).
-double point_to_point_plan(const CommStats& stats, std::int64_t copy_bytes,
-                           std::int64_t summed_bytes, const Machine& m);
+// ReduceScatter; HaloExchange; SendRecv) on one rank, from the messages and bytes it moves there
+// (LinearOperator::forward_stats / adjoint_stats) and its local work. All messages are posted at
+// once after packing; a large message is moved by its receiver (MPICH's rendezvous: the receiver
+// copies the data out of the sender's memory), so a sender's local copies overlap its sends while
+// a receiver's follow its receives:
+//   send side     packed copy + messages_sent alpha + bytes_sent beta
+//   receive side  packed copy + copied copy + messages_received alpha + bytes_received beta
+//                 + unpacked copy + summed gamma
+//   time          the larger of the two (a rank that neither sends nor receives: its copies).
+// The operator's time is the maximum of this over its ranks.
+double point_to_point_plan(const CommStats& stats, const LocalWork& work, const Machine& m);
 
 // Broadcast of `bytes` from one rank to p (forward), and its adjoint, the sum-reduce onto it. At
 // p = 2 distop sends one message (and, for the sum, adds the received vector locally); beyond, it
 // calls MPI_Bcast / MPI_Reduce. SumReduce's forward is Broadcast's adjoint and vice versa.
 double broadcast(Direction d, std::int64_t bytes, int p, const Machine& m);
 double sum_reduce(Direction d, std::int64_t bytes, int p, const Machine& m);
-// AllSumReduce of `bytes` over p ranks (self-adjoint: MPI_Allreduce both ways).
-double all_sum_reduce(std::int64_t bytes, int p, const Machine& m);
+// AllSumReduce of `bytes` over p ranks (self-adjoint: MPI_Allreduce both ways). Out of place
+// (input and output distinct), MPICH first copies the input into the output (MPIR_Localcopy):
+// bytes copy more.
+double all_sum_reduce(std::int64_t bytes, int p, const Machine& m, bool in_place = false);
 
 }  // namespace distop::cost
