@@ -14,6 +14,8 @@
 //   gamma  from the local sum c[i] = a[i] + b[i] of float arrays of the same sizes, per byte of c
 //          (the same relative least squares, no intercept), timed on every rank at once;
 //   copy   the same from std::memcpy, per byte copied.
+// beta, gamma and copy are taken at the operator's tensor size (choosing beta by the largest
+// message's size instead fitted worse: docs/scaling.md).
 // Each operator, forward and adjoint, on float tensors of --min-bytes (64 KiB) to --max-bytes
 // (16 MiB), powers of 4 ("bytes" is the whole tensor; for HaloExchange the ghost volume each rank
 // receives), set up as in bench_collectives and bench_movement:
