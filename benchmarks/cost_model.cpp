@@ -248,9 +248,19 @@ int run(const Settings& s) {
   }
   auto dup = distop::comm::Comm::duplicate(MPI_COMM_WORLD);
   const MPI_Comm rc = dup.get();
-  if (rank == 0 && !s.csv)
-    std::printf("# bench_cost_model: %d ranks, float tensors, %s\n", size,
-                bench::mpi_library_version().c_str());
+  if (rank == 0) {
+    std::FILE* out = s.csv ? stderr : stdout;
+    std::fprintf(out, "# bench_cost_model: %d ranks, float tensors, %s\n", size,
+                 bench::mpi_library_version().c_str());
+    // Other processes on the machine change these times by up to several times: say how busy it
+    // was (the 1-, 5- and 15-minute load averages, where the system reports them).
+    if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+      double l1 = 0, l5 = 0, l15 = 0;
+      if (std::fscanf(f, "%lf %lf %lf", &l1, &l5, &l15) == 3)
+        std::fprintf(out, "# load average at start: %.2f %.2f %.2f\n", l1, l5, l15);
+      std::fclose(f);
+    }
+  }
   const Fit machine = fit(rc, s, rank, rank == 0);
 
   const bench::Table table({{"op", 14, true},
