@@ -39,6 +39,8 @@
 // the repetition's time is the maximum over the ranks; the median over --reps repetitions (default
 // 200; fewer where the warm-up predicts more than --budget seconds, default 0.3; never fewer than
 // 20). Pass: |predicted / measured - 1| <= 0.2.
+#include "distop/comm/cost_model.hpp"
+
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -53,7 +55,6 @@
 #include <vector>
 
 #include "bench_mpi.hpp"
-#include "distop/comm/cost_model.hpp"
 #include "distop/comm/mpi.hpp"
 #include "distop/core/environment.hpp"
 #include "distop/dist/decomposition.hpp"
@@ -76,12 +77,12 @@ namespace {
 
 namespace bench = distop::bench;
 namespace cost = distop::cost;
+using cost::Direction;
 using distop::CommStats;
 using distop::DistTensor;
 using distop::Partition;
 using distop::Shape;
 using distop::TensorSpace;
-using cost::Direction;
 
 constexpr int kMinRepsHere = 20;
 constexpr double kTolerance = 0.2;
@@ -188,8 +189,8 @@ Fit fit(MPI_Comm comm, const Settings& s, int rank, bool report) {
   for (const auto bytes : sizes(1024, s.max_bytes)) {
     const std::int64_t floats = bytes / 4;
     const double t_s = measure(comm, s, [&] { add_arrays(a.data(), b.data(), c.data(), floats); });
-    const double t_c = measure(
-        comm, s, [&] { std::memcpy(c.data(), a.data(), static_cast<std::size_t>(bytes)); });
+    const double t_c =
+        measure(comm, s, [&] { std::memcpy(c.data(), a.data(), static_cast<std::size_t>(bytes)); });
     f.bytes.push_back(bytes);
     f.gamma.push_back(t_s / static_cast<double>(bytes));
     f.copy.push_back(t_c / static_cast<double>(bytes));
@@ -216,13 +217,13 @@ Fit fit(MPI_Comm comm, const Settings& s, int rank, bool report) {
                  f.alpha * 1e6, f.beta_cache * 1e9, 1e-9 / f.beta_cache,
                  static_cast<long long>(kCacheBytes), f.beta_memory * 1e9, 1e-9 / f.beta_memory,
                  rt8 * 1e6);
-    std::fprintf(out, "# %10s %12s %12s %12s %12s %10s %10s\n", "bytes", "one-way_us",
-                 "a+b*n_us", "rtt/2_us", "sum_us", "gamma_GB/s", "copy_GB/s");
+    std::fprintf(out, "# %10s %12s %12s %12s %12s %10s %10s\n", "bytes", "one-way_us", "a+b*n_us",
+                 "rtt/2_us", "sum_us", "gamma_GB/s", "copy_GB/s");
     for (std::size_t i = 0; i < n.size(); ++i)
       std::fprintf(out, "# %10.0f %12.2f %12.2f %12.2f %12.2f %10.2f %10.2f\n", n[i],
                    t_net[i] * 1e6,
-                   (f.alpha + n[i] * (n[i] <= kCacheBytes ? f.beta_cache : f.beta_memory)) * 1e6, t_rt[i] * 1e6,
-                   t_sum[i] * 1e6, n[i] / t_sum[i] * 1e-9, n[i] / t_copy[i] * 1e-9);
+                   (f.alpha + n[i] * (n[i] <= kCacheBytes ? f.beta_cache : f.beta_memory)) * 1e6,
+                   t_rt[i] * 1e6, t_sum[i] * 1e6, n[i] / t_sum[i] * 1e-9, n[i] / t_copy[i] * 1e-9);
   }
   return f;
 }
@@ -275,8 +276,9 @@ int run(const Settings& s) {
     if (s.csv) {
       std::printf("op,direction,bytes,ranks,measured_us,predicted_us\n");
     } else {
-      std::printf("# time = median over reps of the max over ranks; pass: |pred/meas - 1| <= %.2f\n",
-                  kTolerance);
+      std::printf(
+          "# time = median over reps of the max over ranks; pass: |pred/meas - 1| <= %.2f\n",
+          kTolerance);
       table.header();
     }
   }
@@ -317,7 +319,8 @@ int run(const Settings& s) {
     // not receive are copied locally; `packed` adds the bytes packed or unpacked around messages;
     // `summed` the received bytes added into the output.
     auto p2p = [&](const std::string& op, Direction d, const CommStats& st, std::int64_t out_bytes,
-                   std::int64_t packed, std::int64_t unpacked, bool sums, std::function<void()> fn) {
+                   std::int64_t packed, std::int64_t unpacked, bool sums,
+                   std::function<void()> fn) {
       cost::LocalWork w;
       w.packed = packed;
       w.copied = std::max<std::int64_t>(0, out_bytes - st.bytes_received);
@@ -386,8 +389,9 @@ int run(const Settings& s) {
       cases.push_back({"HaloExchange", Direction::kForward, [&] { halo.forward(h_in, h_out); },
                        cost::point_to_point_plan(st, {hb, 0, 0, 0}, machine.at(hb))});
       const auto sa = halo.adjoint_stats();
-      cases.push_back({"HaloExchange", Direction::kAdjoint, [&] { halo.adjoint(h_yin, h_xout); },
-                       cost::point_to_point_plan(sa, {hb, 0, 0, sa.bytes_received}, machine.at(hb))});
+      cases.push_back(
+          {"HaloExchange", Direction::kAdjoint, [&] { halo.adjoint(h_yin, h_xout); },
+           cost::point_to_point_plan(sa, {hb, 0, 0, sa.bytes_received}, machine.at(hb))});
     }
 
     // SendRecv: one message, rank 0 -> rank 1 (adjoint: back).
@@ -422,8 +426,8 @@ int run(const Settings& s) {
       std::fflush(stdout);
     }
   }
-  if (rank == 0 && !s.csv) std::printf("# %d of %d rows within %.0f %%\n", passed, rows,
-                                       kTolerance * 100);
+  if (rank == 0 && !s.csv)
+    std::printf("# %d of %d rows within %.0f %%\n", passed, rows, kTolerance * 100);
   return 0;
 }
 

@@ -8,9 +8,7 @@ namespace distop::cost {
 namespace {
 
 // ceil(log2 p), 0 for p <= 1.
-int ceil_log2(int p) {
-  return p <= 1 ? 0 : std::bit_width(static_cast<unsigned>(p - 1));
-}
+int ceil_log2(int p) { return p <= 1 ? 0 : std::bit_width(static_cast<unsigned>(p - 1)); }
 bool power_of_two(int p) { return p > 0 && std::has_single_bit(static_cast<unsigned>(p)); }
 double frac(int p) { return static_cast<double>(p - 1) / p; }  // (p - 1) / p
 
@@ -18,17 +16,28 @@ double frac(int p) { return static_cast<double>(p - 1) / p; }  // (p - 1) / p
 
 std::string to_string(Algorithm a) {
   switch (a) {
-    case Algorithm::kPointToPoint: return "point_to_point";
-    case Algorithm::kBinomial: return "binomial";
-    case Algorithm::kScatterRecursiveDoubling: return "scatter_recursive_doubling";
-    case Algorithm::kScatterRing: return "scatter_ring";
-    case Algorithm::kRecursiveDoubling: return "recursive_doubling";
-    case Algorithm::kRabenseifner: return "rabenseifner";
-    case Algorithm::kBruck: return "bruck";
-    case Algorithm::kRing: return "ring";
-    case Algorithm::kRecursiveHalving: return "recursive_halving";
-    case Algorithm::kPairwise: return "pairwise";
-    case Algorithm::kLocal: return "local";
+    case Algorithm::kPointToPoint:
+      return "point_to_point";
+    case Algorithm::kBinomial:
+      return "binomial";
+    case Algorithm::kScatterRecursiveDoubling:
+      return "scatter_recursive_doubling";
+    case Algorithm::kScatterRing:
+      return "scatter_ring";
+    case Algorithm::kRecursiveDoubling:
+      return "recursive_doubling";
+    case Algorithm::kRabenseifner:
+      return "rabenseifner";
+    case Algorithm::kBruck:
+      return "bruck";
+    case Algorithm::kRing:
+      return "ring";
+    case Algorithm::kRecursiveHalving:
+      return "recursive_halving";
+    case Algorithm::kPairwise:
+      return "pairwise";
+    case Algorithm::kLocal:
+      return "local";
   }
   return "unknown";
 }

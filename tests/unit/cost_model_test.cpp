@@ -131,3 +131,13 @@ TEST(CostModel, DistopBroadcastAndSumReduceAtTwoAndMoreRanks) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CostModel, AlgorithmNames) {
+  EXPECT_EQ(distop::cost::to_string(Algorithm::kRabenseifner), "rabenseifner");
+  EXPECT_EQ(distop::cost::to_string(Algorithm::kScatterRing), "scatter_ring");
+  EXPECT_EQ(distop::cost::to_string(distop::cost::allgather(1 << 20, 3, kM).algorithm), "ring");
+}
+
+}  // namespace

@@ -63,8 +63,7 @@ struct Estimate {
 // Point-to-point: alpha + bytes beta.
 Estimate point_to_point(std::int64_t bytes, const Machine& m);
 // MPI_Bcast of `bytes` from one root.
-Estimate bcast(std::int64_t bytes, int p, const Machine& m,
-               const MpichThresholds& t = kMpich40);
+Estimate bcast(std::int64_t bytes, int p, const Machine& m, const MpichThresholds& t = kMpich40);
 // MPI_Reduce(SUM) of `bytes` to one root.
 Estimate reduce(std::int64_t bytes, int p, const Machine& m, const MpichThresholds& t = kMpich40);
 // MPI_Allreduce(SUM) of `bytes`.
