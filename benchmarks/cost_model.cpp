@@ -144,9 +144,15 @@ void add_arrays(const float* a, const float* b, float* c, std::int64_t n) {
 // by 2-4x once the arrays leave the caches).
 constexpr std::int64_t kCacheBytes = 2 << 20;
 struct Fit {
-  double alpha = 0, beta_cache = 0, beta_memory = 0;
+  double alpha = 0, beta_cache = 0, beta_memory = 0, round_trip_8 = 0;
   std::vector<std::int64_t> bytes;
   std::vector<double> gamma, copy;
+  // At the fitted sizes (64 KiB and above): one-way, round trip / 2, sum and memcpy times.
+  std::vector<double> n, t_net, t_rt, t_sum, t_copy;
+  bool plausible() const {
+    return beta_cache > 0 && beta_memory > 0 && !t_net.empty() && alpha < t_net.front();
+  }
+  void print(std::FILE* out) const;
   cost::Machine at(std::int64_t b) const {
     std::size_t i = 0;
     while (i + 1 < bytes.size() && bytes[i] < b) ++i;
@@ -154,7 +160,7 @@ struct Fit {
   }
 };
 
-Fit fit(MPI_Comm comm, const Settings& s, int rank, bool report) {
+Fit fit(MPI_Comm comm, const Settings& s, int rank) {
   Fit f;
   std::vector<char> buf(static_cast<std::size_t>(s.max_bytes), 1);
   std::vector<char> other(buf.size(), 2);
@@ -208,24 +214,31 @@ Fit fit(MPI_Comm comm, const Settings& s, int rank, bool report) {
   }
   f.beta_cache = fit_slope(n_c, t_c, f.alpha);
   f.beta_memory = n_m.empty() ? f.beta_cache : fit_slope(n_m, t_m, f.alpha);
-  if (report) {
-    std::FILE* out = s.csv ? stderr : stdout;
-    std::fprintf(out,
-                 "# fit: alpha = %.3f us; beta = %.4f ns/B (%.2f GB/s) up to %lld B, %.4f ns/B "
-                 "(%.2f GB/s) above, from one-way legs of the ping-pong; round trip / 2 at 8 B: "
-                 "%.3f us\n",
-                 f.alpha * 1e6, f.beta_cache * 1e9, 1e-9 / f.beta_cache,
-                 static_cast<long long>(kCacheBytes), f.beta_memory * 1e9, 1e-9 / f.beta_memory,
-                 rt8 * 1e6);
-    std::fprintf(out, "# %10s %12s %12s %12s %12s %10s %10s\n", "bytes", "one-way_us", "a+b*n_us",
-                 "rtt/2_us", "sum_us", "gamma_GB/s", "copy_GB/s");
-    for (std::size_t i = 0; i < n.size(); ++i)
-      std::fprintf(out, "# %10.0f %12.2f %12.2f %12.2f %12.2f %10.2f %10.2f\n", n[i],
-                   t_net[i] * 1e6,
-                   (f.alpha + n[i] * (n[i] <= kCacheBytes ? f.beta_cache : f.beta_memory)) * 1e6,
-                   t_rt[i] * 1e6, t_sum[i] * 1e6, n[i] / t_sum[i] * 1e-9, n[i] / t_copy[i] * 1e-9);
-  }
+  f.round_trip_8 = rt8;
+  f.n = n;
+  f.t_net = t_net;
+  f.t_rt = t_rt;
+  f.t_sum = t_sum;
+  f.t_copy = t_copy;
   return f;
+}
+
+void Fit::print(std::FILE* out) const {
+  const Fit& f = *this;
+  const double rt8 = round_trip_8;
+  std::fprintf(out,
+               "# fit: alpha = %.3f us; beta = %.4f ns/B (%.2f GB/s) up to %lld B, %.4f ns/B "
+               "(%.2f GB/s) above, from one-way legs of the ping-pong; round trip / 2 at 8 B: "
+               "%.3f us\n",
+               f.alpha * 1e6, f.beta_cache * 1e9, 1e-9 / f.beta_cache,
+               static_cast<long long>(kCacheBytes), f.beta_memory * 1e9, 1e-9 / f.beta_memory,
+               rt8 * 1e6);
+  std::fprintf(out, "# %10s %12s %12s %12s %12s %10s %10s\n", "bytes", "one-way_us", "a+b*n_us",
+               "rtt/2_us", "sum_us", "gamma_GB/s", "copy_GB/s");
+  for (std::size_t i = 0; i < n.size(); ++i)
+    std::fprintf(out, "# %10.0f %12.2f %12.2f %12.2f %12.2f %10.2f %10.2f\n", n[i], t_net[i] * 1e6,
+                 (f.alpha + n[i] * (n[i] <= kCacheBytes ? f.beta_cache : f.beta_memory)) * 1e6,
+                 t_rt[i] * 1e6, t_sum[i] * 1e6, n[i] / t_sum[i] * 1e-9, n[i] / t_copy[i] * 1e-9);
 }
 
 struct Case {
@@ -262,7 +275,20 @@ int run(const Settings& s) {
       std::fclose(f);
     }
   }
-  const Fit machine = fit(rc, s, rank, rank == 0);
+  // A fit taken while another process held a core can be nonsense (an 8 B message "taking" a
+  // scheduler slice, a negative beta). Up to 3 fits; the first plausible one is used: beta > 0 in
+  // both ranges and alpha below the one-way time of the smallest fitted size.
+  constexpr int kFitTries = 3;
+  Fit machine;
+  for (int attempt = 1; attempt <= kFitTries; ++attempt) {
+    machine = fit(rc, s, rank);
+    if (machine.plausible()) break;
+    if (rank == 0)
+      std::fprintf(s.csv ? stderr : stdout, "# fit %d of %d implausible (alpha = %.1f us)%s\n",
+                   attempt, kFitTries, machine.alpha * 1e6,
+                   attempt < kFitTries ? ", fitting again" : "; used anyway");
+  }
+  if (rank == 0) machine.print(s.csv ? stderr : stdout);
 
   const bench::Table table({{"op", 14, true},
                             {"dir", 8, true},
