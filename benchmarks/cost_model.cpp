@@ -1,4 +1,4 @@
-// bench_cost_model: fits the alpha-beta-gamma cost model (distop/comm/cost_model.hpp) on this
+// bench_cost_model: fits the alpha-beta-gamma cost model (distop/ops/cost_model.hpp) on this
 // machine and compares each distop operator's predicted time with its measured time.
 //
 // Run:  mpiexec.mpich -n 2 build/benchmarks/bench_cost_model [--csv] [--reps N] [--budget S]
@@ -39,7 +39,7 @@
 // the repetition's time is the maximum over the ranks; the median over --reps repetitions (default
 // 200; fewer where the warm-up predicts more than --budget seconds, default 0.3; never fewer than
 // 20). Pass: |predicted / measured - 1| <= 0.2.
-#include "distop/comm/cost_model.hpp"
+#include "distop/ops/cost_model.hpp"
 
 #include <mpi.h>
 

@@ -1,6 +1,6 @@
 // The cost model's formulas against their closed forms (Thakur, Rabenseifner and Gropp 2005) and
 // MPICH 4.0's algorithm choices at the default thresholds.
-#include "distop/comm/cost_model.hpp"
+#include "distop/ops/cost_model.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "distop/comm/cost_model.hpp"
+#include "distop/ops/cost_model.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -1,5 +1,6 @@
 #pragma once
-// An alpha-beta-gamma cost model of MPI collectives and of distop's operators.
+// An alpha-beta-gamma cost model of MPI collectives and of distop's operators (in ops/, beside
+// the operators whose CommStats it reads).
 //
 // Costs follow Thakur, Rabenseifner and Gropp, "Optimization of Collective Communication
 // Operations in MPICH" (IJHPCA 2005), for the algorithm MPICH 4.0 picks at a given size and rank
