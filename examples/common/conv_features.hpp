@@ -49,8 +49,10 @@ class ConvFeatures : public nn::Module<float> {
     return nn::flatten(tape, h);
   }
 
-  // 128 x (rows / 8) x (cols / 8).
-  std::int64_t features() const noexcept { return 128 * (rows_ / 8) * (cols_ / 8); }
+  // map_channels() x (rows / 8) x (cols / 8), channel-major.
+  std::int64_t features() const noexcept { return map_channels() * (rows_ / 8) * (cols_ / 8); }
+  // The channels of the last feature map (conv3's outputs).
+  static constexpr std::int64_t map_channels() noexcept { return 128; }
   std::int64_t channels() const noexcept { return channels_; }
   std::int64_t rows() const noexcept { return rows_; }
   std::int64_t cols() const noexcept { return cols_; }

@@ -21,6 +21,7 @@
 #include <distop/distop.hpp>
 #include <distop/loss/contrastive.hpp>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -418,6 +419,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--probe-lr", s.probe.lr, "Learning rate of the probe's Adam")
       ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--probe-features", s.probe.features,
+                 "What the probe reads: the encoder's flattened maps (flat, 1152 features) or "
+                 "each channel averaged over its positions (pooled, 128)")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, examples::ProbeOptions::Features>{
+              {"flat", examples::ProbeOptions::Features::flat},
+              {"pooled", examples::ProbeOptions::Features::pooled}},
+          CLI::ignore_case))
       ->capture_default_str();
   return train::run_main(argc, argv, app, kProgram, [&] {
     return run(o, s, app.get_option("--replicas")->count() > 0,

@@ -58,6 +58,8 @@ class SimCLRNet : public nn::Module<float> {
   std::string describe() const;
 
   std::int64_t feature_count() const noexcept { return encoder_->features(); }
+  // The channels of the encoder's last map (feature_count() / feature_channels() positions each).
+  std::int64_t feature_channels() const noexcept { return encoder_->map_channels(); }
   ConvFeatures& encoder() noexcept { return *encoder_; }
   // The learnable scalars (undefined Vars where the loss has none).
   const Var<float>& logit_scale() const noexcept { return logit_scale_; }

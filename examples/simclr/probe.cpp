@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
 namespace distop::examples {
@@ -18,8 +19,10 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 // The encoder's features of examples first, first + stride, ... below end of `d`: a [rows, F]
 // tensor.
 Tensor<float> encode(SimCLRNet& model, const data::Dataset& d, std::int64_t first,
-                     std::int64_t stride, std::int64_t end) {
-  const std::int64_t f = model.feature_count(), n = d.pixels(), batch = 500;
+                     std::int64_t stride, std::int64_t end, ProbeOptions::Features features) {
+  const std::int64_t flat = model.feature_count(), n = d.pixels(), batch = 500;
+  const std::int64_t channels = model.feature_channels(), positions = flat / channels;
+  const std::int64_t f = features == ProbeOptions::Features::flat ? flat : channels;
   const std::int64_t rows = first < end ? (end - first + stride - 1) / stride : 0;
   auto out = Tensor<float>::uninitialized(Shape{rows, f});
   std::vector<float> v;
@@ -35,7 +38,16 @@ Tensor<float> encode(SimCLRNet& model, const data::Dataset& d, std::int64_t firs
         DistTensor<float>::from_local(space, Tensor<float>::from_vector(space.local_shape(), v));
     Tape tape;
     const auto h = model.features(tape, Var<float>(x)).value().local();
-    std::copy(h.data(), h.data() + count * f, out.data() + r * f);
+    if (features == ProbeOptions::Features::flat) {
+      std::copy(h.data(), h.data() + count * f, out.data() + r * f);
+    } else {  // channel-major maps: channel c is features [c positions, (c + 1) positions)
+      for (std::int64_t i = 0; i < count; ++i)
+        for (std::int64_t c = 0; c < channels; ++c) {
+          const float* m = h.data() + i * flat + c * positions;
+          out.data()[(r + i) * f + c] =
+              std::accumulate(m, m + positions, 0.0f) / static_cast<float>(positions);
+        }
+    }
     tape.clear();
   }
   return out;
@@ -79,12 +91,12 @@ ProbeResult linear_probe(SimCLRNet& model, const data::Dataset& train, const dat
   model.eval();
   auto start = std::chrono::steady_clock::now();
   const auto mine_test = data::shard({0, test.size}, replica, replicas);
-  Tensor<float> x = encode(model, train, replica, replicas, r.train_examples);
-  Tensor<float> xt = encode(model, test, mine_test.begin, 1, mine_test.end);
+  Tensor<float> x = encode(model, train, replica, replicas, r.train_examples, o.features);
+  Tensor<float> xt = encode(model, test, mine_test.begin, 1, mine_test.end, o.features);
   model.train(was_training);
   r.feature_seconds = seconds_since(start);
   start = std::chrono::steady_clock::now();
-  const std::int64_t f = model.feature_count(), rows = x.extent(0), test_rows = xt.extent(0);
+  const std::int64_t f = x.extent(1), rows = x.extent(0), test_rows = xt.extent(0);
   std::vector<std::int32_t> labels(static_cast<std::size_t>(rows));
   for (std::int64_t i = 0; i < rows; ++i)
     labels[static_cast<std::size_t>(i)] =

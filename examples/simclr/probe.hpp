@@ -15,6 +15,11 @@ struct ProbeOptions {
   std::int64_t batch_size = 256;    // global minibatch
   double lr = 1e-3;                 // Adam's learning rate
   double weight_decay = 1e-5;  // L2 penalty (weight_decay / 2) |W|^2 on the weights, not the bias
+  // What the probe reads: the encoder's flattened maps (128 channels x 3 x 3 = 1152 features), or
+  // each channel averaged over its 3 x 3 positions (128 features), the global average pool that
+  // ends SimCLR's ResNet encoder.
+  enum class Features { flat, pooled };
+  Features features = Features::flat;
 };
 
 struct ProbeResult {

@@ -211,6 +211,21 @@ TEST_F(Simclr, ProbeScoresTheEncoderAlikeAtOneAndTwoRanks) {
       << trained.output;
 }
 
+// The pooled probe reads 128 features (each channel averaged over its positions), alike at 1 and 2
+// ranks, and still finds the blobs.
+TEST_F(Simclr, PooledProbeAlikeAtOneAndTwoRanks) {
+  const std::string args = data_ + "--probe-only --probe-epochs 5 --probe-features pooled";
+  auto one = run_simclr(args);
+  ASSERT_EQ(one.status, 0) << one.output;
+  auto two = run_simclr(args, 2);
+  ASSERT_EQ(two.status, 0) << two.output;
+  const double a1 = probe_accuracy(one.output), a2 = probe_accuracy(two.output);
+  EXPECT_GT(a1, 50.0) << one.output;
+  EXPECT_NEAR(a1, a2, 100.0 / 64 + 1e-9) << one.output << two.output;
+  expect_clean_failure(run_simclr(data_ + "--probe-only --probe-features mean"),
+                       "--probe-features");
+}
+
 TEST_F(Simclr, BadFlagsAreClearErrors) {
   expect_clean_failure(run_simclr(data_ + "--loss triplet"), "--loss: triplet not in");
   expect_clean_failure(run_simclr(data_ + "--strategy broadcast", 2),
