@@ -191,6 +191,7 @@ TEST(ContrastiveAcrossRanks, SeedPThenAverageGivesTheGradient) {
   }
 }
 
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 // This process's peak resident set in KiB since the last reset_peak().
 long peak_kib(const char* field = "VmHWM") {
   std::ifstream in("/proc/self/status");
@@ -205,6 +206,7 @@ bool reset_peak() {
   out << "5";
   return static_cast<bool>(out);
 }
+#endif
 
 // The ring keeps tiles of at most 1024 columns: it never holds this rank's b x B logits, which the
 // all-gather strategy stores. Measured as the growth of the peak resident set.
