@@ -91,6 +91,10 @@ double limit() {
                world, host, static_cast<int>(::getpid()), waited, what.c_str(), at.c_str(),
                limit_s);
   std::fflush(stderr);
+  // MPICH's launcher kills every process of the job as soon as one calls MPI_Abort, and drops what
+  // the processes wrote but it has not forwarded yet: this report, and the reports of the other
+  // ranks whose watchdogs fire at about the same time. A second's pause lets it forward them.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
   PMPI_Abort(MPI_COMM_WORLD, 70);  // EX_SOFTWARE; not 124, which timeout(1) uses
   std::_Exit(70);
 }
