@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <mutex>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "../core/scratch.hpp"
 #include "conv_direct.hpp"
 #include "distop/core/error.hpp"
 #include "gemm_raw.hpp"
@@ -29,82 +29,8 @@ constexpr std::int64_t kMinColumns = kHostKernels ? 1024 : (std::int64_t{1} << 4
 constexpr std::int64_t kMaxScratchBytes =
     kHostKernels ? (std::int64_t{64} << 20) : (std::int64_t{512} << 20);
 
-// ---------------------------------------------------------------------------------------------
-// Scratch kept between calls: a pool of device buffers per element type. A call leases the
-// buffers it needs and gives them back when done, so concurrent calls from several threads never
-// share one. The pool is released by a Kokkos finalize hook, before Kokkos goes away; it is never
-// destroyed itself (no View destructor runs after Kokkos::finalize at exit).
-template <class T>
-class ScratchPool {
- public:
-  using View = Kokkos::View<T*, MemSpace>;
-
-  static ScratchPool& instance() {
-    static ScratchPool* pool = new ScratchPool;
-    return *pool;
-  }
-
-  // A buffer of at least n elements: the smallest free one that fits, else the largest free one
-  // grown to n, else a new one.
-  View acquire(std::int64_t n) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!hook_registered_) {
-      Kokkos::push_finalize_hook([this] { release_all(); });
-      hook_registered_ = true;
-    }
-    std::size_t best = free_.size();
-    for (std::size_t i = 0; i < free_.size(); ++i) {
-      const auto e = static_cast<std::int64_t>(free_[i].extent(0));
-      if (e >= n && (best == free_.size() || e < static_cast<std::int64_t>(free_[best].extent(0))))
-        best = i;
-    }
-    if (best == free_.size()) {
-      // None fits: drop the largest (the others may fit smaller requests) and allocate anew.
-      if (!free_.empty()) {
-        auto largest = std::max_element(
-            free_.begin(), free_.end(),
-            [](const View& a, const View& b) { return a.extent(0) < b.extent(0); });
-        free_.erase(largest);
-      }
-      return View(Kokkos::ViewAllocateWithoutInitializing("distop::conv scratch"),
-                  static_cast<std::size_t>(n));
-    }
-    View v = std::move(free_[best]);
-    free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
-    return v;
-  }
-
-  void give_back(View v) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (hook_registered_) free_.push_back(std::move(v));
-  }
-
- private:
-  void release_all() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    free_.clear();
-    hook_registered_ = false;
-  }
-
-  std::mutex mutex_;
-  std::vector<View> free_;
-  bool hook_registered_ = false;
-};
-
-// A leased scratch buffer, given back to the pool on destruction.
-template <class T>
-class Scratch {
- public:
-  explicit Scratch(std::int64_t n)
-      : view_(ScratchPool<T>::instance().acquire(std::max<std::int64_t>(n, 1))) {}
-  ~Scratch() { ScratchPool<T>::instance().give_back(std::move(view_)); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  T* data() const noexcept { return view_.data(); }
-
- private:
-  typename ScratchPool<T>::View view_;
-};
+// Scratch leased from the library's pool (core/scratch.hpp), in the default memory space.
+using ::distop::detail::Scratch;
 
 // ---------------------------------------------------------------------------------------------
 // The geometry padded to 3 spatial axes: a 1-D or 2-D window gets leading axes of extent 1, so

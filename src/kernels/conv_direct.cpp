@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "../core/scratch.hpp"
 #include "distop/core/error.hpp"
 #include "simd_target.hpp"
 
@@ -54,19 +55,14 @@ Frame frame_of(const DirectGeo& g) {
   return f;
 }
 
-// Scratch kept per thread between calls (grown, never shrunk), starting on a cache line. Slots:
-// 0 laid-out weights or weight-gradient sums, 1 input frames, 2 padded dy or an output buffer,
-// 3 the weight gradient's lane sums, 4 and 5 the input gradient's weights and frame, 6 the
-// transposed dy of the channel form; one kernel call never uses a slot for two things.
+// Scratch leased from the library's pool (core/scratch.hpp) for one kernel call, in host memory,
+// starting on a cache line: laid-out weights or weight-gradient sums, input frames, padded dy or
+// an output buffer, the weight gradient's lane sums, the input gradient's weights and frame, the
+// transposed dy of the channel form.
 template <class T>
-T* scratch(int slot, std::int64_t n) {
-  thread_local std::vector<T> buffers[7];
-  auto& b = buffers[slot];
-  const auto need = static_cast<std::size_t>(n) + kLine / sizeof(T);
-  if (b.size() < need) b.resize(need);
-  void* p = b.data();
-  std::size_t space = b.size() * sizeof(T);
-  return static_cast<T*>(std::align(kLine, static_cast<std::size_t>(n) * sizeof(T), p, space));
+::distop::detail::Scratch<T> scratch(std::int64_t n) {
+  static_assert(kLine <= 64, "the pool's blocks start on 64-byte boundaries");
+  return ::distop::detail::Scratch<T>(n, ::distop::detail::ScratchSpace::kHost);
 }
 
 #ifdef DISTOP_SIMD_X86
@@ -398,13 +394,16 @@ void direct_conv_forward(const T* x, const T* w, const T* bias, T* y, std::int64
   if (by_channels(g, o, lanes)) {
     const std::int64_t o_pad = (o + lanes - 1) / lanes * lanes;
     // wk [c][tap][o_pad]: a tap's weights for the output channels side by side (zero past o).
-    T* const wk = scratch<T>(0, c * f.taps * o_pad);
+    const auto wk_buf = scratch<T>(c * f.taps * o_pad);
+    T* const wk = wk_buf.data();
     for (std::int64_t i = 0; i < c * f.taps; ++i) {
       for (std::int64_t oc = 0; oc < o; ++oc) wk[i * o_pad + oc] = w[oc * c * f.taps + i];
       for (std::int64_t oc = o; oc < o_pad; ++oc) wk[i * o_pad + oc] = T(0);
     }
-    T* const scratch_frames = frames ? nullptr : scratch<T>(1, c * f.x_len);
-    T* const yt = scratch<T>(2, out_n * o_pad);
+    const auto frames_buf = scratch<T>(frames ? 0 : c * f.x_len);
+    T* const scratch_frames = frames ? nullptr : frames_buf.data();
+    const auto yt_buf = scratch<T>(out_n * o_pad);
+    T* const yt = yt_buf.data();
     for (std::int64_t s = 0; s < n; ++s) {
       T* const xp = frames ? frames + s * c * f.x_len : scratch_frames;
       pad_input(x + s * c * in_n, c, g, f, xp);
@@ -415,14 +414,17 @@ void direct_conv_forward(const T* x, const T* w, const T* bias, T* y, std::int64
     return;
   }
   // wk [c][tap][o]: a tap's weights for consecutive output channels side by side.
-  T* const wk = scratch<T>(0, c * f.taps * o);
+  const auto wk_buf = scratch<T>(c * f.taps * o);
+  T* const wk = wk_buf.data();
   for (std::int64_t oc = 0; oc < o; ++oc)
     for (std::int64_t ic = 0; ic < c; ++ic)
       for (std::int64_t j = 0; j < f.taps; ++j)
         wk[(ic * f.taps + j) * o + oc] = w[(oc * c + ic) * f.taps + j];
   const std::int64_t out_len = f.t_out + kTail;
-  T* const scratch_frames = frames ? nullptr : scratch<T>(1, c * f.x_len);
-  T* const out = scratch<T>(2, o * out_len);
+  const auto frames_buf = scratch<T>(frames ? 0 : c * f.x_len);
+  T* const scratch_frames = frames ? nullptr : frames_buf.data();
+  const auto out_buf = scratch<T>(o * out_len);
+  T* const out = out_buf.data();
   for (std::int64_t s = 0; s < n; ++s) {
     T* const xp = frames ? frames + s * c * f.x_len : scratch_frames;
     pad_input(x + s * c * in_n, c, g, f, xp);
@@ -447,13 +449,15 @@ class InputScatter {
   InputScatter(const T* w, std::int64_t c, std::int64_t o, const DirectGeo& g, const Frame& f)
       : c_(c), o_(o), g_(g), f_(f) {
     if (w == nullptr) return;
-    wk_ = scratch<T>(4, c * f.taps * o);
+    wk_buf_ = scratch<T>(c * f.taps * o);
+    wk_ = wk_buf_.data();
     for (std::int64_t oc = 0; oc < o; ++oc)
       for (std::int64_t ic = 0; ic < c; ++ic)
         for (std::int64_t j = 0; j < f.taps; ++j)
           wk_[(j * o + oc) * c + ic] = w[(oc * c + ic) * f.taps + j];
     // Frames as long as the input's (the last tile's scatter reaches t_out + span + a tile).
-    frame_ = scratch<T>(5, c * f.x_len);
+    frame_buf_ = scratch<T>(c * f.x_len);
+    frame_ = frame_buf_.data();
   }
 
   void sample(const T* dyp, T beta, T* dx) const {
@@ -487,6 +491,7 @@ class InputScatter {
   std::int64_t c_, o_;
   const DirectGeo& g_;
   const Frame& f_;
+  ::distop::detail::Scratch<T> wk_buf_, frame_buf_;
   T* wk_ = nullptr;
   T* frame_ = nullptr;
 };
@@ -532,7 +537,8 @@ void direct_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T bet
   BiasSums<T> bias(db ? o : 0);
   const InputScatter<T> scatter(dx ? w : nullptr, c, o, g, f);
   if (!dw) {
-    T* const dyp = scratch<T>(2, o * f.dy_len);
+    const auto dyp_buf = scratch<T>(o * f.dy_len);
+    T* const dyp = dyp_buf.data();
     for (std::int64_t s = 0; s < n; ++s) {
       pad_grad(dy + s * o * out_n, o, g, f, dyp);
       if (db) bias.add(dy + s * o * out_n, o, out_n);
@@ -551,9 +557,12 @@ void direct_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T bet
   const std::int64_t batch_bytes =
       n * (out_n * o_pad + (frames ? 0 : c * f.x_len)) * static_cast<std::int64_t>(sizeof(T));
   if (by_channels(g, o, lanes) && g.d2 == 1 && batch_bytes <= kMaxKeptColumnsBytes) {
-    T* const dyt = scratch<T>(6, n * out_n * o_pad);
-    T* const all_frames = frames ? nullptr : scratch<T>(1, n * c * f.x_len);
-    T* const dyp = dx ? scratch<T>(2, o * f.dy_len) : nullptr;
+    const auto dyt_buf = scratch<T>(n * out_n * o_pad);
+    T* const dyt = dyt_buf.data();
+    const auto frames_buf = scratch<T>(frames ? 0 : n * c * f.x_len);
+    T* const all_frames = frames ? nullptr : frames_buf.data();
+    const auto dyp_buf = scratch<T>(dx ? o * f.dy_len : 0);
+    T* const dyp = dx ? dyp_buf.data() : nullptr;
     for (std::int64_t s = 0; s < n; ++s) {
       const T* dys = dy + s * o * out_n;
       if (!frames) pad_input(x + s * c * in_n, c, g, f, all_frames + s * c * f.x_len);
@@ -571,7 +580,8 @@ void direct_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T bet
     for (std::int64_t r = 0; r < g.out1; ++r)
       for (std::int64_t q = 0; q < g.out2; ++q)
         fpos[static_cast<std::size_t>(r * g.out2 + q)] = r * f.wp + q;
-    T* const wl = scratch<T>(0, o_pad * c * f.taps);
+    const auto wl_buf = scratch<T>(o_pad * c * f.taps);
+    T* const wl = wl_buf.data();
     channel_correlate(dyt, out_n, o_pad, fpos.data(), frames ? frames : all_frames, f.x_len, c, n,
                       g.k1, g.k2, g.d1 * f.wp, wl);
     const std::int64_t ct = c * f.taps;
@@ -585,7 +595,8 @@ void direct_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T bet
     return;
   }
   constexpr std::int64_t kLanes = 64 / sizeof(T);  // the widest vector's lanes
-  T* const vsums = scratch<T>(0, taps_all * kLanes);
+  const auto vsums_buf = scratch<T>(taps_all * kLanes);
+  T* const vsums = vsums_buf.data();
   // (The first chunk's tiles start their sums from zero: no pass to clear vsums.)
   // Chunks of samples whose planes one tile reads (a block of output channels' dy and one
   // frame; the kernel rows then reuse them from the 48 KiB L1 cache) take about 36 KiB: LeNet's
@@ -594,8 +605,10 @@ void direct_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T bet
       (std::min<std::int64_t>(o, 4) * f.dy_len + f.x_len) * static_cast<std::int64_t>(sizeof(T));
   const std::int64_t nb = std::clamp<std::int64_t>((std::int64_t{36} << 10) / tile_bytes, 1, n);
   // The input frames: the forward pass's, kept, or padded here chunk by chunk.
-  T* const padded = frames ? nullptr : scratch<T>(1, nb * c * f.x_len);
-  T* const dyp = scratch<T>(2, nb * o * f.dy_len);
+  const auto padded_buf = scratch<T>(frames ? 0 : nb * c * f.x_len);
+  T* const padded = frames ? nullptr : padded_buf.data();
+  const auto dyp_buf = scratch<T>(nb * o * f.dy_len);
+  T* const dyp = dyp_buf.data();
   for (std::int64_t s0 = 0; s0 < n; s0 += nb) {
     const std::int64_t m = std::min(nb, n - s0);
     const T* const xp = frames ? frames + s0 * c * f.x_len : padded;
@@ -608,7 +621,8 @@ void direct_backward(const T* dy, const T* x, const T* w, T beta_x, T* dx, T bet
     // The flat dy runs start after each plane's leading zeros.
     flat_correlate(dyp + f.lead, f.dy_len, o, xp, f.x_len, c, m, f.t_out, g, f.wp, s0 == 0, vsums);
   }
-  T* const sums = scratch<T>(3, taps_all);
+  const auto sums_buf = scratch<T>(taps_all);
+  T* const sums = sums_buf.data();
   lane_sums(vsums, taps_all, sums);
   for (std::int64_t i = 0; i < taps_all; ++i)
     dw[i] = beta_w == T(0) ? sums[i] : beta_w * dw[i] + sums[i];
