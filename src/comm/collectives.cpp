@@ -66,43 +66,6 @@ void finish(MPI_Request& request, const char* op) {
 
 }  // namespace
 
-namespace {
-int yield_setting = -1;  // -1: not decided yet
-}
-
-void decide_yield_when_idle(MPI_Comm world) {
-  int mine = 0;
-  if (const char* v = std::getenv("DISTOP_YIELD_WHEN_IDLE")) {
-    mine = std::string(v) == "1" ? 1 : 0;
-  } else {
-    int local = 1;
-    MPI_Comm node = MPI_COMM_NULL;
-    if (MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-      MPI_Comm_size(node, &local);
-      MPI_Comm_free(&node);
-    }
-    const auto cores = std::thread::hardware_concurrency();
-    mine = cores > 0 && static_cast<unsigned>(local) > cores ? 1 : 0;
-  }
-  // The setting picks between the blocking and the nonblocking forms of the collectives, which
-  // never match each other: every rank must hold the same one. Any rank that yields (an
-  // oversubscribed node, or DISTOP_YIELD_WHEN_IDLE=1 there) makes all of them yield.
-  int all = mine;
-  if (MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MAX, world) != MPI_SUCCESS) all = 1;
-  yield_setting = all;
-}
-
-bool yield_when_idle() {
-  if (yield_setting < 0) {
-    // Without an Environment there is no agreement: take the nonblocking forms, which match
-    // across ranks whatever each decides about waiting, unless DISTOP_YIELD_WHEN_IDLE=0 says
-    // every rank waits in MPI.
-    const char* v = std::getenv("DISTOP_YIELD_WHEN_IDLE");
-    yield_setting = v && std::string(v) == "0" ? 0 : 1;
-  }
-  return yield_setting == 1;
-}
-
 const char* device_backend() {
   if constexpr (kHostAccessible) return "mpi";
 #ifdef DISTOP_HAVE_NCCL

@@ -9,9 +9,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "distop/comm/collectives.hpp"
 #include "distop/core/error.hpp"
 #include "storage.hpp"
 
@@ -30,6 +30,31 @@ int select_cuda_device();
 #endif
 
 namespace {
+
+int yield_setting = -1;  // -1: not decided yet
+
+// Collective over `world`: see yield_when_idle().
+void decide_yield_when_idle(MPI_Comm world) {
+  int mine = 0;
+  if (const char* v = std::getenv("DISTOP_YIELD_WHEN_IDLE")) {
+    mine = std::string(v) == "1" ? 1 : 0;
+  } else {
+    int local = 1;
+    MPI_Comm node = MPI_COMM_NULL;
+    if (MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+      MPI_Comm_size(node, &local);
+      MPI_Comm_free(&node);
+    }
+    const auto cores = std::thread::hardware_concurrency();
+    mine = cores > 0 && static_cast<unsigned>(local) > cores ? 1 : 0;
+  }
+  // The setting picks between the blocking and the nonblocking forms of the collectives, which
+  // never match each other: every rank must hold the same one. Any rank that yields (an
+  // oversubscribed node, or DISTOP_YIELD_WHEN_IDLE=1 there) makes all of them yield.
+  int all = mine;
+  if (MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MAX, world) != MPI_SUCCESS) all = 1;
+  yield_setting = all;
+}
 
 // OpenBLAS picks its kernels when it loads; an older release that does not know the CPU falls back
 // to pre-AVX kernels, several times slower. Too late to change here, but worth saying once.
@@ -75,6 +100,17 @@ void set_blas_threads([[maybe_unused]] int threads) {
 #endif
 }
 
+bool yield_when_idle() {
+  if (yield_setting < 0) {
+    // Without an Environment there is no agreement: take the nonblocking forms, which match
+    // across ranks whatever each decides about waiting, unless DISTOP_YIELD_WHEN_IDLE=0 says
+    // every rank waits in MPI.
+    const char* v = std::getenv("DISTOP_YIELD_WHEN_IDLE");
+    yield_setting = v && std::string(v) == "0" ? 0 : 1;
+  }
+  return yield_setting == 1;
+}
+
 Environment::Environment(int& argc, char**& argv, EnvironmentOptions options) {
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -85,7 +121,7 @@ Environment::Environment(int& argc, char**& argv, EnvironmentOptions options) {
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_dup(MPI_COMM_WORLD, &errors_);
-  comm::decide_yield_when_idle(MPI_COMM_WORLD);
+  decide_yield_when_idle(MPI_COMM_WORLD);
 #ifdef DISTOP_HAVE_CUDA
   [[maybe_unused]] const int device = detail::select_cuda_device();
 #endif

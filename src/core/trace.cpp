@@ -3,10 +3,10 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <exception>
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "distop/comm/agree.hpp"
 #include "distop/core/error.hpp"
 #include "distop/core/timers.hpp"
 
@@ -26,6 +26,29 @@ std::chrono::steady_clock::time_point g_origin;
 std::vector<Event> g_events;
 std::size_t g_max = 0;
 std::size_t g_dropped = 0;
+
+// Runs `action` on rank 0 of `comm` and tells every rank how it went (collective: one broadcast,
+// two on failure): if it threw, every rank throws Error("trace", ...) with rank 0's message, so
+// that no rank goes on to a collective the others never reach.
+template <class F>
+void on_root_agreed(MPI_Comm comm, int rank, F&& action) {
+  std::string message;
+  if (rank == 0) {
+    try {
+      action();
+    } catch (const Error& e) {
+      message = e.detail().empty() ? "failed" : e.detail();
+    } catch (const std::exception& e) {
+      message = *e.what() ? e.what() : "failed";
+    }
+  }
+  long long length = static_cast<long long>(message.size());
+  MPI_Bcast(&length, 1, MPI_LONG_LONG, 0, comm);
+  if (length == 0) return;
+  message.resize(static_cast<std::size_t>(length));
+  MPI_Bcast(message.data(), static_cast<int>(length), MPI_CHAR, 0, comm);
+  throw Error("trace", rank == 0 ? message : "on rank 0: " + message);
+}
 
 double us(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double, std::micro>(d).count();
@@ -98,8 +121,7 @@ void stop_and_write(const std::string& path, MPI_Comm comm) {
   const long long length = static_cast<long long>(mine.size());
   std::vector<long long> lengths(static_cast<std::size_t>(size));
   MPI_Gather(&length, 1, MPI_LONG_LONG, lengths.data(), 1, MPI_LONG_LONG, 0, comm);
-  comm::agree(comm, "trace", [&] {
-    if (rank != 0) return;
+  on_root_agreed(comm, rank, [&] {
     long long total = 0;
     for (long long l : lengths) total += l;
     DISTOP_CHECK(total < (1LL << 31), "trace", "the trace of ", total,
@@ -118,8 +140,7 @@ void stop_and_write(const std::string& path, MPI_Comm comm) {
   }
   MPI_Gatherv(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(), counts.data(),
               displs.data(), MPI_CHAR, 0, comm);
-  comm::agree(comm, "trace", [&] {
-    if (rank != 0) return;
+  on_root_agreed(comm, rank, [&] {
     std::FILE* f = std::fopen(path.c_str(), "w");
     DISTOP_CHECK(f != nullptr, "trace", "cannot write the trace ", path);
     bool ok = std::fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", f) >= 0;

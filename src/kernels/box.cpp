@@ -9,55 +9,12 @@
 
 namespace distop {
 
-std::int64_t Box::numel() const noexcept {
-  std::int64_t n = 1;
-  for (auto e : extent) n *= e;
-  return n;
-}
-
-Box Box::intersect(const Box& other) const {
-  Box b{offset, extent};
-  for (int a = 0; a < rank(); ++a) {
-    const auto lo = std::max(offset[a], other.offset[a]);
-    const auto hi = std::min(offset[a] + extent[a], other.offset[a] + other.extent[a]);
-    b.offset[a] = lo;
-    b.extent[a] = std::max<std::int64_t>(0, hi - lo);
-  }
-  return b;
-}
-
-Box Box::relative_to(const std::vector<std::int64_t>& origin) const {
-  Box b{offset, extent};
-  for (int a = 0; a < rank(); ++a) b.offset[a] -= origin[a];
-  return b;
-}
-
-std::string Box::str() const {
-  std::string s = "[";
-  for (int a = 0; a < rank(); ++a) {
-    if (a) s += ", ";
-    s += std::to_string(offset[a]) + ":" + std::to_string(offset[a] + extent[a]);
-  }
-  return s + "]";
-}
-
-Box whole(const Shape& shape) {
-  return Box{std::vector<std::int64_t>(static_cast<std::size_t>(shape.rank()), 0), shape.extents()};
-}
-
 namespace kernels {
 
 namespace {
 
-// A box seen as `rows` runs of `run` contiguous elements: the trailing axes the box covers whole
-// merge into one run. row_start(i) is the tensor offset of run i.
-struct Runs {
-  std::int64_t rows = 0;
-  std::int64_t run = 0;
-  std::int64_t base = 0;                 // offset of the box's first element
-  std::vector<std::int64_t> row_extent;  // extents of the axes iterated over (outer)
-  std::vector<std::int64_t> row_stride;  // their strides in the tensor
-};
+// A box seen as `rows` runs of `run` contiguous elements (kernels/box.hpp).
+using Runs = detail::BoxRuns;
 
 void check_box(const Shape& shape, const Box& box, const char* op) {
   DISTOP_CHECK(box.rank() == shape.rank(), op, "box ", box.str(), " of rank ", box.rank(),
@@ -249,20 +206,10 @@ template <class T>
 void pack(const Tensor<T>& src, const Box& box, T* out) {
   const auto r = runs_of(src.shape(), box, "pack");
   if (box.empty()) return;
-  const T* s = src.data();
   if constexpr (kHostAccessible) {
-    copy_runs(packed_like(r), out, r, s, r.run, false);
+    copy_runs(packed_like(r), out, r, src.data(), r.run, false);
   } else {
-    const std::int64_t run = r.run;
-    const Runs rr = r;
-    Kokkos::View<std::int64_t*, MemSpace> starts("distop::pack::starts", static_cast<std::size_t>(r.rows));
-    auto h = Kokkos::create_mirror_view(starts);
-    for (std::int64_t i = 0; i < r.rows; ++i) h(i) = row_start(rr, i);
-    Kokkos::deep_copy(starts, h);
-    Kokkos::parallel_for(
-        "distop::pack", Kokkos::RangePolicy<ExecSpace>(0, r.rows * run), KOKKOS_LAMBDA(std::int64_t k) {
-          out[k] = s[starts(k / run) + k % run];
-        });
+    portable::pack(src, BoxPlan(src.shape(), box), out);  // describes the box on the device
   }
 }
 
@@ -270,20 +217,10 @@ template <class T>
 void unpack(const T* in, const Box& box, Tensor<T>& dst, bool accumulate) {
   const auto r = runs_of(dst.shape(), box, "unpack");
   if (box.empty()) return;
-  T* d = dst.data();
   if constexpr (kHostAccessible) {
-    copy_runs(r, d, packed_like(r), in, r.run, accumulate);
+    copy_runs(r, dst.data(), packed_like(r), in, r.run, accumulate);
   } else {
-    const std::int64_t run = r.run;
-    Kokkos::View<std::int64_t*, MemSpace> starts("distop::unpack::starts", static_cast<std::size_t>(r.rows));
-    auto h = Kokkos::create_mirror_view(starts);
-    for (std::int64_t i = 0; i < r.rows; ++i) h(i) = row_start(r, i);
-    Kokkos::deep_copy(starts, h);
-    Kokkos::parallel_for(
-        "distop::unpack", Kokkos::RangePolicy<ExecSpace>(0, r.rows * run), KOKKOS_LAMBDA(std::int64_t k) {
-          const auto o = starts(k / run) + k % run;
-          d[o] = accumulate ? d[o] + in[k] : in[k];
-        });
+    portable::unpack(in, BoxPlan(dst.shape(), box), dst, accumulate);
   }
 }
 
@@ -327,6 +264,161 @@ void fill_box(Tensor<T>& t, const Box& box, T value) {
     unpack(buf.data(), box, t, false);
   }
 }
+
+BoxPlan::BoxPlan(const Shape& shape, const Box& box)
+    : shape_(shape), box_(box), runs_(runs_of(shape, box, "BoxPlan")), packed_(packed_like(runs_)) {
+  Kokkos::View<std::int64_t*, MemSpace> starts(
+      Kokkos::view_alloc(Kokkos::WithoutInitializing, "distop::BoxPlan::starts"),
+      static_cast<std::size_t>(box.empty() ? 0 : runs_.rows));
+  auto h = Kokkos::create_mirror_view(starts);
+  for (std::size_t i = 0; i < h.extent(0); ++i)
+    h(i) = row_start(runs_, static_cast<std::int64_t>(i));
+  Kokkos::deep_copy(starts, h);
+  starts_ = starts;
+}
+
+namespace {
+
+void check_plan(const Shape& shape, const BoxPlan& plan, const char* op) {
+  DISTOP_CHECK(shape == plan.shape(), op, "a plan of box ", plan.box().str(), " in shape ",
+               plan.shape().str(), " used on a tensor of shape ", shape.str());
+}
+
+void check_copy(const void* src, const BoxPlan& src_plan, const void* dst, const BoxPlan& dst_plan) {
+  DISTOP_CHECK(src_plan.box().extent == dst_plan.box().extent, "copy_box", "boxes ",
+               src_plan.box().str(), " and ", dst_plan.box().str(), " differ in extent");
+  DISTOP_CHECK(src != dst || src_plan.empty(), "copy_box",
+               "a copy through plans between boxes of one tensor");
+}
+
+}  // namespace
+
+namespace portable {
+
+template <class T>
+void pack(const Tensor<T>& src, const BoxPlan& plan, T* out) {
+  check_plan(src.shape(), plan, "pack");
+  if (plan.empty()) return;
+  const T* s = src.data();
+  const auto starts = plan.run_starts();
+  const std::int64_t run = plan.run();
+  Kokkos::parallel_for(
+      "distop::pack", Kokkos::RangePolicy<ExecSpace>(0, plan.numel()),
+      KOKKOS_LAMBDA(std::int64_t k) { out[k] = s[starts(k / run) + k % run]; });
+}
+
+template <class T>
+void unpack(const T* in, const BoxPlan& plan, Tensor<T>& dst, bool accumulate) {
+  check_plan(dst.shape(), plan, "unpack");
+  if (plan.empty()) return;
+  T* d = dst.data();
+  const auto starts = plan.run_starts();
+  const std::int64_t run = plan.run();
+  Kokkos::parallel_for(
+      "distop::unpack", Kokkos::RangePolicy<ExecSpace>(0, plan.numel()),
+      KOKKOS_LAMBDA(std::int64_t k) {
+        const auto o = starts(k / run) + k % run;
+        d[o] = accumulate ? d[o] + in[k] : in[k];
+      });
+}
+
+template <class T>
+void fill_box(Tensor<T>& t, const BoxPlan& plan, T value) {
+  check_plan(t.shape(), plan, "fill_box");
+  if (plan.empty()) return;
+  T* d = t.data();
+  const auto starts = plan.run_starts();
+  const std::int64_t run = plan.run();
+  Kokkos::parallel_for(
+      "distop::fill_box", Kokkos::RangePolicy<ExecSpace>(0, plan.numel()),
+      KOKKOS_LAMBDA(std::int64_t k) { d[starts(k / run) + k % run] = value; });
+}
+
+template <class T>
+void copy_box(const Tensor<T>& src, const BoxPlan& src_plan, Tensor<T>& dst,
+              const BoxPlan& dst_plan, bool accumulate) {
+  check_plan(src.shape(), src_plan, "copy_box");
+  check_plan(dst.shape(), dst_plan, "copy_box");
+  check_copy(src.data(), src_plan, dst.data(), dst_plan);
+  if (src_plan.empty()) return;
+  const T* s = src.data();
+  T* d = dst.data();
+  const auto ss = src_plan.run_starts();
+  const auto ds = dst_plan.run_starts();
+  const std::int64_t sr = src_plan.run();
+  const std::int64_t dr = dst_plan.run();
+  Kokkos::parallel_for(
+      "distop::copy_box", Kokkos::RangePolicy<ExecSpace>(0, src_plan.numel()),
+      KOKKOS_LAMBDA(std::int64_t k) {
+        const auto o = ds(k / dr) + k % dr;
+        const T v = s[ss(k / sr) + k % sr];
+        d[o] = accumulate ? d[o] + v : v;
+      });
+}
+
+}  // namespace portable
+
+template <class T>
+void pack(const Tensor<T>& src, const BoxPlan& plan, T* out) {
+  if constexpr (kHostAccessible) {
+    check_plan(src.shape(), plan, "pack");
+    if (plan.empty()) return;
+    copy_runs(plan.packed_runs(), out, plan.runs(), src.data(), plan.run(), false);
+  } else {
+    portable::pack(src, plan, out);
+  }
+}
+
+template <class T>
+void unpack(const T* in, const BoxPlan& plan, Tensor<T>& dst, bool accumulate) {
+  if constexpr (kHostAccessible) {
+    check_plan(dst.shape(), plan, "unpack");
+    if (plan.empty()) return;
+    copy_runs(plan.runs(), dst.data(), plan.packed_runs(), in, plan.run(), accumulate);
+  } else {
+    portable::unpack(in, plan, dst, accumulate);
+  }
+}
+
+template <class T>
+void fill_box(Tensor<T>& t, const BoxPlan& plan, T value) {
+  if constexpr (kHostAccessible) {
+    check_plan(t.shape(), plan, "fill_box");
+    if (plan.empty()) return;
+    T* d = t.data();
+    const std::int64_t run = plan.run();
+    for_each_run2(plan.runs(), plan.runs(),
+                  [&](std::int64_t off, std::int64_t) { std::fill(d + off, d + off + run, value); });
+  } else {
+    portable::fill_box(t, plan, value);
+  }
+}
+
+template <class T>
+void copy_box(const Tensor<T>& src, const BoxPlan& src_plan, Tensor<T>& dst,
+              const BoxPlan& dst_plan, bool accumulate) {
+  if constexpr (kHostAccessible) {
+    check_plan(src.shape(), src_plan, "copy_box");
+    check_plan(dst.shape(), dst_plan, "copy_box");
+    check_copy(src.data(), src_plan, dst.data(), dst_plan);
+    copy_box(src, src_plan.box(), dst, dst_plan.box(), accumulate);
+  } else {
+    portable::copy_box(src, src_plan, dst, dst_plan, accumulate);
+  }
+}
+
+#define DISTOP_INSTANTIATE_PLAN(T)                                                           \
+  template void pack(const Tensor<T>&, const BoxPlan&, T*);                                  \
+  template void unpack(const T*, const BoxPlan&, Tensor<T>&, bool);                          \
+  template void fill_box(Tensor<T>&, const BoxPlan&, T);                                     \
+  template void copy_box(const Tensor<T>&, const BoxPlan&, Tensor<T>&, const BoxPlan&, bool); \
+  template void portable::pack(const Tensor<T>&, const BoxPlan&, T*);                        \
+  template void portable::unpack(const T*, const BoxPlan&, Tensor<T>&, bool);                \
+  template void portable::fill_box(Tensor<T>&, const BoxPlan&, T);                           \
+  template void portable::copy_box(const Tensor<T>&, const BoxPlan&, Tensor<T>&, const BoxPlan&, bool);
+DISTOP_INSTANTIATE_PLAN(float)
+DISTOP_INSTANTIATE_PLAN(double)
+#undef DISTOP_INSTANTIATE_PLAN
 
 #define DISTOP_INSTANTIATE(T)                                                              \
   template void pack(const Tensor<T>&, const Box&, T*);                                    \

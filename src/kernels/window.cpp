@@ -2,6 +2,27 @@
 
 #include "distop/core/error.hpp"
 
+namespace distop {
+
+std::string ConvWindow::str() const {
+  return detail::concat("{kernel ", kernel, ", stride ", stride, ", padding ", padding,
+                        ", dilation ", dilation, "}");
+}
+
+std::int64_t window_output_extent(std::int64_t n, const ConvWindow& w) {
+  constexpr const char* kOp = "halo_widths";
+  DISTOP_CHECK(w.kernel >= 1 && w.stride >= 1 && w.dilation >= 1 && w.padding >= 0, kOp,
+               "invalid window ", w.str(),
+               ": kernel, stride and dilation must be at least 1 and padding at least 0");
+  DISTOP_CHECK(n >= 1, kOp, "an input extent of ", n, " has no entries");
+  const std::int64_t span = n + 2 * w.padding - w.dilation * (w.kernel - 1) - 1;
+  DISTOP_CHECK(span >= 0, kOp, "window ", w.str(), " is larger than the padded input of extent ", n,
+               " + 2 * ", w.padding);
+  return span / w.stride + 1;
+}
+
+}  // namespace distop
+
 namespace distop::kernels {
 
 namespace {

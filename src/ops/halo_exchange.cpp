@@ -8,6 +8,7 @@
 #include "distop/comm/exchange.hpp"
 #include "distop/comm/mpi.hpp"
 #include "distop/core/error.hpp"
+#include "distop/kernels/box.hpp"
 
 namespace distop {
 
@@ -18,19 +19,6 @@ constexpr const char* kOp = "HaloExchange";
 // communicator is the plan's own, so these only keep the two directions apart when read in traces.
 constexpr int kTag = 40;
 constexpr int kAdjointTag = 1000;
-
-// The offset of `box` in a row-major array of `shape` when the box is one contiguous run, else -1.
-std::int64_t contiguous_offset(const Shape& shape, const Box& box) {
-  if (box.empty()) return -1;
-  int k = 0;
-  while (k < box.rank() && box.extent[k] == 1) ++k;
-  for (int b = k + 1; b < box.rank(); ++b)
-    if (box.extent[b] != shape[b]) return -1;
-  const auto strides = shape.strides();
-  std::int64_t offset = 0;
-  for (int b = 0; b < box.rank(); ++b) offset += box.offset[b] * strides[b];
-  return offset;
-}
 
 std::int64_t block_extent(const TensorSpace& interior, int axis, std::int64_t part) {
   const auto& b = interior.decomposition().bounds(axis);
@@ -104,6 +92,8 @@ class HaloPlan {
     Box mirror;                   // empty on the boundary
     std::int64_t ghost_at = -1;   // the ghost box's offset when it is contiguous, else -1
     std::int64_t mirror_at = -1;  // likewise for the mirror
+    kernels::BoxPlan ghost_plan;  // the boxes for the kernels, described once
+    kernels::BoxPlan mirror_plan;
   };
 
   HaloPlan(const TensorSpace& interior, HaloSpec spec_in)
@@ -153,6 +143,8 @@ class HaloPlan {
         }
         side.ghost_at = contiguous_offset(padded, side.ghost);
         side.mirror_at = contiguous_offset(padded, side.mirror);
+        side.ghost_plan = kernels::BoxPlan(padded, side.ghost);
+        side.mirror_plan = kernels::BoxPlan(padded, side.mirror);
       }
       sweeps.push_back(std::move(sides));
     }
@@ -296,7 +288,7 @@ void HaloExchange<T>::forward(const DistTensor<T>& x, DistTensor<T>& y) const {
       const auto& side = sides[s];
       if (side.ghost.empty()) continue;
       if (side.peer < 0) {
-        kernels::fill_box(out, side.ghost, T(0));
+        kernels::fill_box(out, side.ghost_plan, T(0));
       } else {
         T* to = side.ghost_at >= 0 ? out.data() + side.ghost_at : buffers_[4 * a + 2 * s].data();
         ex.recv(to, side.ghost.numel(), side.peer);
@@ -310,7 +302,7 @@ void HaloExchange<T>::forward(const DistTensor<T>& x, DistTensor<T>& y) const {
         from = out.data() + side.mirror_at;
       } else {
         auto& buf = buffers_[4 * a + 2 * s + 1];
-        kernels::pack(out, side.mirror, buf.data());
+        kernels::pack(out, side.mirror_plan, buf.data());
         from = buf.data();
       }
       ex.send(from, side.mirror.numel(), side.peer);
@@ -319,7 +311,7 @@ void HaloExchange<T>::forward(const DistTensor<T>& x, DistTensor<T>& y) const {
     for (std::size_t s = 0; s < 2; ++s) {
       const auto& side = sides[s];
       if (side.peer >= 0 && !side.ghost.empty() && side.ghost_at < 0)
-        kernels::unpack(buffers_[4 * a + 2 * s].data(), side.ghost, out);
+        kernels::unpack(buffers_[4 * a + 2 * s].data(), side.ghost_plan, out);
     }
   }
 }
@@ -348,7 +340,7 @@ void HaloExchange<T>::adjoint(const DistTensor<T>& y, DistTensor<T>& x) const {
         from = out.data() + side.ghost_at;
       } else {
         auto& buf = buffers_[4 * a + 2 * s];
-        kernels::pack(out, side.ghost, buf.data());
+        kernels::pack(out, side.ghost_plan, buf.data());
         from = buf.data();
       }
       ex.send(from, side.ghost.numel(), side.peer);
@@ -357,8 +349,8 @@ void HaloExchange<T>::adjoint(const DistTensor<T>& y, DistTensor<T>& x) const {
     for (std::size_t s = 0; s < 2; ++s) {
       const auto& side = sides[s];
       if (side.peer >= 0 && !side.mirror.empty())
-        kernels::unpack(buffers_[4 * a + 2 * s + 1].data(), side.mirror, out, true);
-      if (!side.ghost.empty()) kernels::fill_box(out, side.ghost, T(0));
+        kernels::unpack(buffers_[4 * a + 2 * s + 1].data(), side.mirror_plan, out, true);
+      if (!side.ghost.empty()) kernels::fill_box(out, side.ghost_plan, T(0));
     }
   }
 }

@@ -5,6 +5,7 @@
 #include "distop/comm/agree.hpp"
 #include "distop/comm/exchange.hpp"
 #include "distop/comm/mpi.hpp"
+#include "distop/kernels/box.hpp"
 
 namespace distop {
 
@@ -78,10 +79,13 @@ void RepartitionPlan::build() {
       if (overlap.empty()) continue;
       const int peer = sp.ranks()[i];
       if (peer == me) {
-        local_.push_back(
-            {overlap.relative_to(mine_src.offset), overlap.relative_to(mine_dst.offset)});
+        const Box from = overlap.relative_to(mine_src.offset);
+        const Box to = overlap.relative_to(mine_dst.offset);
+        local_.push_back({from, to, kernels::BoxPlan(src_.local_shape(), from),
+                          kernels::BoxPlan(dst_.local_shape(), to)});
       } else {
-        recvs_.push_back({peer, overlap.relative_to(mine_dst.offset)});
+        const Box to = overlap.relative_to(mine_dst.offset);
+        recvs_.push_back({peer, to, kernels::BoxPlan(dst_.local_shape(), to)});
       }
     }
   }
@@ -91,7 +95,9 @@ void RepartitionPlan::build() {
       const auto c = dp.coords_of(i);
       if (peer == me || !reads(src_, sp.coords(), one_partition, c)) continue;
       const Box overlap = box_of(dst_, c).intersect(mine_src);
-      if (!overlap.empty()) sends_.push_back({peer, overlap.relative_to(mine_src.offset)});
+      if (overlap.empty()) continue;
+      const Box from = overlap.relative_to(mine_src.offset);
+      sends_.push_back({peer, from, kernels::BoxPlan(src_.local_shape(), from)});
     }
   }
   for (const auto* list : {&sends_, &recvs_})
@@ -103,31 +109,6 @@ void RepartitionPlan::build() {
 
 namespace {
 
-// Where a box's entries are one contiguous range of a tensor of shape `shape` (every axis inside
-// the outermost one it does not hold a single index of is whole), the offset of its first entry;
-// otherwise -1. Such boxes are sent from and received into the tensor in place, with no packing.
-std::int64_t contiguous_offset(const Shape& shape, const Box& box) {
-  const int rank = box.rank();
-  int a = 0;
-  while (a < rank && box.extent[a] == 1) ++a;
-  for (int b = a + 1; b < rank; ++b)
-    if (box.extent[b] != shape[b]) return -1;
-  std::int64_t off = 0;
-  std::int64_t stride = 1;
-  for (int b = rank - 1; b >= 0; --b) {
-    off += box.offset[b] * stride;
-    stride *= shape[b];
-  }
-  return off;
-}
-
-bool overlap(const Box& a, const Box& b) {
-  for (int d = 0; d < a.rank(); ++d)
-    if (a.offset[d] >= b.offset[d] + b.extent[d] || b.offset[d] >= a.offset[d] + a.extent[d])
-      return false;
-  return true;
-}
-
 // Whether the boxes are pairwise disjoint and together cover exactly `numel` entries (so that,
 // lying inside a tensor of numel entries, they tile it: every entry written exactly once).
 bool tiles(const std::vector<const Box*>& boxes, std::int64_t numel) {
@@ -135,7 +116,7 @@ bool tiles(const std::vector<const Box*>& boxes, std::int64_t numel) {
   for (std::size_t i = 0; i < boxes.size(); ++i) {
     total += boxes[i]->numel();
     for (std::size_t j = 0; j < i; ++j)
-      if (overlap(*boxes[i], *boxes[j])) return false;
+      if (boxes[i]->intersects(*boxes[j])) return false;
   }
   return total == numel;
 }
@@ -164,15 +145,15 @@ void RepartitionPlan::copy_forward(const Tensor<T>& x, Tensor<T>& y) const {
     const T* from = at >= 0 ? x.data() + at : nullptr;
     if (at < 0) {
       out.push_back(Tensor<T>::uninitialized(Shape{s.box.numel()}));
-      kernels::pack(x, s.box, out.back().data());
+      kernels::pack(x, s.plan, out.back().data());
       from = out.back().data();
     }
     ex.send(from, s.box.numel(), s.peer);
   }
-  for (const auto& l : local_) kernels::copy_box(x, l.src, y, l.dst);
+  for (const auto& l : local_) kernels::copy_box(x, l.src_plan, y, l.dst_plan);
   ex.wait();
   for (std::size_t i = 0; i < recvs_.size(); ++i)
-    if (in[i].numel() > 0) kernels::unpack(in[i].data(), recvs_[i].box, y);
+    if (in[i].numel() > 0) kernels::unpack(in[i].data(), recvs_[i].plan, y);
 }
 
 template <class T>
@@ -212,15 +193,15 @@ void RepartitionPlan::accumulate_reverse(const Tensor<T>& y, Tensor<T>& x) const
     const T* from = at >= 0 ? y.data() + at : nullptr;
     if (at < 0) {
       out.push_back(Tensor<T>::uninitialized(Shape{r.box.numel()}));
-      kernels::pack(y, r.box, out.back().data());
+      kernels::pack(y, r.plan, out.back().data());
       from = out.back().data();
     }
     ex.send(from, r.box.numel(), r.peer);
   }
-  for (const auto& l : local_) kernels::copy_box(y, l.dst, x, l.src, add_local);
+  for (const auto& l : local_) kernels::copy_box(y, l.dst_plan, x, l.src_plan, add_local);
   ex.wait();
   for (std::size_t i = 0; i < sends_.size(); ++i)
-    if (in[i].numel() > 0) kernels::unpack(in[i].data(), sends_[i].box, x, add_received);
+    if (in[i].numel() > 0) kernels::unpack(in[i].data(), sends_[i].plan, x, add_received);
 }
 
 CommStats RepartitionPlan::forward_stats(std::size_t element) const {

@@ -13,6 +13,8 @@
 #include <memory>
 #include <vector>
 
+#include "distop/core/environment.hpp"
+
 namespace distop::comm {
 
 // buf on every rank of comm; root's entries overwrite the others'.
@@ -40,14 +42,9 @@ template <class T>
 void fill_zero(T* dst, std::int64_t count);
 
 // Whether waits yield the processor between tests of a nonblocking request instead of spinning:
-// true when a node runs more MPI ranks than it has cores (MPICH polls, so spinning ranks would
-// take the cores from the ranks doing the work), or as DISTOP_YIELD_WHEN_IDLE=1/0 says. Where it
-// is true the collectives take their nonblocking forms, which do not match blocking ones, so the
-// setting is the same on every rank. Decided once: by decide_yield_when_idle, which Environment
-// calls (collective over `world`: true everywhere if it is true on any rank), or else, without an
-// Environment, true unless DISTOP_YIELD_WHEN_IDLE=0.
-bool yield_when_idle();
-void decide_yield_when_idle(MPI_Comm world);
+// yield_when_idle() (core/environment.hpp). Where it is true the collectives take their
+// nonblocking forms.
+using distop::yield_when_idle;
 
 // The name of the backend device buffers use in this build: "mpi" (host memory), "mpi+staging"
 // or "nccl".

@@ -43,4 +43,13 @@ class Environment {
 // Sets the number of BLAS threads of this process (OpenBLAS); a no-op for other BLAS libraries.
 void set_blas_threads(int threads);
 
+// Whether waits yield the processor between tests of a nonblocking request instead of spinning:
+// true when a node runs more MPI ranks than it has cores (MPICH polls, so spinning ranks would
+// take the cores from the ranks doing the work), or as DISTOP_YIELD_WHEN_IDLE=1/0 says. Where it
+// is true the collectives take their nonblocking forms, which do not match blocking ones, so the
+// setting is the same on every rank. Decided once: by Environment's constructor (collective over
+// MPI_COMM_WORLD: true everywhere if it is true on any rank), or else, without an Environment,
+// true unless DISTOP_YIELD_WHEN_IDLE=0.
+bool yield_when_idle();
+
 }  // namespace distop

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "distop/core/shape.hpp"
-#include "distop/ops/halo.hpp"
+#include "distop/kernels/conv_window.hpp"
 
 namespace distop::kernels {
 
@@ -34,7 +34,7 @@ struct WindowGeometry {
 
   // An ordinary window over a whole input of spatial extents `in`: offset = padding and
   // out = window_output_extent. Error unless in and windows have 1 to 3 entries each and the
-  // windows are valid (ops/halo.hpp).
+  // windows are valid (window_output_extent).
   static WindowGeometry ordinary(const Shape& in, const std::vector<ConvWindow>& windows);
   // Checks the fields are consistent (1-3 axes, kernel/stride/dilation >= 1, extents >= 1); an
   // Error naming `where` otherwise.

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "distop/core/shape.hpp"
-#include "distop/ops/conv_window.hpp"
+#include "distop/kernels/conv_window.hpp"
 
 namespace distop {
 

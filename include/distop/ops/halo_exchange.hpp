@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "distop/kernels/box.hpp"
+#include "distop/core/box.hpp"
 #include "distop/ops/halo.hpp"
 #include "distop/ops/linear_operator.hpp"
 

@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "distop/core/box.hpp"
 #include "distop/kernels/box.hpp"
 #include "distop/ops/linear_operator.hpp"
 
@@ -45,10 +46,13 @@ class RepartitionPlan {
   struct Transfer {
     int peer;  // parent rank
     Box box;   // in this rank's local coordinates
+    kernels::BoxPlan plan;  // the box in this rank's local tensor, for pack and unpack
   };
   struct LocalCopy {
     Box src;  // in the source tensor's local coordinates
     Box dst;  // in the destination tensor's local coordinates
+    kernels::BoxPlan src_plan;
+    kernels::BoxPlan dst_plan;
   };
   void build();
   TensorSpace src_;
