@@ -1,0 +1,243 @@
+// bench_simulated: the programs that scripts/simulate.sh runs under SimGrid's SMPI (and that run
+// under mpiexec alike): a few steps of one of
+//   primitives     distop's AllSumReduce, Broadcast (forward and adjoint) and HaloExchange on a
+//                  fixed number of bytes per rank (weak scaling),
+//   lenet5         examples/lenet5's training step, model parallel over --model-ranks ranks per
+//                  replica, data parallel over the replicas (GradientReducer), batch --batch per
+//                  replica,
+//   data_parallel  examples/cnn's data-parallel step (one replica per rank, batch --batch per
+//                  rank), the gradients reduced in buckets overlapped with backward, and the same
+//                  step without the reduction (the compute it hides behind),
+// each timed with MPI_Wtime (the simulated clock under SMPI: std::chrono reads the host's), a step
+// being the slowest rank's time after a barrier, the median over --steps steps after --warmup.
+//
+//   smpirun ... build-smpi/benchmarks/bench_simulated --program data_parallel --steps 3
+//   mpiexec.mpich -n 2 build/benchmarks/bench_simulated --program lenet5
+//
+// Output: one CSV row per measurement,
+//   program,case,ranks,step_ms,model_ms,detail
+// with model_ms the cost model's time (ops/cost_model.hpp) on the machine given by --alpha,
+// --beta, --gamma and --copy (the platform's links): for the primitives the operator's predicted
+// time; for data_parallel the compute-only step measured in the same run plus the predicted
+// reduction that overlap cannot hide (the last bucket's), and plus all of it (no overlap) in the
+// case "model-no-overlap"; for lenet5 empty (its communication is inside the model-parallel step).
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <distop/distop.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench_mpi.hpp"
+#include "bench_util.hpp"
+#include "distop/ops/cost_model.hpp"
+
+// The two example models; their model.hpp files share one name, so each is included by path.
+#include "../examples/cnn/model.hpp"
+#include "../examples/lenet5/model.hpp"
+
+namespace {
+
+using namespace distop;
+
+struct Settings {
+  std::string program = "data_parallel";
+  int steps = 3;
+  int warmup = 1;
+  std::int64_t batch = 64;
+  int model_ranks = 2;
+  std::int64_t bytes = 1 << 20;
+  cost::Machine machine{1e-6, 1.0 / 25e9, 1.0 / 10e9, 1.0 / 20e9};
+};
+
+double max_over_ranks(double v) {
+  double m = 0;
+  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return m;
+}
+
+// Median over `steps` of the slowest rank's time of fn (after `warmup` untimed calls), in ms.
+double time_steps(const Settings& s, const std::function<void()>& fn) {
+  for (int i = 0; i < s.warmup; ++i) fn();
+  std::vector<double> times;
+  for (int i = 0; i < s.steps; ++i) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    fn();
+    times.push_back(max_over_ranks(MPI_Wtime() - t0));
+  }
+  return bench::median(times) * 1e3;
+}
+
+void row(const std::string& program, const std::string& what, int ranks, double step_ms,
+         double model_ms, const std::string& detail) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) return;
+  if (model_ms >= 0)
+    std::printf("%s,%s,%d,%.4f,%.4f,%s\n", program.c_str(), what.c_str(), ranks, step_ms, model_ms,
+                detail.c_str());
+  else
+    std::printf("%s,%s,%d,%.4f,,%s\n", program.c_str(), what.c_str(), ranks, step_ms,
+                detail.c_str());
+  std::fflush(stdout);
+}
+
+void run_primitives(const Settings& s, int ranks) {
+  using cost::Direction;
+  const std::int64_t n = s.bytes / 4;
+  const Partition one = Partition::world(Shape{1}, {0});
+  const Partition all = Partition::world(Shape{ranks});
+  const auto plan = std::make_shared<const BroadcastPlan>(one, all);
+  const TensorSpace root_space(Shape{n}, one);
+  const Broadcast<float> bcast(plan, root_space);
+  // AllSumReduce of a vector replicated on every rank: s.bytes on each.
+  const TensorSpace rep_space(all, Decomposition::balanced(Shape{n}, Shape{ranks}, {-1}));
+  const AllSumReduce<float> allsum(rep_space, {0});
+  DistTensor<float> x_in(root_space), x_out(root_space), y_in(bcast.range()), y_out(bcast.range()),
+      a_in(rep_space), a_out(rep_space);
+  bench::fill(x_in, 1.0f);
+  bench::fill(y_in, 1.0f);
+  bench::fill(a_in, 1.0f);
+  // HaloExchange: two rows of n entries per rank, one ghost row each side (a 3-tap window).
+  const TensorSpace interior(Shape{2 * ranks, n}, Partition::world(Shape{ranks, 1}));
+  const std::vector<ConvWindow> windows{{3, 1, 1, 1}, {1, 1, 0, 1}};
+  const HaloExchange<float> halo(interior, windows);
+  DistTensor<float> h_in(halo.domain()), h_out(halo.domain());
+  bench::fill(h_in, 1.0f);
+  const std::int64_t hb = h_out.local_numel() * 4;
+  const auto& m = s.machine;
+  const std::string detail = std::to_string(s.bytes) + " B per rank";
+  row("primitives", "AllSumReduce", ranks, time_steps(s, [&] { allsum.forward(a_in, a_out); }),
+      cost::all_sum_reduce(s.bytes, ranks, m) * 1e3, detail);
+  row("primitives", "Broadcast", ranks, time_steps(s, [&] { bcast.forward(x_in, y_out); }),
+      cost::broadcast(Direction::kForward, s.bytes, ranks, m) * 1e3, detail);
+  row("primitives", "Broadcast.adjoint", ranks, time_steps(s, [&] { bcast.adjoint(y_in, x_out); }),
+      cost::broadcast(Direction::kAdjoint, s.bytes, ranks, m) * 1e3, detail);
+  row("primitives", "HaloExchange", ranks, time_steps(s, [&] { halo.forward(h_in, h_out); }),
+      cost::point_to_point_plan(halo.forward_stats(), {hb, 0, 0, 0}, m) * 1e3,
+      std::to_string(n * 4) + " B per ghost row");
+}
+
+void run_lenet5(const Settings& s, int ranks) {
+  const int model_ranks = std::min(s.model_ranks, ranks);
+  parallel::Replicas replicas(MPI_COMM_WORLD, ranks / model_ranks);
+  examples::LeNet5 model(1, replicas.model_comm());
+  DistTensor<float> x(model.input_space(s.batch));
+  nn::uniform_init(x, 7, 0.5);
+  std::vector<std::int32_t> labels;
+  if (model.holds_output())
+    for (std::int64_t i = 0; i < s.batch; ++i) labels.push_back(static_cast<std::int32_t>(i % 10));
+  optim::SGD<float> opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
+  parallel::GradientReducer<float> reducer(model, replicas);
+  const double ms = time_steps(s, [&] {
+    Tape tape;
+    auto logits = model.forward(tape, Var<float>(x));
+    auto loss = loss::cross_entropy(tape, logits, labels);
+    reducer.backward(tape, loss);
+    opt.step();
+    opt.zero_grad();
+  });
+  row("lenet5", "step", ranks, ms, -1,
+      std::to_string(model_ranks) + " ranks per replica, batch " + std::to_string(s.batch) +
+          " per replica");
+}
+
+void run_data_parallel(const Settings& s, int ranks) {
+  parallel::Replicas replicas(MPI_COMM_WORLD, ranks);
+  examples::ConvNet model(1, 28, 28, 1, replicas.model_comm());
+  DistTensor<float> x(model.input_space(s.batch));
+  nn::uniform_init(x, 7, 1.0);
+  std::vector<std::int32_t> labels;
+  for (std::int64_t i = 0; i < s.batch; ++i) labels.push_back(static_cast<std::int32_t>(i % 10));
+  optim::SGD<float> opt(model.parameters(), {.lr = 1e-4, .momentum = 0.9});
+  parallel::GradientReducer<float> reducer(model, replicas);
+  auto step = [&](bool reduce) {
+    Tape tape;
+    auto logits = model.forward(tape, Var<float>(x));
+    auto loss = loss::cross_entropy(tape, logits, labels);
+    if (reduce)
+      reducer.backward(tape, loss);
+    else
+      reducer.backward_no_sync(tape, loss);
+    opt.step();
+    opt.zero_grad();
+  };
+  const double compute_ms = time_steps(s, [&] { step(false); });
+  const double step_ms = time_steps(s, [&] { step(true); });
+  // The reducer's buckets (parallel/gradient_reducer.cpp): each reduce-scattered as an
+  // all-to-all of its R chunks (MPI_Ialltoallv), the R received chunks summed, and the sums
+  // all-gathered (MPI_Iallgatherv). The last bucket to become ready (the first layers', at the end
+  // of backward) cannot overlap any compute; the others can.
+  auto bucket_ms = [&](std::int64_t b) {
+    if (ranks == 1) return 0.0;
+    const std::int64_t chunk = b / ranks;
+    const auto& m = s.machine;
+    return (cost::alltoallv(chunk * (ranks - 1), chunk * (ranks - 1), ranks - 1, m).seconds +
+            m.gamma * static_cast<double>(chunk) * (ranks - 1) +
+            cost::allgather(b, ranks, m).seconds) *
+           1e3;
+  };
+  double all_ms = 0, last_ms = 0;
+  std::size_t bytes = 0;
+  const auto buckets = reducer.buckets();
+  for (const auto& b : buckets) {
+    all_ms += bucket_ms(static_cast<std::int64_t>(b.bytes));
+    bytes += b.bytes;
+  }
+  if (!buckets.empty()) last_ms = bucket_ms(static_cast<std::int64_t>(buckets.back().bytes));
+  const std::string detail = "batch " + std::to_string(s.batch) + " per rank; " +
+                             std::to_string(buckets.size()) + " buckets; " +
+                             std::to_string(bytes) + " B of gradients";
+  row("data_parallel", "compute", ranks, compute_ms, compute_ms, detail);
+  row("data_parallel", "step", ranks, step_ms, compute_ms + last_ms, detail);
+  row("data_parallel", "model-no-overlap", ranks, step_ms, compute_ms + all_ms, detail);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Environment env(argc, argv);
+  Settings s;
+  double bandwidth_gbs = 25.0, alpha_us = 1.0, gamma_gbs = 10.0, copy_gbs = 20.0;
+  CLI::App app{"Steps of distop's programs for simulated runs (SimGrid SMPI) and measured runs"};
+  app.add_option("--program", s.program, "primitives | lenet5 | data_parallel")
+      ->check(CLI::IsMember({"primitives", "lenet5", "data_parallel"}))
+      ->capture_default_str();
+  app.add_option("--steps", s.steps, "Timed steps (median)")->capture_default_str();
+  app.add_option("--warmup", s.warmup, "Untimed steps first")->capture_default_str();
+  app.add_option("--batch", s.batch, "Examples per replica (weak scaling: fixed)")
+      ->capture_default_str();
+  app.add_option("--model-ranks", s.model_ranks, "lenet5: ranks per model-parallel replica")
+      ->check(CLI::IsMember({1, 2, 4, 8}))
+      ->capture_default_str();
+  app.add_option("--bytes", s.bytes, "primitives: bytes per rank")->capture_default_str();
+  app.add_option("--alpha-us", alpha_us, "Cost model: latency per message (us)")
+      ->capture_default_str();
+  app.add_option("--bandwidth-gbs", bandwidth_gbs, "Cost model: link bandwidth (GB/s)")
+      ->capture_default_str();
+  app.add_option("--gamma-gbs", gamma_gbs, "Cost model: local reduction rate (GB/s)")
+      ->capture_default_str();
+  app.add_option("--copy-gbs", copy_gbs, "Cost model: local copy rate (GB/s)")
+      ->capture_default_str();
+  bool header = false;
+  app.add_flag("--header", header, "Print the CSV header first");
+  if (auto code = bench::parse_args(app, argc, argv)) return *code;
+  s.machine = {alpha_us * 1e-6, 1e-9 / bandwidth_gbs, 1e-9 / gamma_gbs, 1e-9 / copy_gbs};
+  int rank = 0, ranks = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  if (header && rank == 0) std::printf("program,case,ranks,step_ms,model_ms,detail\n");
+  return bench::run_or_abort([&] {
+    if (s.program == "primitives")
+      run_primitives(s, ranks);
+    else if (s.program == "lenet5")
+      run_lenet5(s, ranks);
+    else
+      run_data_parallel(s, ranks);
+    return 0;
+  });
+}

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Runs distop's programs on a simulated cluster with SimGrid's SMPI (docs/scaling.md).
+#
+#   scripts/simulate.sh RANKS [PROGRAM...]
+#
+# RANKS: rank counts, comma-separated (e.g. 2,64,1024). PROGRAM: primitives, lenet5,
+# data_parallel (default: all three); each is a mode of benchmarks/simulated_step.cpp
+# (bench_simulated). Builds the SMPI variant (DISTOP_ENABLE_SMPI, compiler smpicxx) in
+# ${DISTOP_BUILD_DIR:-build-smpi} if needed (the library and bench_simulated only), then runs each
+# program under smpirun at each rank count and at its base count (1 rank for data_parallel, one
+# replica of --model-ranks 2 for lenet5, 2 ranks for the primitives, whose 1-rank times are local
+# copies), and prints per program and case the simulated step time, the weak-scaling efficiency
+# (base time / time) and the cost model's time and efficiency.
+#
+# Environment:
+#   DISTOP_SIM_PLATFORM  ib (platforms/ib-fat-tree-1024.xml, default), this-machine
+#                        (platforms/this-machine.xml, calibrated to the machine the fit ran on:
+#                        2 hosts), or a platform file made of <cluster> elements
+#   DISTOP_SIM_STEPS     timed steps per run (default 3; one untimed step first)
+#   DISTOP_SIM_ARGS      further arguments to bench_simulated (e.g. "--batch 32")
+#   DISTOP_SIM_CSV       also append the raw rows (with platform and wall seconds) to this file
+#   DISTOP_SIM_SMPI_ARGS further smpirun arguments (e.g. --cfg=smpi/allreduce:rdb)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+if [ $# -lt 1 ]; then
+  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
+  exit 2
+fi
+IFS=, read -r -a rank_list <<<"$1"
+shift
+programs=("$@")
+[ ${#programs[@]} -gt 0 ] || programs=(primitives lenet5 data_parallel)
+for p in "${programs[@]}"; do
+  case $p in primitives | lenet5 | data_parallel) ;; *) echo "simulate.sh: unknown program '$p'" >&2; exit 2 ;; esac
+done
+
+source scripts/env.sh
+build=${DISTOP_BUILD_DIR:-build-smpi}
+bash scripts/install-deps.sh libsimgrid-dev
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=smpicxx \
+    -DDISTOP_ENABLE_SMPI=ON -DDISTOP_ENABLE_EXAMPLES=OFF "${launcher[@]}" >/dev/null
+fi
+cmake --build "$build" -j"$(nproc)" --target bench_simulated >/dev/null
+program=$root/$build/benchmarks/bench_simulated
+libdistop=$(readlink -f "$build/src/libdistop.so")
+soname=$(basename "$(ls "$build"/src/libdistop.so.[0-9]* | head -n1)")
+kokkos=$(ldd "$libdistop" | awk '/libtrilinos_kokkoscore|libkokkoscore/ {print $1; exit}')
+
+case ${DISTOP_SIM_PLATFORM:-ib} in
+  ib) platform=$root/platforms/ib-fat-tree-1024.xml ;;
+  this-machine) platform=$root/platforms/this-machine.xml ;;
+  *) platform=$(readlink -f "$DISTOP_SIM_PLATFORM") ;;
+esac
+# The hosts of the platform's clusters, in order (prefix, radical a-b, suffix).
+hostfile=$(mktemp)
+tmpdir=$(mktemp -d)
+trap 'rm -rf "$hostfile" "$tmpdir"' EXIT
+tr '\n' ' ' <"$platform" | grep -o '<cluster[^>]*>' | while read -r c; do
+  prefix=$(sed -n 's/.*prefix="\([^"]*\)".*/\1/p' <<<"$c")
+  suffix=$(sed -n 's/.*suffix="\([^"]*\)".*/\1/p' <<<"$c")
+  radical=$(sed -n 's/.*radical="\([0-9]*\)-\([0-9]*\)".*/\1 \2/p' <<<"$c")
+  for i in $(seq $radical); do echo "$prefix$i$suffix"; done
+done >"$hostfile"
+hosts=$(wc -l <"$hostfile")
+
+# Privatisation: every simulated rank gets its own copy of the program (SMPI's default, dlopen),
+# of Kokkos (by its versioned file name) and of libdistop (by full path), so that their globals
+# (Kokkos' state, distop's environment, timers, pools) are per rank. Collectives pinned: SMPI's
+# default selector with MPICH's long-message all-reduce (Rabenseifner: reduce-scatter +
+# recursive-doubling all-gather); other selectors take minutes per all-reduce at 1,024 ranks.
+# distop waits inside MPI (DISTOP_YIELD_WHEN_IDLE=0: every rank of the simulation is in one
+# process, which would otherwise look oversubscribed) and its watchdog is off (a wall-clock
+# thread; DISTOP_SMPI compiles it out too).
+smpi_args=(
+  -platform "$platform" -hostfile "$hostfile" -tmpdir "$tmpdir"
+  "--cfg=smpi/privatize-libs:$kokkos;$(dirname "$libdistop")/$soname"
+  --cfg=smpi/allreduce:rab_rdb
+  --cfg=smpi/display-timing:yes
+  --log=root.thres:warning --log=smpi_config.thres:error --log=xbt_cfg.thres:warning
+)
+# shellcheck disable=SC2206
+smpi_args+=(${DISTOP_SIM_SMPI_ARGS:-})
+steps=${DISTOP_SIM_STEPS:-3}
+# shellcheck disable=SC2206
+extra=(${DISTOP_SIM_ARGS:-})
+
+rows=$(mktemp)
+trap 'rm -rf "$hostfile" "$tmpdir" "$rows"' EXIT
+run() {  # program ranks
+  local n=$2 log=$tmpdir/log.$1.$2 t0=$SECONDS
+  if [ "$n" -gt "$hosts" ]; then
+    echo "simulate.sh: $n ranks, but $platform has $hosts hosts" >&2
+    exit 1
+  fi
+  if ! OPENBLAS_NUM_THREADS=1 DISTOP_YIELD_WHEN_IDLE=0 DISTOP_WATCHDOG_SECONDS=0 \
+    smpirun -np "$n" "${smpi_args[@]}" "$program" --program "$1" --steps "$steps" "${extra[@]}" \
+    >"$log" 2>&1; then
+    echo "simulate.sh: $1 at $n ranks failed:" >&2
+    tail -n 30 "$log" >&2
+    exit 1
+  fi
+  local wall=$((SECONDS - t0))
+  grep "^$1," "$log" | sed "s/\$/,$n,$wall/" >>"$rows"
+  [ -z "${DISTOP_SIM_CSV:-}" ] ||
+    grep "^$1," "$log" | sed "s|\$|,$(basename "$platform"),$wall|" >>"$DISTOP_SIM_CSV"
+}
+
+printf '# platform %s, %s steps per run (median), bench_simulated %s\n' \
+  "$(basename "$platform")" "$steps" "${extra[*]}"
+printf '%-14s %-18s %6s %11s %6s %11s %6s %7s\n' program case ranks step_ms eff model_ms \
+  m_eff wall_s
+for p in "${programs[@]}"; do
+  case $p in data_parallel) base=1 ;; *) base=2 ;; esac
+  : >"$rows"
+  run "$p" "$base"
+  for n in "${rank_list[@]}"; do [ "$n" = "$base" ] || run "$p" "$n"; done
+  # program,case,ranks,step_ms,model_ms,detail...,np,wall
+  awk -F, -v base="$base" '
+    { key = $2; r = $3; step[key, r] = $4; model[key, r] = $5; wall[key, r] = $NF
+      if (!(key in seen)) { seen[key] = 1; order[++k] = key }
+      if (!((key, r) in have)) { have[key, r] = 1; ranks[key] = ranks[key] " " r } }
+    END {
+      for (i = 1; i <= k; ++i) {
+        key = order[i]; n = split(ranks[key], rs, " ")
+        for (j = 1; j <= n; ++j) {
+          r = rs[j]; s = step[key, r]; m = model[key, r]
+          eff = s > 0 ? step[key, base] / s : 0
+          meff = (m != "" && m > 0 && model[key, base] != "") ? model[key, base] / m : 0
+          printf "%-14s %-18s %6d %11.3f %6.3f %11s %6s %7d\n", prog, key, r, s,
+                 eff, m == "" ? "-" : sprintf("%.3f", m), meff > 0 ? sprintf("%.3f", meff) : "-",
+                 wall[key, r]
+        }
+      }
+    }' prog="$p" "$rows"
+done
