@@ -1,24 +1,26 @@
 #include "distop/comm/collectives.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
-#include <climits>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <string>
-#include <thread>
+#include <utility>
 #include <vector>
 
+#include "../core/scratch.hpp"
+#include "backends.hpp"
+#include "distop/comm/backend.hpp"
 #include "distop/comm/mpi.hpp"
-#include "distop/comm/watchdog.hpp"
 #include "distop/core/tensor.hpp"
+#include "staging.hpp"
 
 #ifdef DISTOP_HAVE_NCCL
 #include "nccl_backend.hpp"
 #endif
+
+// The call surface: each operation goes to the backend that serves the memory its buffers live in
+// (backend.hpp). A backend that this build lacks is never selected (select_backend and
+// DISTOP_COMM_BACKEND refuse it), so the NCCL branches of a build without NCCL are unreachable.
 
 namespace distop::comm {
 
@@ -26,73 +28,35 @@ namespace {
 
 template <class T>
 using Unmanaged = Kokkos::View<T*, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-template <class T>
-using HostBuffer = Kokkos::View<T*, Kokkos::HostSpace>;
 
-int checked_count(std::int64_t count, const char* op) {
-  DISTOP_CHECK(count >= 0 && count <= INT_MAX, op, "message of ", count,
-               " elements exceeds MPI's int count limit");
-  return static_cast<int>(count);
+#ifndef DISTOP_HAVE_NCCL
+[[noreturn]] void no_nccl(const char* op) {
+  throw Error(op, "the nccl backend is not in this build");
 }
-
-// Host copies of device buffers, for an MPI that cannot read device memory.
-template <class T>
-HostBuffer<T> to_host(const T* src, std::int64_t count) {
-  HostBuffer<T> h(Kokkos::view_alloc(Kokkos::WithoutInitializing, "distop::staging"),
-                  static_cast<std::size_t>(count));
-  if (src) Kokkos::deep_copy(h, Unmanaged<const T>(src, static_cast<std::size_t>(count)));
-  return h;
-}
-template <class T>
-void from_host(const HostBuffer<T>& h, T* dst) {
-  Kokkos::deep_copy(Unmanaged<T>(dst, h.extent(0)), h);
-}
-
-// Blocking collectives, or their nonblocking forms finished by a wait that yields the processor
-// between tests when the node runs more ranks than it has cores (see yield_when_idle()).
-void finish(MPI_Request& request, const char* op) {
-  WatchedWait watch(op);  // the hang watchdog sees the polling loop as one wait
-  if (!yield_when_idle()) {
-    DISTOP_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE), op);
-    return;
-  }
-  int done = 0;
-  for (;;) {
-    DISTOP_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE), op);
-    if (done) return;
-    sched_yield();
-  }
-}
+#endif
 
 }  // namespace
 
 const char* device_backend() {
-  if constexpr (kHostAccessible) return "mpi";
-#ifdef DISTOP_HAVE_NCCL
-  return "nccl";
-#else
-  return "mpi+staging";
-#endif
+  return to_string(backend(kHostAccessible ? Memory::kHost : Memory::kDevice));
 }
 
 template <class T>
 void bcast(T* buf, std::int64_t count, int root, MPI_Comm comm) {
-  const int n = checked_count(count, "bcast");
-  if constexpr (kHostAccessible) {
-    if (yield_when_idle()) {
-      MPI_Request r;
-      DISTOP_MPI_CHECK(MPI_Ibcast(buf, n, mpi_type<T>(), root, comm, &r), "bcast");
-      finish(r, "bcast");
-    } else {
-      DISTOP_MPI_CHECK(MPI_Bcast(buf, n, mpi_type<T>(), root, comm), "bcast");
-    }
-  } else {
+  const Memory memory = memory_of(buf);
+  switch (backend(memory)) {
+    case Backend::kMpi:
+      return MpiBackend::bcast(buf, count, root, comm);
+    case Backend::kStaging:
+      return StagingBackend::bcast(buf, count, root, comm, memory);
+    case Backend::kCudaAwareMpi:
+      return CudaAwareMpiBackend::bcast(buf, count, root, comm);
+    case Backend::kNccl:
 #ifdef DISTOP_HAVE_NCCL
-    nccl::bcast(buf, count, root, comm);
+      checked_count(count, "bcast");
+      return nccl::bcast(buf, count, root, comm);
 #else
-    auto h = to_host(buf, count);
-    DISTOP_MPI_CHECK(MPI_Bcast(h.data(), n, mpi_type<T>(), root, comm), "bcast");
-    from_host(h, buf);
+      no_nccl("bcast");
 #endif
   }
 }
@@ -100,136 +64,74 @@ void bcast(T* buf, std::int64_t count, int root, MPI_Comm comm) {
 template <class T>
 void bcast_with_copy(const T* send, T* copy_to, T* recv, std::int64_t count, int root,
                      MPI_Comm comm) {
-  int rank = 0, size = 0;
+  int rank = 0;
   DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &rank), "bcast");
-  DISTOP_MPI_CHECK(MPI_Comm_size(comm, &size), "bcast");
   const bool is_root = rank == root;
-  if constexpr (!kHostAccessible) {
-    if (is_root) {
-      bcast(const_cast<T*>(send), count, root, comm);
-      if (copy_to) copy(send, copy_to, count);
-    } else {
-      bcast(recv, count, root, comm);
-    }
-    return;
-  }
-  const int n = checked_count(count, "bcast");
-  const auto type = mpi_type<T>();
-  constexpr int kTag = 7;
-  if (size == 2) {
-    if (!is_root) {
-      MPI_Request r;
-      DISTOP_MPI_CHECK(MPI_Irecv(recv, n, type, root, kTag, comm, &r), "bcast");
-      finish(r, "bcast");
+  const Memory memory = memory_of(is_root ? static_cast<const void*>(send) : recv);
+  switch (backend(memory)) {
+    case Backend::kMpi:
+      return MpiBackend::bcast_with_copy(send, copy_to, recv, count, root, comm);
+    case Backend::kStaging:
+      return StagingBackend::bcast_with_copy(send, copy_to, recv, count, root, comm, memory);
+    case Backend::kCudaAwareMpi:
+    case Backend::kNccl:
+      // Device buffers: the broadcast, then the root's copy on the device (ordered after it).
+      if (is_root) {
+        bcast(const_cast<T*>(send), count, root, comm);
+        if (copy_to) copy(send, copy_to, count);
+      } else {
+        bcast(recv, count, root, comm);
+      }
       return;
-    }
-    MPI_Request r;
-    DISTOP_MPI_CHECK(MPI_Isend(send, n, type, 1 - root, kTag, comm, &r), "bcast");
-    if (copy_to) copy(send, copy_to, count);
-    finish(r, "bcast");
-    return;
   }
-  T* buf = is_root ? const_cast<T*>(send) : recv;
-  // From 64 KiB on, the root writes its own copy while the broadcast is in flight. A nonblocking
-  // broadcast matches only nonblocking ones, so every rank takes the same form, decided from what
-  // all of them know alike: the count and the (agreed) yield setting.
-  const bool nonblocking =
-      yield_when_idle() || static_cast<std::size_t>(count) * sizeof(T) >= std::size_t{64} << 10;
-  if (nonblocking) {
-    MPI_Request r;
-    DISTOP_MPI_CHECK(MPI_Ibcast(buf, n, type, root, comm, &r), "bcast");
-    if (is_root && copy_to) copy(send, copy_to, count);
-    finish(r, "bcast");
-    return;
-  }
-  DISTOP_MPI_CHECK(MPI_Bcast(buf, n, type, root, comm), "bcast");
-  if (is_root && copy_to) copy(send, copy_to, count);
-}
-
-// A grow-only host buffer per element type, for the root of a two-rank reduction.
-template <class T>
-T* scratch(std::int64_t count) {
-  thread_local std::vector<T> buffer;
-  if (buffer.size() < static_cast<std::size_t>(count))
-    buffer.resize(static_cast<std::size_t>(count));
-  return buffer.data();
 }
 
 template <class T>
 void reduce_sum(const T* send, T* recv, std::int64_t count, int root, MPI_Comm comm) {
-  const int n = checked_count(count, "reduce_sum");
-  int rank = 0, size = 0;
-  DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &rank), "reduce_sum");
-  DISTOP_MPI_CHECK(MPI_Comm_size(comm, &size), "reduce_sum");
-  const bool in_place = rank == root && send == nullptr;
-  if constexpr (kHostAccessible) {
-    if (size == 2) {
-      // One message and a local sum: several times faster than MPICH's MPI_Reduce here.
-      constexpr int kTag = 8;
-      MPI_Request r;
-      if (rank != root) {
-        DISTOP_MPI_CHECK(MPI_Isend(send, n, mpi_type<T>(), root, kTag, comm, &r), "reduce_sum");
-        finish(r, "reduce_sum");
-        return;
-      }
-      T* other = scratch<T>(count);
-      DISTOP_MPI_CHECK(MPI_Irecv(other, n, mpi_type<T>(), 1 - root, kTag, comm, &r), "reduce_sum");
-      finish(r, "reduce_sum");
-      if (in_place) {
-        for (std::int64_t i = 0; i < count; ++i) recv[i] += other[i];
-      } else {
-        for (std::int64_t i = 0; i < count; ++i) recv[i] = send[i] + other[i];
-      }
-      return;
-    }
-    const void* s = in_place ? MPI_IN_PLACE : send;
-    if (yield_when_idle()) {
-      MPI_Request r;
-      DISTOP_MPI_CHECK(MPI_Ireduce(s, recv, n, mpi_type<T>(), MPI_SUM, root, comm, &r),
-                       "reduce_sum");
-      finish(r, "reduce_sum");
-    } else {
-      DISTOP_MPI_CHECK(MPI_Reduce(s, recv, n, mpi_type<T>(), MPI_SUM, root, comm), "reduce_sum");
-    }
-  } else {
+  const Memory memory = memory_of(send ? static_cast<const void*>(send) : recv);
+  switch (backend(memory)) {
+    case Backend::kMpi:
+      return MpiBackend::reduce_sum(send, recv, count, root, comm);
+    case Backend::kStaging:
+      return StagingBackend::reduce_sum(send, recv, count, root, comm, memory);
+    case Backend::kCudaAwareMpi:
+      return CudaAwareMpiBackend::reduce_sum(send, recv, count, root, comm);
+    case Backend::kNccl: {
 #ifdef DISTOP_HAVE_NCCL
-    nccl::reduce_sum(in_place ? recv : send, recv, count, root, comm);
+      checked_count(count, "reduce_sum");
+      int rank = 0;
+      DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &rank), "reduce_sum");
+      return nccl::reduce_sum(rank == root && send == nullptr ? recv : send, recv, count, root,
+                              comm);
 #else
-    auto hs = to_host(in_place ? recv : send, count);
-    HostBuffer<T> hr(Kokkos::view_alloc(Kokkos::WithoutInitializing, "distop::staging"),
-                     rank == root ? static_cast<std::size_t>(count) : 0);
-    DISTOP_MPI_CHECK(MPI_Reduce(hs.data(), hr.data(), n, mpi_type<T>(), MPI_SUM, root, comm),
-                     "reduce_sum");
-    if (rank == root) from_host(hr, recv);
+      no_nccl("reduce_sum");
 #endif
+    }
   }
 }
 
 template <class T>
 void allreduce_sum(const T* send, T* recv, std::int64_t count, MPI_Comm comm) {
-  const int n = checked_count(count, "allreduce_sum");
-  if constexpr (kHostAccessible) {
-    const void* s = send == recv ? MPI_IN_PLACE : send;
-    if (yield_when_idle()) {
-      MPI_Request r;
-      DISTOP_MPI_CHECK(MPI_Iallreduce(s, recv, n, mpi_type<T>(), MPI_SUM, comm, &r),
-                       "allreduce_sum");
-      finish(r, "allreduce_sum");
-    } else {
-      DISTOP_MPI_CHECK(MPI_Allreduce(s, recv, n, mpi_type<T>(), MPI_SUM, comm), "allreduce_sum");
-    }
-  } else {
+  const Memory memory = memory_of(send);
+  switch (backend(memory)) {
+    case Backend::kMpi:
+      return MpiBackend::allreduce_sum(send, recv, count, comm);
+    case Backend::kStaging:
+      return StagingBackend::allreduce_sum(send, recv, count, comm, memory);
+    case Backend::kCudaAwareMpi:
+      return CudaAwareMpiBackend::allreduce_sum(send, recv, count, comm);
+    case Backend::kNccl:
 #ifdef DISTOP_HAVE_NCCL
-    nccl::allreduce_sum(send, recv, count, comm);
+      checked_count(count, "allreduce_sum");
+      return nccl::allreduce_sum(send, recv, count, comm);
 #else
-    auto h = to_host(send, count);
-    DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, h.data(), n, mpi_type<T>(), MPI_SUM, comm),
-                     "allreduce_sum");
-    from_host(h, recv);
+      no_nccl("allreduce_sum");
 #endif
   }
 }
 
+// Local copies and fills: a memcpy on the host; on the device, enqueued on the default execution
+// space instance (ordered with the kernels there, no fence).
 template <class T>
 void copy(const T* src, T* dst, std::int64_t count) {
   if (count <= 0 || src == dst) return;
@@ -237,7 +139,7 @@ void copy(const T* src, T* dst, std::int64_t count) {
     std::memcpy(dst, src, static_cast<std::size_t>(count) * sizeof(T));
     return;
   }
-  Kokkos::deep_copy(Unmanaged<T>(dst, static_cast<std::size_t>(count)),
+  Kokkos::deep_copy(ExecSpace(), Unmanaged<T>(dst, static_cast<std::size_t>(count)),
                     Unmanaged<const T>(src, static_cast<std::size_t>(count)));
 }
 
@@ -248,7 +150,7 @@ void fill_zero(T* dst, std::int64_t count) {
     std::fill(dst, dst + count, T(0));
     return;
   }
-  Kokkos::deep_copy(Unmanaged<T>(dst, static_cast<std::size_t>(count)), T(0));
+  Kokkos::deep_copy(ExecSpace(), Unmanaged<T>(dst, static_cast<std::size_t>(count)), T(0));
 }
 
 #define DISTOP_INSTANTIATE(T)                                                   \
@@ -291,27 +193,47 @@ Request::Request(Kind kind, MPI_Request request, std::function<void()> on_comple
       request_(request),
       on_complete_(std::move(on_complete)) {}
 
+Request::Request(Kind kind, std::function<void()> complete, std::function<void()> let_go)
+    : kind_(complete ? kind : Kind::kNone),
+      complete_(std::move(complete)),
+      let_go_(std::move(let_go)) {}
+
+Request Request::with_completion(Request posted, std::function<void()> on_complete) {
+  if (!posted.active()) {
+    // Already complete (an empty transfer MPI finished at once): the completion runs now.
+    if (on_complete) on_complete();
+    return posted;
+  }
+  if (posted.on_complete_) {
+    posted.on_complete_ = [first = std::move(on_complete), then = std::move(posted.on_complete_)] {
+      first();
+      then();
+    };
+  } else {
+    posted.on_complete_ = std::move(on_complete);
+  }
+  return posted;
+}
+
 Request::Request(Request&& other) noexcept
-    : kind_(other.kind_),
-      request_(other.request_),
-      on_complete_(std::move(other.on_complete_)),
+    : kind_(std::exchange(other.kind_, Kind::kNone)),
+      request_(std::exchange(other.request_, MPI_REQUEST_NULL)),
+      on_complete_(std::exchange(other.on_complete_, nullptr)),
+      complete_(std::exchange(other.complete_, nullptr)),
+      let_go_(std::exchange(other.let_go_, nullptr)),
       keep_(std::move(other.keep_)) {
-  other.kind_ = Kind::kNone;
-  other.request_ = MPI_REQUEST_NULL;
-  other.on_complete_ = nullptr;
   other.keep_.clear();
 }
 
 Request& Request::operator=(Request&& other) noexcept {
   if (this != &other) {
     abandon();
-    kind_ = other.kind_;
-    request_ = other.request_;
-    on_complete_ = std::move(other.on_complete_);
+    kind_ = std::exchange(other.kind_, Kind::kNone);
+    request_ = std::exchange(other.request_, MPI_REQUEST_NULL);
+    on_complete_ = std::exchange(other.on_complete_, nullptr);
+    complete_ = std::exchange(other.complete_, nullptr);
+    let_go_ = std::exchange(other.let_go_, nullptr);
     keep_ = std::move(other.keep_);
-    other.kind_ = Kind::kNone;
-    other.request_ = MPI_REQUEST_NULL;
-    other.on_complete_ = nullptr;
     other.keep_.clear();
   }
   return *this;
@@ -326,9 +248,16 @@ void Request::wait() {
     keep_.clear();
     return;
   }
-  kind_ = Kind::kNone;  // from here on, MPI owns nothing of this request
+  kind_ = Kind::kNone;  // from here on, MPI (or NCCL) owns nothing of this request
   try {
-    finish(request_, "Request::wait");
+    if (complete_) {
+      auto complete = std::move(complete_);
+      complete_ = nullptr;
+      let_go_ = nullptr;
+      complete();
+    } else {
+      finish(request_, "Request::wait");
+    }
   } catch (...) {
     request_ = MPI_REQUEST_NULL;
     on_complete_ = nullptr;
@@ -344,79 +273,94 @@ void Request::wait() {
 
 void Request::abandon() noexcept {
   if (kind_ == Kind::kNone) return;
-  int finalized = 0;
-  MPI_Finalized(&finalized);
   bool released = false;
-  if (!finalized) {
-    if (kind_ == Kind::kReceive) {
-      // A cancelled receive completes locally: at once if it was not matched yet, else once its
-      // data is in. Either way MPI is done with the buffer afterwards.
-      released = MPI_Cancel(&request_) == MPI_SUCCESS &&
-                 MPI_Wait(&request_, MPI_STATUS_IGNORE) == MPI_SUCCESS;
-    } else if (kind_ == Kind::kSend) {
-      MPI_Request_free(&request_);
+  if (complete_) {
+    // NCCL: the operation goes on on its stream; its event is let go, its buffers kept.
+    if (let_go_) let_go_();
+  } else {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) {
+      if (kind_ == Kind::kReceive) {
+        // A cancelled receive completes locally: at once if it was not matched yet, else once its
+        // data is in. Either way MPI is done with the buffer afterwards.
+        released = MPI_Cancel(&request_) == MPI_SUCCESS &&
+                   MPI_Wait(&request_, MPI_STATUS_IGNORE) == MPI_SUCCESS;
+      } else if (kind_ == Kind::kSend) {
+        MPI_Request_free(&request_);
+      }
     }
   }
   if (!released) bury(keep_);
   keep_.clear();
   on_complete_ = nullptr;
+  complete_ = nullptr;
+  let_go_ = nullptr;
   kind_ = Kind::kNone;
   request_ = MPI_REQUEST_NULL;
 }
 
 template <class T>
 Request isend(const T* buf, std::int64_t count, int dest, int tag, MPI_Comm comm) {
-  const int n = checked_count(count, "isend");
-  MPI_Request r = MPI_REQUEST_NULL;
-  if constexpr (kHostAccessible) {
-    DISTOP_MPI_CHECK(MPI_Isend(buf, n, mpi_type<T>(), dest, tag, comm, &r), "isend");
-    return Request(Request::Kind::kSend, r);
-  } else {
-    auto staged = std::make_shared<HostBuffer<T>>(to_host(buf, count));
-    DISTOP_MPI_CHECK(MPI_Isend(staged->data(), n, mpi_type<T>(), dest, tag, comm, &r), "isend");
-    Request request(Request::Kind::kSend, r);
-    request.keep_alive(std::move(staged));
-    return request;
+  const Memory memory = memory_of(buf);
+  switch (backend(memory)) {
+    case Backend::kMpi:
+      return MpiBackend::isend(buf, count, dest, tag, comm);
+    case Backend::kStaging:
+      return StagingBackend::isend(buf, count, dest, tag, comm, memory);
+    case Backend::kCudaAwareMpi:
+      return CudaAwareMpiBackend::isend(buf, count, dest, tag, comm);
+    case Backend::kNccl:
+#ifdef DISTOP_HAVE_NCCL
+      checked_count(count, "isend");
+      return nccl::isend(buf, count, dest, tag, comm);
+#else
+      no_nccl("isend");
+#endif
   }
+  return Request();
 }
 
 template <class T>
 Request irecv(T* buf, std::int64_t count, int source, int tag, MPI_Comm comm) {
-  const int n = checked_count(count, "irecv");
-  MPI_Request r = MPI_REQUEST_NULL;
-  if constexpr (kHostAccessible) {
-    DISTOP_MPI_CHECK(MPI_Irecv(buf, n, mpi_type<T>(), source, tag, comm, &r), "irecv");
-    return Request(Request::Kind::kReceive, r);
-  } else {
-    auto staged = std::make_shared<HostBuffer<T>>(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "distop::staging"),
-        static_cast<std::size_t>(count));
-    DISTOP_MPI_CHECK(MPI_Irecv(staged->data(), n, mpi_type<T>(), source, tag, comm, &r), "irecv");
-    Request request(Request::Kind::kReceive, r, [h = staged.get(), buf]() { from_host(*h, buf); });
-    request.keep_alive(std::move(staged));
-    return request;
+  const Memory memory = memory_of(buf);
+  switch (backend(memory)) {
+    case Backend::kMpi:
+      return MpiBackend::irecv(buf, count, source, tag, comm);
+    case Backend::kStaging:
+      return StagingBackend::irecv(buf, count, source, tag, comm, memory);
+    case Backend::kCudaAwareMpi:
+      return CudaAwareMpiBackend::irecv(buf, count, source, tag, comm);
+    case Backend::kNccl:
+#ifdef DISTOP_HAVE_NCCL
+      checked_count(count, "irecv");
+      return nccl::irecv(buf, count, source, tag, comm);
+#else
+      no_nccl("irecv");
+#endif
   }
+  return Request();
 }
 
 template <class T>
 Request iallreduce_sum(const T* send, T* recv, std::int64_t count, MPI_Comm comm) {
-  const int n = checked_count(count, "iallreduce_sum");
-  MPI_Request r = MPI_REQUEST_NULL;
-  if constexpr (kHostAccessible) {
-    const void* s = send == recv ? MPI_IN_PLACE : send;
-    DISTOP_MPI_CHECK(MPI_Iallreduce(s, recv, n, mpi_type<T>(), MPI_SUM, comm, &r),
-                     "iallreduce_sum");
-    return Request(Request::Kind::kCollective, r);
-  } else {
-    auto staged = std::make_shared<HostBuffer<T>>(to_host(send, count));
-    DISTOP_MPI_CHECK(
-        MPI_Iallreduce(MPI_IN_PLACE, staged->data(), n, mpi_type<T>(), MPI_SUM, comm, &r),
-        "iallreduce_sum");
-    Request request(Request::Kind::kCollective, r,
-                    [h = staged.get(), recv]() { from_host(*h, recv); });
-    request.keep_alive(std::move(staged));
-    return request;
+  const Memory memory = memory_of(send);
+  switch (backend(memory)) {
+    case Backend::kMpi:
+      return MpiBackend::iallreduce_sum(send, recv, count, comm);
+    case Backend::kStaging:
+      return StagingBackend::iallreduce_sum(send, recv, count, comm, memory);
+    case Backend::kCudaAwareMpi:
+      return CudaAwareMpiBackend::iallreduce_sum(send, recv, count, comm);
+    case Backend::kNccl:
+#ifdef DISTOP_HAVE_NCCL
+      checked_count(count, "iallreduce_sum");
+      return nccl::iallreduce_sum(send, recv, count, comm);
+#else
+      no_nccl("iallreduce_sum");
+#endif
   }
+  return Request();
 }
 
 namespace {
@@ -443,29 +387,32 @@ void allreduce_located(const T* in, T* out, int* owner, std::int64_t count, MPI_
   int rank = 0;
   DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &rank), name);
   const auto size = static_cast<std::size_t>(count);
-  HostBuffer<T> staged;
+  // Values and pairs in host buffers: the values staged where they live in device memory.
+  const Memory memory = memory_of(in);
+  staging::Lease values_lease(memory == Memory::kHost ? 0 : size * sizeof(T));
   const T* values = in;
-  if constexpr (!kHostAccessible) {
-    staged = to_host(in, count);
-    values = staged.data();
+  if (memory == Memory::kDevice) {
+    staging::copy_in(values_lease.data(), in, size * sizeof(T), memory, name);
+    values = values_lease.as<const T>();
   }
-  std::vector<ValueRank<T>> pairs(size);
+  detail::Scratch<ValueRank<T>> pairs_scratch(count, detail::ScratchSpace::kHost);
+  auto* pairs = pairs_scratch.data();
   for (std::size_t i = 0; i < size; ++i) pairs[i] = {values[i], rank};
   if (yield_when_idle()) {
     MPI_Request r;
-    DISTOP_MPI_CHECK(
-        MPI_Iallreduce(MPI_IN_PLACE, pairs.data(), n, value_rank_type<T>(), op, comm, &r), name);
+    DISTOP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, pairs, n, value_rank_type<T>(), op, comm, &r),
+                     name);
     finish(r, name);
   } else {
-    DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, pairs.data(), n, value_rank_type<T>(), op, comm),
-                     name);
+    DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, pairs, n, value_rank_type<T>(), op, comm), name);
   }
   for (std::size_t i = 0; i < size; ++i) owner[i] = pairs[i].rank;
-  if constexpr (kHostAccessible) {
+  if (memory == Memory::kHost) {
     for (std::size_t i = 0; i < size; ++i) out[i] = pairs[i].value;
   } else {
-    for (std::size_t i = 0; i < size; ++i) staged(i) = pairs[i].value;
-    from_host(staged, out);
+    T* staged = values_lease.as<T>();
+    for (std::size_t i = 0; i < size; ++i) staged[i] = pairs[i].value;
+    staging::copy_out(out, staged, size * sizeof(T), memory, name);
   }
 }
 

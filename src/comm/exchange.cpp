@@ -2,63 +2,79 @@
 
 #include <sched.h>
 
-#include <climits>
-
+#include "backends.hpp"
 #include "distop/comm/collectives.hpp"
 #include "distop/comm/mpi.hpp"
 #include "distop/comm/watchdog.hpp"
+#include "staging.hpp"
+
+#ifdef DISTOP_HAVE_NCCL
+#include "nccl_backend.hpp"
+#endif
 
 namespace distop::comm {
 
-namespace {
-int checked(std::int64_t count) {
-  DISTOP_CHECK(count >= 0 && count <= INT_MAX, "Exchange", "message of ", count,
-               " elements exceeds MPI's int count limit");
-  return static_cast<int>(count);
+template <class T>
+Exchange<T>::~Exchange() {
+  // Unwaited NCCL messages were never posted; MPI ones complete here.
+  if (!requests_.empty())
+    MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
 }
 
 template <class T>
-using Unmanaged = Kokkos::View<T*, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-template <class T>
-using HostUnmanaged = Kokkos::View<T*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>>;
-}  // namespace
-
-template <class T>
-Exchange<T>::~Exchange() {
-  if (!requests_.empty()) MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(),
-                                      MPI_STATUSES_IGNORE);
+void Exchange<T>::post(T* buffer, std::int64_t count, int peer, bool send) {
+  const int n = checked_count(count, "Exchange");
+  const Memory memory = memory_of(buffer);
+  const Backend b = backend(memory);
+  if (b == Backend::kNccl) {
+#ifdef DISTOP_HAVE_NCCL
+    device_.push_back({buffer, count, peer, send});
+    return;
+#else
+    throw Error("Exchange", "the nccl backend is not in this build");
+#endif
+  }
+  T* target = buffer;
+  if (b == Backend::kStaging) {
+    const auto bytes = static_cast<std::size_t>(count) * sizeof(T);
+    auto lease = std::make_shared<staging::Lease>(bytes);
+    if (send) staging::copy_in(lease->data(), buffer, bytes, memory, "Exchange");
+    target = lease->as<T>();
+    staged_.push_back({send ? nullptr : buffer, count, memory, std::move(lease)});
+  } else if (b == Backend::kCudaAwareMpi && !producer_synchronized_) {
+    CudaAwareMpiBackend::wait_for_producer("Exchange");
+    producer_synchronized_ = true;
+  }
+  MPI_Request r;
+  if (send) {
+    DISTOP_MPI_CHECK(MPI_Isend(target, n, mpi_type<T>(), peer, tag_, comm_, &r), "Exchange");
+  } else {
+    DISTOP_MPI_CHECK(MPI_Irecv(target, n, mpi_type<T>(), peer, tag_, comm_, &r), "Exchange");
+  }
+  requests_.push_back(r);
 }
 
 template <class T>
 void Exchange<T>::recv(T* buffer, std::int64_t count, int source) {
-  MPI_Request r;
-  T* target = buffer;
-  if constexpr (!kHostAccessible) {
-    staged_.push_back({buffer, std::vector<T>(static_cast<std::size_t>(count))});
-    target = staged_.back().host.data();
-  }
-  DISTOP_MPI_CHECK(MPI_Irecv(target, checked(count), mpi_type<T>(), source, tag_, comm_, &r),
-                   "Exchange");
-  requests_.push_back(r);
+  post(buffer, count, source, false);
 }
 
 template <class T>
 void Exchange<T>::send(const T* buffer, std::int64_t count, int dest) {
-  MPI_Request r;
-  const T* source = buffer;
-  if constexpr (!kHostAccessible) {
-    staged_.push_back({nullptr, std::vector<T>(static_cast<std::size_t>(count))});
-    Kokkos::deep_copy(HostUnmanaged<T>(staged_.back().host.data(), static_cast<std::size_t>(count)),
-                      Unmanaged<const T>(buffer, static_cast<std::size_t>(count)));
-    source = staged_.back().host.data();
-  }
-  DISTOP_MPI_CHECK(MPI_Isend(source, checked(count), mpi_type<T>(), dest, tag_, comm_, &r),
-                   "Exchange");
-  requests_.push_back(r);
+  post(const_cast<T*>(buffer), count, dest, true);  // a send only reads it
 }
 
 template <class T>
 void Exchange<T>::wait() {
+#ifdef DISTOP_HAVE_NCCL
+  if (!device_.empty()) {
+    std::vector<nccl::Message> messages;
+    messages.reserve(device_.size());
+    for (const auto& m : device_) messages.push_back({m.buffer, m.count, m.peer, m.send});
+    device_.clear();
+    nccl::exchange<T>(messages, comm_);
+  }
+#endif
   WatchedWait watch("Exchange::wait", comm_);  // the hang watchdog sees the loop as one wait
   if (yield_when_idle()) {
     for (auto& r : requests_) {
@@ -69,18 +85,19 @@ void Exchange<T>::wait() {
       }
     }
   } else if (!requests_.empty()) {
-    DISTOP_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(),
-                                 MPI_STATUSES_IGNORE),
-                     "Exchange");
+    DISTOP_MPI_CHECK(
+        MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE),
+        "Exchange");
   }
   requests_.clear();
-  if constexpr (!kHostAccessible) {
-    for (auto& s : staged_)
-      if (s.device)
-        Kokkos::deep_copy(Unmanaged<T>(s.device, s.host.size()),
-                          HostUnmanaged<const T>(s.host.data(), s.host.size()));
+  for (auto& s : staged_) {
+    if (!s.target) continue;
+    auto* lease = static_cast<staging::Lease*>(s.buffer.get());
+    staging::copy_out(s.target, lease->data(), static_cast<std::size_t>(s.count) * sizeof(T),
+                      s.memory, "Exchange");
   }
   staged_.clear();
+  producer_synchronized_ = false;
 }
 
 template class Exchange<float>;

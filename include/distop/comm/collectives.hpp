@@ -2,9 +2,16 @@
 // The call surface every distop operator moves payload through: collectives and copies on buffers
 // in distop's memory space (MemSpace).
 //
-// Host memory goes straight to MPI. Device memory (a CUDA Kokkos) goes to NCCL in builds with
-// DISTOP_ENABLE_NCCL, and otherwise through host staging buffers, because the MPI distop is built
-// against need not be CUDA-aware. Operators never call MPI on payload directly.
+// Each call goes to a backend (comm/backend.hpp) chosen by where its buffers live: host memory to
+// MPI (or, when selected, host staging), device memory to NCCL in builds with DISTOP_ENABLE_NCCL,
+// else to a CUDA-aware MPI where the library reports one, else through reused host staging
+// buffers. Operators never call MPI on payload directly.
+//
+// Device buffers and streams: a call on device buffers is ordered after the work already enqueued
+// on Kokkos' default execution space instance (the producer stream), and the work enqueued there
+// afterwards sees its result. With NCCL the blocking calls return once the operation is enqueued
+// (the producer stream waits on its completion event); host code that reads the result directly
+// fences first, as after any Kokkos kernel. The other backends complete before returning.
 
 #include <mpi.h>
 
@@ -46,8 +53,8 @@ void fill_zero(T* dst, std::int64_t count);
 // nonblocking forms.
 using distop::yield_when_idle;
 
-// The name of the backend device buffers use in this build: "mpi" (host memory), "mpi+staging"
-// or "nccl".
+// The name of the backend buffers in distop's memory space (MemSpace) go through in this run
+// (to_string of comm::backend(): "mpi", "staging", "cuda-aware-mpi" or "nccl").
 const char* device_backend();
 
 }  // namespace distop::comm
@@ -56,16 +63,19 @@ const char* device_backend();
 
 namespace distop::comm {
 
-// A nonblocking transfer in flight, from isend, irecv or iallreduce_sum: its MPI request and, in
-// builds whose tensors live in device memory that MPI cannot read, the host staging buffer and the
-// copy that puts received data in place. Move-only. wait() completes it with the same wait as the
-// blocking calls (yielding the processor when the node is oversubscribed). Until then the caller
-// keeps the buffers alive and leaves them alone (or hands them to keep_alive).
+// A nonblocking transfer in flight, from isend, irecv or iallreduce_sum: its MPI request and, for
+// staged device buffers, the host staging buffer and the copy that puts received data in place;
+// or, for NCCL, the event recorded after the operation on the NCCL stream. Move-only. wait()
+// completes it with the same wait as the blocking calls (yielding the processor when the node is
+// oversubscribed). Until then the caller keeps the buffers alive and leaves them alone (or hands
+// them to keep_alive).
 //
 // Destroying a request that was never waited for neither blocks nor throws: a receive is cancelled
 // (or, if already matched, completed), a send is left to complete on its own (MPI_Request_free),
 // a collective is abandoned (MPI can neither cancel nor free one). The buffers an unfinished send
-// or collective holds are deliberately leaked, since MPI may still read or write them.
+// or collective holds are deliberately leaked, since MPI may still read or write them. An NCCL
+// transfer's wait() makes the producer stream wait on its event (no host wait, no polling loop);
+// destroying it unwaited lets the event go.
 class Request {
  public:
   enum class Kind { kNone, kSend, kReceive, kCollective };
@@ -73,6 +83,11 @@ class Request {
   Request() = default;
   // Takes over `request`; `on_complete` runs once it has finished.
   Request(Kind kind, MPI_Request request, std::function<void()> on_complete = {});
+  // A transfer another library completes (NCCL): `complete` completes it (and may throw),
+  // `let_go` gives up on it without blocking or throwing.
+  Request(Kind kind, std::function<void()> complete, std::function<void()> let_go);
+  // `posted` with `on_complete` run after it has finished (before any it already had).
+  static Request with_completion(Request posted, std::function<void()> on_complete);
   Request(Request&& other) noexcept;
   Request& operator=(Request&& other) noexcept;
   Request(const Request&) = delete;
@@ -92,6 +107,8 @@ class Request {
   Kind kind_ = Kind::kNone;
   MPI_Request request_ = MPI_REQUEST_NULL;
   std::function<void()> on_complete_;
+  std::function<void()> complete_;  // non-MPI transfers: completes them
+  std::function<void()> let_go_;    // non-MPI transfers: abandons them
   std::vector<std::shared_ptr<void>> keep_;
 };
 
