@@ -7,6 +7,7 @@
 #include "distop/autodiff/tape.hpp"
 #include "distop/autodiff/var.hpp"
 #include "distop/comm/agree.hpp"
+#include "distop/comm/backend.hpp"
 #include "distop/comm/collectives.hpp"
 #include "distop/comm/exchange.hpp"
 #include "distop/comm/mpi.hpp"
