@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "distop/core/error.hpp"
+#include "scratch.hpp"
 #include "storage.hpp"
 
 #ifdef DISTOP_HAVE_OPENBLAS
@@ -199,6 +200,7 @@ Environment::~Environment() {
   }
   if (owns_kokkos_) Kokkos::finalize();
   detail::release_cached_host_storage();
+  detail::release_cached_scratch();
   if (owns_mpi_) {
     int finalized = 0;
     MPI_Finalized(&finalized);

@@ -1,6 +1,8 @@
 #include "distop/kernels/simd.hpp"
 
+#include <Kokkos_Core.hpp>
 #include <atomic>
+#include <type_traits>
 
 namespace distop::kernels {
 
@@ -25,10 +27,19 @@ int cpu_simd_bytes() {
 }  // namespace
 
 int host_simd_bytes() {
+  if (!host_kernels_enabled()) return 0;
   const int cpu = cpu_simd_bytes();
   const int cap = g_cap.load(std::memory_order_relaxed);
   if (cap <= 0 || cpu <= cap) return cpu;
   return cap >= 32 ? 32 : 0;
+}
+
+bool host_kernels_enabled() {
+#if defined(DISTOP_HOST_KERNELS) && !DISTOP_HOST_KERNELS
+  return false;
+#else
+  return std::is_same_v<Kokkos::DefaultExecutionSpace::memory_space, Kokkos::HostSpace>;
+#endif
 }
 
 void set_host_simd_cap(int bytes) { g_cap.store(bytes, std::memory_order_relaxed); }

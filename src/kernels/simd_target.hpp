@@ -6,8 +6,9 @@
 // not nvcc or nvc++), with <immintrin.h> included. Functions between
 // DISTOP_TARGET_BEGIN("avx512f") and DISTOP_TARGET_END compile for the instruction sets named.
 
+// DISTOP_HOST_KERNELS=0 (the build option DISTOP_ENABLE_HOST_KERNELS=OFF) compiles none of them.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
-    !defined(__NVCOMPILER)
+    !defined(__NVCOMPILER) && (!defined(DISTOP_HOST_KERNELS) || DISTOP_HOST_KERNELS)
 #define DISTOP_SIMD_X86 1
 #include <immintrin.h>
 #endif

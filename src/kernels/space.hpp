@@ -10,7 +10,12 @@
 
 namespace distop::kernels {
 
+// DISTOP_HOST_KERNELS is the build option DISTOP_ENABLE_HOST_KERNELS (src/CMakeLists.txt): 0 runs
+// the device forms on the host as well.
+#ifndef DISTOP_HOST_KERNELS
+#define DISTOP_HOST_KERNELS 1
+#endif
 inline constexpr bool kHostKernels =
-    std::is_same_v<typename ExecSpace::memory_space, Kokkos::HostSpace>;
+    DISTOP_HOST_KERNELS != 0 && std::is_same_v<typename ExecSpace::memory_space, Kokkos::HostSpace>;
 
 }  // namespace distop::kernels

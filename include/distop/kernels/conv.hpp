@@ -44,7 +44,7 @@ struct ConvColumns {
 // 1 on a CPU with AVX2 and FMA (AVX-512 where it has it; kernels/simd.hpp), no GEMM at all: vector
 // loops over each output plane flattened to one run (or, for narrow planes with many output
 // channels, over the channels), which keep their sums in registers across every tap (see
-// src/kernels/conv_direct.hpp); they beat the GEMMs where the channels are few (LeNet's layers).
+// src/kernels/host/conv_direct.hpp); they beat the GEMMs where the channels are few (LeNet's layers).
 // automatic (the default) takes direct where it applies, the host runs one thread and the layer
 // has at most kDirectMaxChannels input or output channels (for the weight gradient, both; for the
 // input gradient, also at least 4 input channels); else bands wherever they apply, im2col

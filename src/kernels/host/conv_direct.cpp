@@ -6,9 +6,9 @@
 #include <memory>
 #include <vector>
 
-#include "../core/scratch.hpp"
+#include "../../core/scratch.hpp"
 #include "distop/core/error.hpp"
-#include "simd_target.hpp"
+#include "../simd_target.hpp"
 
 namespace distop::kernels {
 namespace detail {

@@ -1,0 +1,365 @@
+#include <Kokkos_Core.hpp>
+#include <algorithm>
+#include <cstdint>
+
+#include "../core/scratch.hpp"
+#include "conv_internal.hpp"
+#include "gemm_raw.hpp"
+#include "runs.hpp"
+#include "window_ranges.hpp"
+
+// The portable forms of the convolution: im2col (or the input itself for a 1x1 window) and GEMM.
+// The layout kernels below have a host form (a work item per row of the matrix, whose inner loops
+// are runs) and a device form (a work item per entry); kHostKernels picks one at compile time.
+
+namespace distop::kernels::conv_detail {
+
+namespace {
+
+using ::distop::detail::Scratch;
+using detail::add_back_run;
+using detail::gemm_raw;
+using detail::read_run;
+using detail::scale_or_zero_run;
+
+// col [C taps, nb P] (row (c, j), column (sample, output position)) from the nb samples of x
+// [nb, C, in...] starting at x; zero where a tap reads outside the input.
+template <class T>
+void im2col(const T* x, std::int64_t nb, std::int64_t channels, const Geo& g, T* col) {
+  const std::int64_t len = nb * g.out_n;  // row length of col
+  const std::int64_t rows_k = channels * g.taps;
+  if constexpr (kHostKernels) {
+    // One work item per row of col: for each sample, out[0] out[1] runs of out[2] entries, each
+    // read from one input row (or zero). The indices are decoded once per row (64-bit divisions
+    // cost as much as copying a short run) and then advance incrementally; the tap's valid range
+    // along the last axis is the same for every run.
+    Kokkos::parallel_for(
+        "distop::im2col", Kokkos::RangePolicy<ExecSpace>(0, rows_k), KOKKOS_LAMBDA(std::int64_t r) {
+          const std::int64_t j2 = r % g.k[2];
+          const std::int64_t j1 = (r / g.k[2]) % g.k[1];
+          const std::int64_t j0 = (r / (g.k[2] * g.k[1])) % g.k[0];
+          const std::int64_t ch = r / g.taps;
+          const std::int64_t m = g.out[2], s2 = g.s[2];
+          const std::int64_t b = j2 * g.dil[2] - g.off[2];
+          std::int64_t lo = 0, hi = 0;
+          valid_range(b, s2, g.in[2], m, lo, hi);
+          T* dst = col + r * len;
+          for (std::int64_t nl = 0; nl < nb; ++nl) {
+            const T* xs = x + (nl * channels + ch) * g.in_n;
+            for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+              const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
+              const bool in0 = i0 >= 0 && i0 < g.in[0];
+              for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1, dst += m) {
+                const std::int64_t i1 = o1 * g.s[1] - g.off[1] + j1 * g.dil[1];
+                const bool inside = in0 && i1 >= 0 && i1 < g.in[1];
+                read_run(dst, inside ? xs + (i0 * g.in[1] + i1) * g.in[2] : nullptr, m, lo, hi, b,
+                         s2);
+              }
+            }
+          }
+        });
+  } else {
+    Kokkos::parallel_for(
+        "distop::im2col", Kokkos::RangePolicy<ExecSpace>(0, rows_k * len),
+        KOKKOS_LAMBDA(std::int64_t w) {
+          const std::int64_t r = w / len;
+          const std::int64_t cidx = w % len;
+          const std::int64_t nl = cidx / g.out_n;
+          std::int64_t p = cidx % g.out_n;
+          const std::int64_t o2 = p % g.out[2];
+          p /= g.out[2];
+          const std::int64_t o1 = p % g.out[1];
+          const std::int64_t o0 = p / g.out[1];
+          const std::int64_t j2 = r % g.k[2];
+          const std::int64_t j1 = (r / g.k[2]) % g.k[1];
+          const std::int64_t j0 = (r / (g.k[2] * g.k[1])) % g.k[0];
+          const std::int64_t ch = r / g.taps;
+          const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
+          const std::int64_t i1 = o1 * g.s[1] - g.off[1] + j1 * g.dil[1];
+          const std::int64_t i2 = o2 * g.s[2] - g.off[2] + j2 * g.dil[2];
+          const bool inside =
+              i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2];
+          col[w] =
+              inside ? x[(nl * channels + ch) * g.in_n + (i0 * g.in[1] + i1) * g.in[2] + i2] : T(0);
+        });
+  }
+}
+
+// dx = beta dx + col2im(col) for the nb samples of dx [nb, C, in...] starting at dx: the adjoint
+// of im2col. Each work item owns entries of dx and gathers the columns that read them, so no two
+// work items write the same entry. When beta is 0, dx is not read.
+template <class T>
+void col2im(const T* col, std::int64_t nb, std::int64_t channels, const Geo& g, T beta, T* dx) {
+  const std::int64_t len = nb * g.out_n;
+  if constexpr (kHostKernels) {
+    // One work item per sample and channel: it owns the entries dx[n, c, ...] and walks the
+    // rows of col that read them in im2col's order (each row a sequential stream), adding each
+    // run of out[2] entries to the input row it was read from.
+    Kokkos::parallel_for(
+        "distop::col2im", Kokkos::RangePolicy<ExecSpace>(0, nb * channels),
+        KOKKOS_LAMBDA(std::int64_t w) {
+          const std::int64_t ch = w % channels;
+          const std::int64_t nl = w / channels;
+          T* dxs = dx + w * g.in_n;
+          scale_or_zero_run(dxs, g.in_n, beta);
+          const std::int64_t m = g.out[2], s2 = g.s[2];
+          for (std::int64_t j0 = 0; j0 < g.k[0]; ++j0) {
+            for (std::int64_t j1 = 0; j1 < g.k[1]; ++j1) {
+              for (std::int64_t j2 = 0; j2 < g.k[2]; ++j2) {
+                const std::int64_t r = ch * g.taps + (j0 * g.k[1] + j1) * g.k[2] + j2;
+                const std::int64_t b = j2 * g.dil[2] - g.off[2];
+                std::int64_t lo = 0, hi = 0;
+                valid_range(b, s2, g.in[2], m, lo, hi);
+                const T* src = col + r * len + nl * g.out_n;
+                for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+                  const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
+                  const bool in0 = i0 >= 0 && i0 < g.in[0];
+                  for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1, src += m) {
+                    const std::int64_t i1 = o1 * g.s[1] - g.off[1] + j1 * g.dil[1];
+                    if (!in0 || i1 < 0 || i1 >= g.in[1]) continue;
+                    T* dst = dxs + (i0 * g.in[1] + i1) * g.in[2];
+                    add_back_run(dst, src, lo, hi, b, s2);
+                  }
+                }
+              }
+            }
+          }
+        });
+  } else {
+    Kokkos::parallel_for(
+        "distop::col2im", Kokkos::RangePolicy<ExecSpace>(0, nb * channels * g.in_n),
+        KOKKOS_LAMBDA(std::int64_t w) {
+          const std::int64_t i2 = w % g.in[2];
+          std::int64_t t = w / g.in[2];
+          const std::int64_t i1 = t % g.in[1];
+          t /= g.in[1];
+          const std::int64_t i0 = t % g.in[0];
+          t /= g.in[0];
+          const std::int64_t ch = t % channels;
+          const std::int64_t nl = t / channels;
+          T acc = T(0);
+          for (std::int64_t j0 = 0; j0 < g.k[0]; ++j0) {
+            const std::int64_t t0 = i0 + g.off[0] - j0 * g.dil[0];
+            if (t0 < 0 || t0 % g.s[0] != 0 || t0 / g.s[0] >= g.out[0]) continue;
+            for (std::int64_t j1 = 0; j1 < g.k[1]; ++j1) {
+              const std::int64_t t1 = i1 + g.off[1] - j1 * g.dil[1];
+              if (t1 < 0 || t1 % g.s[1] != 0 || t1 / g.s[1] >= g.out[1]) continue;
+              for (std::int64_t j2 = 0; j2 < g.k[2]; ++j2) {
+                const std::int64_t t2 = i2 + g.off[2] - j2 * g.dil[2];
+                if (t2 < 0 || t2 % g.s[2] != 0 || t2 / g.s[2] >= g.out[2]) continue;
+                const std::int64_t r = ch * g.taps + (j0 * g.k[1] + j1) * g.k[2] + j2;
+                const std::int64_t p =
+                    ((t0 / g.s[0]) * g.out[1] + t1 / g.s[1]) * g.out[2] + t2 / g.s[2];
+                acc += col[r * len + nl * g.out_n + p];
+              }
+            }
+          }
+          dx[w] = beta == T(0) ? acc : beta * dx[w] + acc;
+        });
+  }
+}
+
+// The layouts [nb, O, P] (a block of y or dy) and [O, nb P] (the GEMM's when nb samples share
+// one): y[n, o, p] = tmp[o, n P + p] + bias[o] (bias may be null).
+template <class T>
+void from_gemm_layout(const T* tmp, const T* bias, std::int64_t nb, std::int64_t o_n,
+                      std::int64_t p_n, T* y) {
+  const std::int64_t len = nb * p_n;
+  if constexpr (kHostKernels) {
+    Kokkos::parallel_for(
+        "distop::conv_from_gemm_layout", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n),
+        KOKKOS_LAMBDA(std::int64_t w) {
+          const std::int64_t o = w % o_n;
+          const T* src = tmp + o * len + (w / o_n) * p_n;
+          T* dst = y + w * p_n;
+          const T b = bias ? bias[o] : T(0);
+          for (std::int64_t p = 0; p < p_n; ++p) dst[p] = src[p] + b;
+        });
+  } else {
+    Kokkos::parallel_for(
+        "distop::conv_from_gemm_layout", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n * p_n),
+        KOKKOS_LAMBDA(std::int64_t w) {
+          const std::int64_t p = w % p_n;
+          const std::int64_t o = (w / p_n) % o_n;
+          y[w] = tmp[o * len + (w / (p_n * o_n)) * p_n + p] + (bias ? bias[o] : T(0));
+        });
+  }
+}
+
+// tmp[o, n P + p] = dy[n, o, p]
+template <class T>
+void to_gemm_layout(const T* dy, std::int64_t nb, std::int64_t o_n, std::int64_t p_n, T* tmp) {
+  const std::int64_t len = nb * p_n;
+  if constexpr (kHostKernels) {
+    Kokkos::parallel_for(
+        "distop::conv_to_gemm_layout", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n),
+        KOKKOS_LAMBDA(std::int64_t w) {
+          const T* src = dy + w * p_n;
+          T* dst = tmp + (w % o_n) * len + (w / o_n) * p_n;
+          for (std::int64_t p = 0; p < p_n; ++p) dst[p] = src[p];
+        });
+  } else {
+    Kokkos::parallel_for(
+        "distop::conv_to_gemm_layout", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n * p_n),
+        KOKKOS_LAMBDA(std::int64_t w) {
+          const std::int64_t p = w % p_n;
+          const std::int64_t o = (w / p_n) % o_n;
+          tmp[o * len + (w / (p_n * o_n)) * p_n + p] = dy[w];
+        });
+  }
+}
+
+// y[n, o, p] += bias[o] for the nb samples of y starting at y.
+template <class T>
+void add_bias(T* y, const T* bias, std::int64_t nb, std::int64_t o_n, std::int64_t p_n) {
+  if constexpr (kHostKernels) {
+    Kokkos::parallel_for(
+        "distop::conv_bias", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n),
+        KOKKOS_LAMBDA(std::int64_t w) {
+          const T b = bias[w % o_n];
+          T* yr = y + w * p_n;
+          for (std::int64_t p = 0; p < p_n; ++p) yr[p] += b;
+        });
+  } else {
+    Kokkos::parallel_for(
+        "distop::conv_bias", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n * p_n),
+        KOKKOS_LAMBDA(std::int64_t w) { y[w] += bias[(w / p_n) % o_n]; });
+  }
+}
+
+// dw[o, k] = beta dw[o, k] + dwt[k, o] for dw [O, K]; dw is not read when beta is 0.
+template <class T>
+void add_transposed(const T* dwt, std::int64_t o_n, std::int64_t k_n, T beta, T* dw) {
+  Kokkos::parallel_for(
+      "distop::conv_add_transposed", Kokkos::RangePolicy<ExecSpace>(0, o_n * k_n),
+      KOKKOS_LAMBDA(std::int64_t w) {
+        const T v = dwt[(w % k_n) * o_n + w / k_n];
+        dw[w] = beta == T(0) ? v : beta * dw[w] + v;
+      });
+}
+
+}  // namespace
+
+template <class T>
+void im2col_forward(const T* xp, const T* wp, const T* bp, T* yp, std::int64_t n, std::int64_t c,
+                    std::int64_t o, const Geo& geo, ConvColumns<T>* keep) {
+  const std::int64_t p = geo.out_n, rows_k = c * geo.taps;
+  if (geo.pointwise) {
+    for (std::int64_t s = 0; s < n; ++s)
+      gemm_raw(Op::N, Op::N, o, p, c, T(1), wp, c, xp + s * c * p, p, T(0), yp + s * o * p, p);
+    if (bp) add_bias(yp, bp, n, o, p);
+    return;
+  }
+  const std::int64_t nb = chunk_samples(n, rows_k, p, sizeof(T));
+  // The chunk of samples from s on has its matrix at cols(s): in one kept tensor for the whole
+  // batch, or else in one scratch buffer that every chunk reuses.
+  const bool kept =
+      keep && rows_k * n * p * static_cast<std::int64_t>(sizeof(T)) <= kMaxKeptColumnsBytes;
+  if (kept) {
+    keep->data = Tensor<T>::uninitialized(Shape{rows_k * n * p}, "distop::conv columns");
+    keep->samples_per_chunk = nb;
+  }
+  Scratch<T> scratch(kept ? 1 : rows_k * nb * p);
+  auto cols = [&](std::int64_t s) {
+    return kept ? keep->data.data() + rows_k * p * s : scratch.data();
+  };
+  if (nb == 1) {
+    for (std::int64_t s = 0; s < n; ++s) {
+      im2col(xp + s * c * geo.in_n, 1, c, geo, cols(s));
+      gemm_raw(Op::N, Op::N, o, p, rows_k, T(1), wp, rows_k, cols(s), p, T(0), yp + s * o * p, p);
+      if (bp) add_bias(yp + s * o * p, bp, 1, o, p);
+    }
+    return;
+  }
+  Scratch<T> tmp(o * nb * p);
+  for (std::int64_t s = 0; s < n; s += nb) {
+    const std::int64_t m = std::min(nb, n - s);
+    im2col(xp + s * c * geo.in_n, m, c, geo, cols(s));
+    gemm_raw(Op::N, Op::N, o, m * p, rows_k, T(1), wp, rows_k, cols(s), m * p, T(0), tmp.data(),
+             m * p);
+    from_gemm_layout(tmp.data(), bp, m, o, p, yp + s * o * p);
+  }
+}
+
+template <class T>
+void im2col_backward_input(const T* dyp, const T* wp, T beta, T* dxp, std::int64_t n,
+                           std::int64_t c, std::int64_t o, const Geo& geo) {
+  const std::int64_t p = geo.out_n, rows_k = c * geo.taps;
+  if (geo.pointwise) {
+    for (std::int64_t s = 0; s < n; ++s)
+      gemm_raw(Op::T, Op::N, c, p, o, T(1), wp, c, dyp + s * o * p, p, beta, dxp + s * c * p, p);
+    return;
+  }
+  const std::int64_t nb = chunk_samples(n, rows_k, p, sizeof(T));
+  Scratch<T> col(rows_k * nb * p);
+  if (nb == 1) {
+    for (std::int64_t s = 0; s < n; ++s) {
+      gemm_raw(Op::T, Op::N, rows_k, p, o, T(1), wp, rows_k, dyp + s * o * p, p, T(0), col.data(),
+               p);
+      col2im(col.data(), 1, c, geo, beta, dxp + s * c * geo.in_n);
+    }
+    return;
+  }
+  Scratch<T> tmp(o * nb * p);
+  for (std::int64_t s = 0; s < n; s += nb) {
+    const std::int64_t m = std::min(nb, n - s);
+    to_gemm_layout(dyp + s * o * p, m, o, p, tmp.data());
+    gemm_raw(Op::T, Op::N, rows_k, m * p, o, T(1), wp, rows_k, tmp.data(), m * p, T(0), col.data(),
+             m * p);
+    col2im(col.data(), m, c, geo, beta, dxp + s * c * geo.in_n);
+  }
+}
+
+template <class T>
+void im2col_backward_weight(const T* dyp, const T* xp, T beta, T* dwp, std::int64_t n,
+                            std::int64_t c, std::int64_t o, const Geo& geo,
+                            const ConvColumns<T>* kept) {
+  const std::int64_t p = geo.out_n, rows_k = c * geo.taps;
+  // BLAS runs this product faster with the long side as m (OpenBLAS: 15-40% on these shapes),
+  // so the GEMMs accumulate dW^T [C taps, O] in scratch; one small transpose adds it to dw.
+  Scratch<T> dwt(rows_k * o);
+  if (geo.pointwise) {
+    for (std::int64_t s = 0; s < n; ++s)
+      gemm_raw(Op::N, Op::T, c, o, p, T(1), xp + s * c * p, p, dyp + s * o * p, p,
+               s == 0 ? T(0) : T(1), dwt.data(), o);
+  } else {
+    const std::int64_t nb = chunk_samples(n, rows_k, p, sizeof(T));
+    const bool reuse = kept && !kept->empty() && !kept->bands && !kept->frames &&
+                       kept->samples_per_chunk == nb && kept->data.numel() == rows_k * n * p;
+    Scratch<T> scratch(reuse ? 1 : rows_k * nb * p);
+    // The chunk's im2col matrix: the forward pass's, or built here.
+    auto cols = [&](std::int64_t s, std::int64_t m) {
+      if (reuse) return kept->data.data() + rows_k * p * s;
+      im2col(xp + s * c * geo.in_n, m, c, geo, scratch.data());
+      return scratch.data();
+    };
+    if (nb == 1) {
+      for (std::int64_t s = 0; s < n; ++s)
+        gemm_raw(Op::N, Op::T, rows_k, o, p, T(1), cols(s, 1), p, dyp + s * o * p, p,
+                 s == 0 ? T(0) : T(1), dwt.data(), o);
+    } else {
+      Scratch<T> tmp(o * nb * p);
+      for (std::int64_t s = 0; s < n; s += nb) {
+        const std::int64_t m = std::min(nb, n - s);
+        const T* col = cols(s, m);
+        to_gemm_layout(dyp + s * o * p, m, o, p, tmp.data());
+        gemm_raw(Op::N, Op::T, rows_k, o, m * p, T(1), col, m * p, tmp.data(), m * p,
+                 s == 0 ? T(0) : T(1), dwt.data(), o);
+      }
+    }
+  }
+  add_transposed(dwt.data(), o, rows_k, beta, dwp);
+}
+
+#define DISTOP_INSTANTIATE_IM2COL(T)                                                          \
+  template void im2col_forward(const T*, const T*, const T*, T*, std::int64_t, std::int64_t,  \
+                               std::int64_t, const Geo&, ConvColumns<T>*);                    \
+  template void im2col_backward_input(const T*, const T*, T, T*, std::int64_t, std::int64_t,  \
+                                      std::int64_t, const Geo&);                              \
+  template void im2col_backward_weight(const T*, const T*, T, T*, std::int64_t, std::int64_t, \
+                                       std::int64_t, const Geo&, const ConvColumns<T>*);
+DISTOP_INSTANTIATE_IM2COL(float)
+DISTOP_INSTANTIATE_IM2COL(double)
+#undef DISTOP_INSTANTIATE_IM2COL
+
+}  // namespace distop::kernels::conv_detail

@@ -1,0 +1,77 @@
+#pragma once
+// Internal: the host fast paths of the kernels, one layer beside the portable Kokkos kernels.
+//
+// The portable kernels (src/kernels/*.cpp) are the device forms: Kokkos parallel loops that a GPU
+// runs and the host runs too. Some kernels also have a host-only form that is several times
+// faster on a CPU (hand-vectorised x86 code, or a different algorithm that suits a CPU's caches
+// and BLAS). Each such kernel calls its host_fast_path function once, at the top of its entry
+// point, after the argument checks; the function returns true when it did the work and false
+// where it does not apply (another geometry, no AVX2/AVX-512, conv_method() says otherwise), and
+// then the portable form below runs.
+//
+// The layer is compiled only in a host build with DISTOP_ENABLE_HOST_KERNELS=ON (the default):
+// with the option OFF, or in a device build, every function here is an inline `return false`,
+// so the portable forms run everywhere (which is how the test suite exercises the GPU's code on
+// a CPU). docs/performance.md ("Host fast paths") lists the kernels that have one and what it
+// gains over the portable form.
+//
+// The fast paths here: the convolution (the direct kernels of conv_direct.hpp for few channels
+// on one thread, and the row-folded im2col, "bands", elsewhere; host/conv.cpp). The hand-
+// vectorised helpers of max pooling (pool_simd.hpp), bias rows (rows_simd.hpp) and box copies
+// (box_simd.hpp), and the host forms (a work item per row) of some layout kernels, are still
+// chosen inside their kernels, behind kernels::kHostKernels and host_simd_bytes(), which the
+// option switches off as well.
+
+#include <cstdint>
+
+#include "../conv_internal.hpp"
+#include "../space.hpp"
+#include "distop/kernels/conv.hpp"
+
+namespace distop::kernels::host_fast_path {
+
+#if DISTOP_HOST_KERNELS
+
+// kernels::conv_forward, conv_backward_input, conv_backward_weight on checked raw pointers (see
+// conv_detail::im2col_forward); conv_backward the direct kernels' fused weight, input and bias
+// gradients (false unless grads.dw is wanted and the direct kernels take it).
+template <class T>
+bool conv_forward(const T* x, const T* w, const T* bias, T* y, std::int64_t n, std::int64_t c,
+                  std::int64_t o, const conv_detail::Geo& g, ConvColumns<T>* keep);
+template <class T>
+bool conv_backward_input(const T* dy, const T* w, T beta, T* dx, std::int64_t n, std::int64_t c,
+                         std::int64_t o, const conv_detail::Geo& g);
+template <class T>
+bool conv_backward_weight(const T* dy, const T* x, T beta, T* dw, std::int64_t n, std::int64_t c,
+                          std::int64_t o, const conv_detail::Geo& g, const ConvColumns<T>* kept);
+template <class T>
+bool conv_backward(const T* dy, const T* x, const T* w, const ConvGradients<T>& grads,
+                   std::int64_t n, std::int64_t c, std::int64_t o, const conv_detail::Geo& g,
+                   const ConvColumns<T>* kept);
+
+#else
+
+template <class T>
+bool conv_forward(const T*, const T*, const T*, T*, std::int64_t, std::int64_t, std::int64_t,
+                  const conv_detail::Geo&, ConvColumns<T>*) {
+  return false;
+}
+template <class T>
+bool conv_backward_input(const T*, const T*, T, T*, std::int64_t, std::int64_t, std::int64_t,
+                         const conv_detail::Geo&) {
+  return false;
+}
+template <class T>
+bool conv_backward_weight(const T*, const T*, T, T*, std::int64_t, std::int64_t, std::int64_t,
+                          const conv_detail::Geo&, const ConvColumns<T>*) {
+  return false;
+}
+template <class T>
+bool conv_backward(const T*, const T*, const T*, const ConvGradients<T>&, std::int64_t,
+                   std::int64_t, std::int64_t, const conv_detail::Geo&, const ConvColumns<T>*) {
+  return false;
+}
+
+#endif
+
+}  // namespace distop::kernels::host_fast_path
