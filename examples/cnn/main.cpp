@@ -16,19 +16,11 @@ namespace {
 
 using namespace distop;
 
-// Copies this rank's rows of the batch: the local box is [rows, C, H, W] at offset (r0, 0, 0, 0),
-// each row one whole image, batch position range.begin + r0 + i.
+// This rank's rows of the batch (the local box [rows, C, H, W] at offset (r0, 0, 0, 0), each row one
+// whole image): gathered in host memory, copied once into the model's memory space.
 void load_rows(const data::Dataset& d, const std::vector<std::int64_t>& order,
-               const data::BatchRange& range, const TensorSpace& space, DistTensor<float>& x) {
-  const auto& local = space.local_shape();
-  if (local.numel() == 0) return;
-  const std::int64_t r0 = space.local_offset()[0], n = d.pixels();
-  std::vector<float> v(static_cast<std::size_t>(local.numel()));
-  for (std::int64_t i = 0; i < local[0]; ++i) {
-    const float* img = d.image(order[static_cast<std::size_t>(range.begin + r0 + i)]);
-    std::copy(img, img + n, v.begin() + i * n);
-  }
-  x.local().copy_from(Tensor<float>::from_vector(local, v));
+               const data::BatchRange& range, const TensorSpace&, DistTensor<float>& x) {
+  data::load_batch(d, data::Sampler::indices(order, range), x);
 }
 
 }  // namespace

@@ -16,23 +16,11 @@ namespace {
 
 using namespace distop;
 
-// Copies this rank's spatial block of the batch's images: the local box is
-// [batch, 1, rows, cols] at offset (0, 0, r0, c0).
+// This rank's spatial block of the batch's images (the local box [batch, 1, rows, cols] at offset
+// (0, 0, r0, c0)): gathered in host memory, copied once into the model's memory space.
 void load_block(const data::Dataset& d, const std::vector<std::int64_t>& order,
-                const data::BatchRange& range, const TensorSpace& space, DistTensor<float>& x) {
-  const auto& local = space.local_shape();
-  if (local.numel() == 0) return;
-  const auto rows = local[2], cols = local[3];
-  const auto r0 = space.local_offset()[2], c0 = space.local_offset()[3];
-  std::vector<float> v(static_cast<std::size_t>(local.numel()));
-  for (std::int64_t i = 0; i < range.size(); ++i) {
-    const float* img = d.image(order[static_cast<std::size_t>(range.begin + i)]);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float* src = img + (r0 + r) * d.cols + c0;
-      std::copy(src, src + cols, v.begin() + (i * rows + r) * cols);
-    }
-  }
-  x.local().copy_from(Tensor<float>::from_vector(local, v));
+                const data::BatchRange& range, const TensorSpace&, DistTensor<float>& x) {
+  data::load_batch(d, data::Sampler::indices(order, range), x);
 }
 
 }  // namespace

@@ -42,19 +42,11 @@ std::vector<std::int64_t> parse_sizes(const std::string& hidden, std::int64_t in
   return sizes;
 }
 
-// Copies the batch's pixels for this rank's feature block of the input space.
+// The batch's pixels for this rank's feature block of the input space ([batch, 784], features
+// split): gathered in host memory, copied once into the model's memory space.
 void load_batch(const data::Dataset& d, const std::vector<std::int64_t>& order,
-                const data::BatchRange& range, const TensorSpace& space, DistTensor<float>& x) {
-  const auto& local = space.local_shape();
-  if (local.numel() == 0) return;
-  const auto cols = local[1];
-  const auto first = space.local_offset()[1];
-  std::vector<float> v(static_cast<std::size_t>(local.numel()));
-  for (std::int64_t i = 0; i < range.size(); ++i) {
-    const float* img = d.image(order[range.begin + i]);
-    std::copy(img + first, img + first + cols, v.begin() + i * cols);
-  }
-  x.local().copy_from(Tensor<float>::from_vector(local, v));
+                const data::BatchRange& range, const TensorSpace&, DistTensor<float>& x) {
+  data::load_batch(d, data::Sampler::indices(order, range), x);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "distop/core/timers.hpp"
 #include "distop/core/trace.hpp"
 #include "distop/data/augment.hpp"
+#include "distop/data/batch.hpp"
 #include "distop/data/cifar.hpp"
 #include "distop/data/distributed_sampler.hpp"
 #include "distop/data/idx.hpp"

@@ -23,8 +23,9 @@ std::vector<T> assemble(const DistTensor<T>& x, int root) {
   std::vector<T> global(static_cast<std::size_t>(n), T(0));
   if (owns_its_box(space)) {
     const auto idx = space.global_indices();
-    const auto v = x.local().to_vector();
-    for (std::size_t i = 0; i < v.size(); ++i) global[static_cast<std::size_t>(idx[i])] = v[i];
+    const HostTensor<T> box = to_host(x.local());  // the one copy out of x's memory space
+    const T* v = box.data();
+    for (std::size_t i = 0; i < idx.size(); ++i) global[static_cast<std::size_t>(idx[i])] = v[i];
   }
   const auto parent = space.partition().parent();
   const bool is_root = space.partition().parent_rank() == root;
@@ -43,9 +44,10 @@ void distribute(const std::vector<T>& global, DistTensor<T>& x) {
                "distribute", "expected ", space.global_shape().numel(), " entries for ",
                space.global_shape().str(), ", found ", global.size());
   const auto idx = space.global_indices();
-  std::vector<T> v(idx.size());
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = global[static_cast<std::size_t>(idx[i])];
-  x.local().copy_from(Tensor<T>::from_vector(space.local_shape(), v));
+  auto box = HostTensor<T>::uninitialized(space.local_shape());
+  T* v = box.data();
+  for (std::size_t i = 0; i < idx.size(); ++i) v[i] = global[static_cast<std::size_t>(idx[i])];
+  deep_copy(x.local(), box);  // the one copy into x's memory space
 }
 
 template std::vector<float> assemble(const DistTensor<float>&, int);

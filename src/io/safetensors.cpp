@@ -267,27 +267,38 @@ void add_checksums(const std::vector<TensorEntry>& entries, Metadata& metadata) 
   }
 }
 
-template <class T>
+template <class T, class Space>
 requires std::same_as<T, float> || std::same_as<T, double>
-void write_safetensors(const std::string& path, const std::map<std::string, Tensor<T>>& tensors,
+void write_safetensors(const std::string& path,
+                       const std::map<std::string, Tensor<T, Space>>& tensors,
                        const Metadata& metadata) {
-  std::vector<std::vector<T>> host;
+  std::vector<HostTensor<T>> host;  // host copies of tensors in another memory space
   host.reserve(tensors.size());
   std::vector<TensorEntry> entries;
   entries.reserve(tensors.size());
   for (const auto& [name, tensor] : tensors) {
-    host.push_back(tensor.to_vector());
-    entries.emplace_back(name, tensor.shape(), host.back().data());
+    if constexpr (std::is_same_v<Space, HostMemSpace>) {
+      entries.emplace_back(name, tensor.shape(), tensor.data());
+    } else {
+      host.push_back(to_host(tensor));
+      entries.emplace_back(name, tensor.shape(), host.back().data());
+    }
   }
   write_safetensors(path, entries, metadata);
 }
 
-template void write_safetensors<float>(const std::string&,
-                                       const std::map<std::string, Tensor<float>>&,
-                                       const Metadata&);
-template void write_safetensors<double>(const std::string&,
-                                        const std::map<std::string, Tensor<double>>&,
-                                        const Metadata&);
+template void write_safetensors<float, MemSpace>(const std::string&,
+                                                 const std::map<std::string, Tensor<float>>&,
+                                                 const Metadata&);
+template void write_safetensors<double, MemSpace>(const std::string&,
+                                                  const std::map<std::string, Tensor<double>>&,
+                                                  const Metadata&);
+#if DISTOP_DEVICE_MEMORY_SPACE
+template void write_safetensors<float, HostMemSpace>(
+    const std::string&, const std::map<std::string, HostTensor<float>>&, const Metadata&);
+template void write_safetensors<double, HostMemSpace>(
+    const std::string&, const std::map<std::string, HostTensor<double>>&, const Metadata&);
+#endif
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   std::error_code ec;
@@ -507,14 +518,38 @@ std::vector<T> SafetensorsFile::read_as(const std::string& name) const {
                                   " (conversions are from F32, F64, I32, I64 and U8)"));
 }
 
+template <class T>
+HostTensor<T> SafetensorsFile::read_host_tensor(const std::string& name,
+                                                const Shape& expected) const {
+  check_shape(name, expected);
+  const Entry& e = entry(name);
+  DISTOP_CHECK(e.dtype == dtype_of<T>(), kOp, "tensor ", in_quotes(name), " has dtype ", e.dtype,
+               " in file ", path_, ", expected ", dtype_of<T>(),
+               " (read_as converts between dtypes when that is intended)");
+  const std::vector<std::byte> bytes = read_bytes(name);
+  auto out = HostTensor<T>::uninitialized(expected);
+  if (!bytes.empty()) std::memcpy(static_cast<void*>(out.data()), bytes.data(), bytes.size());
+  return out;
+}
+
+HostTensor<float> SafetensorsFile::read_host_tensor_f32(const std::string& name,
+                                                        const Shape& expected) const {
+  return read_host_tensor<float>(name, expected);
+}
+
+HostTensor<double> SafetensorsFile::read_host_tensor_f64(const std::string& name,
+                                                         const Shape& expected) const {
+  return read_host_tensor<double>(name, expected);
+}
+
 Tensor<float> SafetensorsFile::read_tensor_f32(const std::string& name,
                                                const Shape& expected) const {
-  return Tensor<float>::from_vector(expected, read<float>(name, expected));
+  return to_device(read_host_tensor<float>(name, expected));
 }
 
 Tensor<double> SafetensorsFile::read_tensor_f64(const std::string& name,
                                                 const Shape& expected) const {
-  return Tensor<double>::from_vector(expected, read<double>(name, expected));
+  return to_device(read_host_tensor<double>(name, expected));
 }
 
 template std::vector<float> SafetensorsFile::read<float>(const std::string&) const;

@@ -1,12 +1,14 @@
 // The collective data set loaders (CIFAR-10 and MNIST-like) agree over the ranks: the same data
 // everywhere when every rank's files are the same, and the same error on every rank when one
-// rank's files are missing or differ, never a hang. Each rank reads a directory of its own.
+// rank's files are missing or differ, never a hang. Each rank reads a directory of its own. And
+// data::load_batch fills every rank's box of a batch split along any axes.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <string>
 
 #include "cifar_files.hpp"
+#include "distop/data/batch.hpp"
 #include "distop/data/cifar.hpp"
 #include "distop/data/idx.hpp"
 #include "mpi_test_util.hpp"
@@ -69,4 +71,38 @@ TEST(DataCollective, MnistLikeShapesDifferingBetweenRanks) {
       error_of([&] { data::load_mnist_like_collective(MPI_COMM_WORLD, dir.str(), false); });
   EXPECT_TRUE(contains(msg, "load_mnist_like"));
   EXPECT_TRUE(contains(msg, "image channels 1..1, image rows 2..3, image cols 2..2"));
+}
+
+// Each rank's box of a batch, split along the image's spatial axes, the batch axis or the
+// flattened features, holds the entries of the whole batch (batch_images) at its global indices.
+TEST(DataCollective, LoadBatchFillsEveryBox) {
+  data::Dataset d;
+  d.size = 7;
+  d.channels = 4;
+  d.rows = 3;
+  d.cols = 5;
+  for (std::int64_t i = 0; i < d.size * d.pixels(); ++i)
+    d.images.push_back(static_cast<float>(i) * 0.5f);
+  d.labels.assign(static_cast<std::size_t>(d.size), 0);
+  const std::vector<std::int64_t> examples{4, 0, 6, 2, 5};
+  const auto whole = data::batch_images(d, examples).to_vector();
+  const std::int64_t n = 5, p = world_size();
+  const std::int64_t a = p % 2 == 0 ? 2 : 1;  // a x (p / a) spatial grid
+  const std::vector<std::pair<Shape, Shape>> cases{
+      {Shape{n, 4, 3, 5}, Shape{1, 1, a, p / a}},  // spatial blocks (LeNet-5's input)
+      {Shape{n, 4, 3, 5}, Shape{p, 1, 1, 1}},      // batch rows (the CNN's)
+      {Shape{n, 4, 3, 5}, Shape{1, p, 1, 1}},      // channels
+      {Shape{n, 60}, Shape{1, p}},                 // flattened features (the MLP's)
+      {Shape{n, 60}, Shape{a, p / a}}};
+  for (const auto& [global, grid] : cases) {
+    DistTensor<float> x(TensorSpace(global, Partition::world(grid)));
+    x.local().fill(-1.0f);
+    data::load_batch(d, examples, x);
+    const auto idx = x.space().global_indices();
+    const auto got = x.local().to_vector();
+    ASSERT_EQ(got.size(), idx.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], whole[static_cast<std::size_t>(idx[i])])
+          << "global " << global.str() << " on grid " << grid.str() << ", local entry " << i;
+  }
 }

@@ -84,18 +84,25 @@ struct TensorEntry {
 // a non-empty tensor, or an I/O failure (the temporary file is then removed).
 void write_safetensors(const std::string& path, const std::vector<TensorEntry>& entries,
                        const Metadata& metadata = {});
-// The same for local tensors (copied to the host first), as F32 or F64. A template only so that a
-// braced list of TensorEntry picks the overload above unambiguously.
-template <class T>
+// The same for local tensors, as F32 or F64: host tensors (HostTensor) are written from their own
+// memory; tensors in another memory space (a device's) are first copied to the host (to_host),
+// one copy each. A template only so that a braced list of TensorEntry picks the overload above
+// unambiguously; Space is MemSpace or HostMemSpace.
+template <class T, class Space>
 requires std::same_as<T, float> || std::same_as<T, double>
-void write_safetensors(const std::string& path, const std::map<std::string, Tensor<T>>& tensors,
+void write_safetensors(const std::string& path,
+                       const std::map<std::string, Tensor<T, Space>>& tensors,
                        const Metadata& metadata = {});
-extern template void write_safetensors<float>(const std::string&,
-                                              const std::map<std::string, Tensor<float>>&,
-                                              const Metadata&);
-extern template void write_safetensors<double>(const std::string&,
-                                               const std::map<std::string, Tensor<double>>&,
-                                               const Metadata&);
+extern template void write_safetensors<float, MemSpace>(
+    const std::string&, const std::map<std::string, Tensor<float>>&, const Metadata&);
+extern template void write_safetensors<double, MemSpace>(
+    const std::string&, const std::map<std::string, Tensor<double>>&, const Metadata&);
+#if DISTOP_DEVICE_MEMORY_SPACE
+extern template void write_safetensors<float, HostMemSpace>(
+    const std::string&, const std::map<std::string, HostTensor<float>>&, const Metadata&);
+extern template void write_safetensors<double, HostMemSpace>(
+    const std::string&, const std::map<std::string, HostTensor<double>>&, const Metadata&);
+#endif
 
 // Checksums. distop's checkpoints and weights files carry the CRC-32 (zlib's crc32, the checksum
 // of gzip and PNG) of each tensor's bytes in the metadata, as 8 lowercase hex digits under
@@ -172,12 +179,19 @@ class SafetensorsFile {
     return read<std::uint8_t>(name);
   }
 
-  // The tensor as a local Tensor of the file's shape, which must be `expected`; dtype exactly F32
-  // (read_tensor_f32) or F64 (read_tensor_f64).
+  // The tensor as a host tensor of the file's shape, which must be `expected`; dtype exactly F32
+  // (read_host_tensor_f32) or F64 (read_host_tensor_f64). The file's bytes are read into the
+  // tensor's memory.
+  HostTensor<float> read_host_tensor_f32(const std::string& name, const Shape& expected) const;
+  HostTensor<double> read_host_tensor_f64(const std::string& name, const Shape& expected) const;
+  // The same in the default memory space (where layers take it): the host tensor above, copied
+  // once with to_device.
   Tensor<float> read_tensor_f32(const std::string& name, const Shape& expected) const;
   Tensor<double> read_tensor_f64(const std::string& name, const Shape& expected) const;
 
  private:
+  template <class T>
+  HostTensor<T> read_host_tensor(const std::string& name, const Shape& expected) const;
   struct Entry {
     std::string dtype;
     Shape shape;
