@@ -30,7 +30,7 @@ namespace {
 
 // An NCCL communicator over the ranks of an MPI communicator, after Aluminum's: it owns a
 // duplicate of the MPI communicator (for its own setup messages), its stream, the NCCL
-// communicator and the event that orders the NCCL stream after the producer stream. Move-only.
+// communicator and the events that order it and the producer stream. Move-only.
 class Communicator {
  public:
   // Collective over `comm`.
@@ -41,18 +41,21 @@ class Communicator {
     DISTOP_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, mpi_.get()), "nccl");
     DISTOP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "nccl");
     DISTOP_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "nccl");
+    DISTOP_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "nccl");
     DISTOP_NCCL_CHECK(ncclCommInitRank(&nccl_, size, id, rank), "nccl");
   }
   ~Communicator() {  // never throws
     if (nccl_) ncclCommDestroy(nccl_);
     if (ready_) cudaEventDestroy(ready_);
+    if (done_) cudaEventDestroy(done_);
     if (stream_) cudaStreamDestroy(stream_);
   }
   Communicator(Communicator&& o) noexcept
       : mpi_(std::move(o.mpi_)),
         nccl_(std::exchange(o.nccl_, nullptr)),
         stream_(std::exchange(o.stream_, nullptr)),
-        ready_(std::exchange(o.ready_, nullptr)) {}
+        ready_(std::exchange(o.ready_, nullptr)),
+        done_(std::exchange(o.done_, nullptr)) {}
   Communicator& operator=(Communicator&&) = delete;
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -83,13 +86,12 @@ class Communicator {
     return event;
   }
   // Orders the producer stream after the NCCL work enqueued so far: its later kernels see the
-  // results, and the host returns at once.
+  // results, and the host returns at once. (cudaStreamWaitEvent waits for the event's state when it
+  // is called, so one event serves every call.)
   void leave(const char* op) {
-    cudaEvent_t event = record(op);
-    const cudaError_t rc =
-        cudaStreamWaitEvent(static_cast<cudaStream_t>(device::producer_stream()), event, 0);
-    cudaEventDestroy(event);  // released once the wait has passed it
-    DISTOP_CUDA_CHECK(rc, op);
+    DISTOP_CUDA_CHECK(cudaEventRecord(done_, stream_), op);
+    DISTOP_CUDA_CHECK(
+        cudaStreamWaitEvent(static_cast<cudaStream_t>(device::producer_stream()), done_, 0), op);
   }
   // An asynchronous NCCL error (a peer that failed or left) aborts the communicator, which also
   // ends its operations in flight, and is thrown.
@@ -108,7 +110,8 @@ class Communicator {
   Comm mpi_;
   ncclComm_t nccl_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  cudaEvent_t ready_ = nullptr;
+  cudaEvent_t ready_ = nullptr;  // recorded on the producer stream, waited on by stream_
+  cudaEvent_t done_ = nullptr;   // recorded on stream_, waited on by the producer stream
 };
 
 int destroy_communicator(MPI_Comm, int, void* value, void*) {

@@ -53,8 +53,8 @@ T sum_over_ranks(int size, std::int64_t i) {
 }
 
 // Element counts: empty, one, odd (not a multiple of any vector width), just past the staging
-// buffers' 4 KiB granule in bytes, and large enough to pass MPICH's eager limit.
-const std::vector<std::int64_t> kCounts{0, 1, 7, 1025, 70001};
+// buffers' 4 KiB granule in bytes, and past MPICH's eager limit (64 KiB) in both types.
+const std::vector<std::int64_t> kCounts{0, 1, 7, 1025, 20001};
 
 // Every operation of the call surface once at `count` elements, checked against closed forms.
 template <class T>
