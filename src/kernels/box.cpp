@@ -6,6 +6,8 @@
 
 #include "box_simd.hpp"
 #include "distop/core/error.hpp"
+#include "runs.hpp"
+#include "space.hpp"
 
 namespace distop {
 
@@ -127,42 +129,8 @@ Runs packed_like(const Runs& r) {
   return p;
 }
 
-// Runs at least this long (in bytes) go to memcpy; shorter ones are copied inline in fixed-size
-// pieces, where a call per run would cost as much as the copy.
-constexpr std::size_t kMemcpyRunBytes = 1024;
-
-template <class T>
-inline void copy_run(T* d, const T* s, std::int64_t n) {
-  std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
-  if (bytes >= kMemcpyRunBytes) {
-    std::memcpy(d, s, bytes);
-    return;
-  }
-  auto* dc = reinterpret_cast<unsigned char*>(d);
-  const auto* sc = reinterpret_cast<const unsigned char*>(s);
-  for (; bytes >= 32; bytes -= 32, dc += 32, sc += 32) std::memcpy(dc, sc, 32);
-  if (bytes & 16) {
-    std::memcpy(dc, sc, 16);
-    dc += 16;
-    sc += 16;
-  }
-  if (bytes & 8) {
-    std::memcpy(dc, sc, 8);
-    dc += 8;
-    sc += 8;
-  }
-  if (bytes & 4) {
-    std::memcpy(dc, sc, 4);
-    dc += 4;
-    sc += 4;
-  }
-  for (; bytes & 3; --bytes) *dc++ = *sc++;  // never for float and double
-}
-
-template <class T>
-inline void add_run(T* __restrict d, const T* __restrict s, std::int64_t n) {
-  for (std::int64_t j = 0; j < n; ++j) d[j] += s[j];
-}
+using detail::add_run;
+using detail::copy_run;
 
 // Runs of this many bytes or more go to the vector sweeps (AVX-512 or AVX2) where the CPU has
 // them: copies up to kSimdMemcpyRunBytes (a run of a page or more is memcpy's), sums of any
@@ -206,7 +174,7 @@ template <class T>
 void pack(const Tensor<T>& src, const Box& box, T* out) {
   const auto r = runs_of(src.shape(), box, "pack");
   if (box.empty()) return;
-  if constexpr (kHostAccessible) {
+  if constexpr (kHostKernels) {
     copy_runs(packed_like(r), out, r, src.data(), r.run, false);
   } else {
     portable::pack(src, BoxPlan(src.shape(), box), out);  // describes the box on the device
@@ -217,7 +185,7 @@ template <class T>
 void unpack(const T* in, const Box& box, Tensor<T>& dst, bool accumulate) {
   const auto r = runs_of(dst.shape(), box, "unpack");
   if (box.empty()) return;
-  if constexpr (kHostAccessible) {
+  if constexpr (kHostKernels) {
     copy_runs(r, dst.data(), packed_like(r), in, r.run, accumulate);
   } else {
     portable::unpack(in, BoxPlan(dst.shape(), box), dst, accumulate);
@@ -231,7 +199,7 @@ void copy_box(const Tensor<T>& src, const Box& src_box, Tensor<T>& dst, const Bo
                dst_box.str(), " differ in extent");
   // Run by run from one tensor into the other, no staging (the runs are those of the box in
   // whichever tensor merges fewer axes); staged through a buffer where the boxes may overlap.
-  if (kHostAccessible && src.data() != dst.data()) {
+  if (kHostKernels && src.data() != dst.data()) {
     check_box(src.shape(), src_box, "copy_box");
     check_box(dst.shape(), dst_box, "copy_box");
     if (src_box.empty()) return;
@@ -255,7 +223,7 @@ void fill_box(Tensor<T>& t, const Box& box, T value) {
   const auto r = runs_of(t.shape(), box, "fill_box");
   if (box.empty()) return;
   T* d = t.data();
-  if constexpr (kHostAccessible) {
+  if constexpr (kHostKernels) {
     const std::int64_t run = r.run;
     for_each_run2(r, r, [&](std::int64_t off, std::int64_t) { std::fill(d + off, d + off + run, value); });
   } else {
@@ -360,7 +328,7 @@ void copy_box(const Tensor<T>& src, const BoxPlan& src_plan, Tensor<T>& dst,
 
 template <class T>
 void pack(const Tensor<T>& src, const BoxPlan& plan, T* out) {
-  if constexpr (kHostAccessible) {
+  if constexpr (kHostKernels) {
     check_plan(src.shape(), plan, "pack");
     if (plan.empty()) return;
     copy_runs(plan.packed_runs(), out, plan.runs(), src.data(), plan.run(), false);
@@ -371,7 +339,7 @@ void pack(const Tensor<T>& src, const BoxPlan& plan, T* out) {
 
 template <class T>
 void unpack(const T* in, const BoxPlan& plan, Tensor<T>& dst, bool accumulate) {
-  if constexpr (kHostAccessible) {
+  if constexpr (kHostKernels) {
     check_plan(dst.shape(), plan, "unpack");
     if (plan.empty()) return;
     copy_runs(plan.runs(), dst.data(), plan.packed_runs(), in, plan.run(), accumulate);
@@ -382,7 +350,7 @@ void unpack(const T* in, const BoxPlan& plan, Tensor<T>& dst, bool accumulate) {
 
 template <class T>
 void fill_box(Tensor<T>& t, const BoxPlan& plan, T value) {
-  if constexpr (kHostAccessible) {
+  if constexpr (kHostKernels) {
     check_plan(t.shape(), plan, "fill_box");
     if (plan.empty()) return;
     T* d = t.data();
@@ -397,7 +365,7 @@ void fill_box(Tensor<T>& t, const BoxPlan& plan, T value) {
 template <class T>
 void copy_box(const Tensor<T>& src, const BoxPlan& src_plan, Tensor<T>& dst,
               const BoxPlan& dst_plan, bool accumulate) {
-  if constexpr (kHostAccessible) {
+  if constexpr (kHostKernels) {
     check_plan(src.shape(), src_plan, "copy_box");
     check_plan(dst.shape(), dst_plan, "copy_box");
     check_copy(src.data(), src_plan, dst.data(), dst_plan);

@@ -2,6 +2,7 @@
 // Internal: loops over runs of contiguous entries on the host, shared by the kernels that copy
 // rows (conv's im2col forms, the box copies).
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
@@ -14,15 +15,38 @@ template <class T>
 inline void add_run(T* __restrict dst, const T* __restrict src, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) dst[i] += src[i];
 }
-// dst[i] = src[i] for i < n: memcpy for long runs, an inline loop for short ones (a call costs
-// more than copying a few dozen bytes).
+
+// dst[i] = src[i] for i < n (the runs do not overlap). Runs at least kMemcpyRunBytes long go to
+// memcpy; shorter ones are copied inline in fixed-size pieces, where a call per run would cost as
+// much as the copy.
+constexpr std::size_t kMemcpyRunBytes = 1024;
+
 template <class T>
-inline void copy_run(T* __restrict dst, const T* __restrict src, std::int64_t n) {
-  if (n >= 32) {
-    std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(T));
+inline void copy_run(T* d, const T* s, std::int64_t n) {
+  std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
+  if (bytes >= kMemcpyRunBytes) {
+    std::memcpy(d, s, bytes);
     return;
   }
-  for (std::int64_t i = 0; i < n; ++i) dst[i] = src[i];
+  auto* dc = reinterpret_cast<unsigned char*>(d);
+  const auto* sc = reinterpret_cast<const unsigned char*>(s);
+  for (; bytes >= 32; bytes -= 32, dc += 32, sc += 32) std::memcpy(dc, sc, 32);
+  if (bytes & 16) {
+    std::memcpy(dc, sc, 16);
+    dc += 16;
+    sc += 16;
+  }
+  if (bytes & 8) {
+    std::memcpy(dc, sc, 8);
+    dc += 8;
+    sc += 8;
+  }
+  if (bytes & 4) {
+    std::memcpy(dc, sc, 4);
+    dc += 4;
+    sc += 4;
+  }
+  for (; bytes & 3; --bytes) *dc++ = *sc++;  // never for float and double
 }
 
 // One run of an im2col-style matrix on the host: dst[o] = row[o * s2 + b] for o in [lo, hi) (the
