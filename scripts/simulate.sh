@@ -72,13 +72,16 @@ hosts=$(wc -l <"$hostfile")
 # (Kokkos' state, distop's environment, timers, pools) are per rank. Collectives pinned: SMPI's
 # default selector with MPICH's long-message all-reduce (Rabenseifner: reduce-scatter +
 # recursive-doubling all-gather); other selectors take minutes per all-reduce at 1,024 ranks.
-# distop waits inside MPI (DISTOP_YIELD_WHEN_IDLE=0: every rank of the simulation is in one
+# An MPI_Test or MPI_Iprobe costs 100 ns of simulated time (SMPI's default, 100 us, made the
+# gradient reducer's progress calls the largest part of a LeNet-5 step at 64 ranks). distop waits
+# inside MPI (DISTOP_YIELD_WHEN_IDLE=0: every rank of the simulation is in one
 # process, which would otherwise look oversubscribed) and its watchdog is off (a wall-clock
 # thread; DISTOP_SMPI compiles it out too).
 smpi_args=(
-  -platform "$platform" -hostfile "$hostfile" -tmpdir "$tmpdir"
+  -platform "$platform" -hostfile "$hostfile"
   "--cfg=smpi/privatize-libs:$kokkos;$(dirname "$libdistop")/$soname"
   --cfg=smpi/allreduce:rab_rdb
+  --cfg=smpi/test:1e-7 --cfg=smpi/iprobe:1e-7
   --cfg=smpi/display-timing:yes
   --log=root.thres:warning --log=smpi_config.thres:error --log=xbt_cfg.thres:warning
 )
@@ -96,7 +99,8 @@ run() {  # program ranks
     echo "simulate.sh: $n ranks, but $platform has $hosts hosts" >&2
     exit 1
   fi
-  if ! OPENBLAS_NUM_THREADS=1 DISTOP_YIELD_WHEN_IDLE=0 DISTOP_WATCHDOG_SECONDS=0 \
+  # smpirun 3.32 takes -tmpdir's value for the program: the per-rank copies go to TMPDIR instead.
+  if ! TMPDIR=$tmpdir OPENBLAS_NUM_THREADS=1 DISTOP_YIELD_WHEN_IDLE=0 DISTOP_WATCHDOG_SECONDS=0 \
     smpirun -np "$n" "${smpi_args[@]}" "$program" --program "$1" --steps "$steps" "${extra[@]}" \
     >"$log" 2>&1; then
     echo "simulate.sh: $1 at $n ranks failed:" >&2
@@ -128,11 +132,11 @@ for p in "${programs[@]}"; do
         key = order[i]; n = split(ranks[key], rs, " ")
         for (j = 1; j <= n; ++j) {
           r = rs[j]; s = step[key, r]; m = model[key, r]
-          eff = s > 0 ? step[key, base] / s : 0
-          meff = (m != "" && m > 0 && model[key, base] != "") ? model[key, base] / m : 0
-          printf "%-14s %-18s %6d %11.3f %6.3f %11s %6s %7d\n", prog, key, r, s,
-                 eff, m == "" ? "-" : sprintf("%.3f", m), meff > 0 ? sprintf("%.3f", meff) : "-",
-                 wall[key, r]
+          eff = (s > 0) ? step[key, base] / s : 0
+          meff = "-"; ms = "-"
+          if (m != "") ms = sprintf("%.3f", m)
+          if (m != "" && m > 0 && model[key, base] != "") meff = sprintf("%.3f", model[key, base] / m)
+          printf "%-14s %-18s %6d %11.3f %6.3f %11s %6s %7d\n", prog, key, r, s, eff, ms, meff, wall[key, r]
         }
       }
     }' prog="$p" "$rows"
