@@ -16,15 +16,17 @@
 // gains over the portable form.
 //
 // The fast paths here: the convolution (the direct kernels of conv_direct.hpp for few channels
-// on one thread, and the row-folded im2col, "bands", elsewhere; host/conv.cpp). The hand-
-// vectorised helpers of max pooling (pool_simd.hpp), bias rows (rows_simd.hpp) and box copies
-// (box_simd.hpp), and the host forms (a work item per row) of some layout kernels, are still
-// chosen inside their kernels, behind kernels::kHostKernels and host_simd_bytes(), which the
-// option switches off as well.
+// on one thread, and the row-folded im2col, "bands", elsewhere; host/conv.cpp), and max and
+// average pooling (blocked rows, AVX-512 for 2-wide windows; host/pool.cpp). The hand-vectorised
+// helpers of bias rows (rows_simd.hpp) and box copies (box_simd.hpp), the box kernels' run loops,
+// and the host forms (a work item per row) of some layout kernels, are still chosen inside their
+// kernels, behind kernels::kHostKernels and host_simd_bytes(), which the option switches off as
+// well.
 
 #include <cstdint>
 
 #include "../conv_internal.hpp"
+#include "../pool_internal.hpp"
 #include "../space.hpp"
 #include "distop/kernels/conv.hpp"
 
@@ -49,6 +51,15 @@ bool conv_backward(const T* dy, const T* x, const T* w, const ConvGradients<T>& 
                    std::int64_t n, std::int64_t c, std::int64_t o, const conv_detail::Geo& g,
                    const ConvColumns<T>* kept);
 
+// kernels::max_pool_forward and avg_pool_forward on checked raw pointers: `planes` planes (N C)
+// of x [in...] into y [out...] (and argmax, y's indices into x), windows of at most 64 taps.
+template <class T>
+bool max_pool_forward(const pool_detail::Geometry3& g, std::int64_t planes, const T* x, T* y,
+                      std::int64_t* argmax);
+template <class T>
+bool avg_pool_forward(const pool_detail::Geometry3& g, std::int64_t planes, const T* x, T* y,
+                      double scale);
+
 #else
 
 template <class T>
@@ -69,6 +80,15 @@ bool conv_backward_weight(const T*, const T*, T, T*, std::int64_t, std::int64_t,
 template <class T>
 bool conv_backward(const T*, const T*, const T*, const ConvGradients<T>&, std::int64_t,
                    std::int64_t, std::int64_t, const conv_detail::Geo&, const ConvColumns<T>*) {
+  return false;
+}
+
+template <class T>
+bool max_pool_forward(const pool_detail::Geometry3&, std::int64_t, const T*, T*, std::int64_t*) {
+  return false;
+}
+template <class T>
+bool avg_pool_forward(const pool_detail::Geometry3&, std::int64_t, const T*, T*, double) {
   return false;
 }
 
