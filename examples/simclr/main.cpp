@@ -96,7 +96,8 @@ void load_views(const data::Dataset& d, const std::vector<std::int64_t>& order,
   const auto& local = space.local_shape();
   if (local.numel() == 0) return;
   const std::int64_t r0 = space.local_offset()[0], n = d.pixels();
-  std::vector<float> va(static_cast<std::size_t>(local.numel())), vb(va.size());
+  // Augmented on the host, each view copied once into the model's memory space.
+  auto va = HostTensor<float>::uninitialized(local), vb = HostTensor<float>::uninitialized(local);
   for (std::int64_t i = 0; i < local[0]; ++i) {
     const auto example = order[static_cast<std::size_t>(range.begin + r0 + i)];
     const float* img = d.image(example);
@@ -106,8 +107,8 @@ void load_views(const data::Dataset& d, const std::vector<std::int64_t>& order,
     data::augment(img, d.channels, d.rows, d.cols, vb.data() + i * n, seed, epoch, sample, 1,
                   augment);
   }
-  a.local().copy_from(Tensor<float>::from_vector(local, va));
-  b.local().copy_from(Tensor<float>::from_vector(local, vb));
+  deep_copy(a.local(), va);
+  deep_copy(b.local(), vb);
 }
 
 // The global batch's contrastive loss of the two views' projections, the same on every rank.
