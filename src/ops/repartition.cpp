@@ -33,6 +33,18 @@ bool reads(const TensorSpace& src, const std::vector<int>& src_coords, bool one_
   return true;
 }
 
+// Whether the boxes are pairwise disjoint and together cover exactly `numel` entries (so that,
+// lying inside a tensor of numel entries, they tile it: every entry written exactly once).
+bool tiles(const std::vector<const Box*>& boxes, std::int64_t numel) {
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < boxes.size(); ++i) {
+    total += boxes[i]->numel();
+    for (std::size_t j = 0; j < i; ++j)
+      if (boxes[i]->intersects(*boxes[j])) return false;
+  }
+  return total == numel;
+}
+
 }  // namespace
 
 RepartitionPlan::RepartitionPlan(TensorSpace src, TensorSpace dst)
@@ -100,6 +112,17 @@ void RepartitionPlan::build() {
       sends_.push_back({peer, from, kernels::BoxPlan(src_.local_shape(), from)});
     }
   }
+  {
+    // How the reverse transfer writes x (see accumulate_reverse), from the boxes alone.
+    std::vector<const Box*> boxes;
+    for (const auto& l : local_) boxes.push_back(&l.src);
+    const std::int64_t numel = src_active ? src_.local_shape().numel() : 0;
+    reverse_local_tiles_ = tiles(boxes, numel);
+    if (!reverse_local_tiles_) {
+      for (const auto& t : sends_) boxes.push_back(&t.box);
+      reverse_all_tile_ = tiles(boxes, numel);
+    }
+  }
   for (const auto* list : {&sends_, &recvs_})
     for (const auto& t : *list)
       DISTOP_CHECK(t.box.numel() <= INT_MAX, kOp, "a message of ", t.box.numel(),
@@ -107,21 +130,6 @@ void RepartitionPlan::build() {
                    " exceeds MPI's int count limit; split the tensor over more ranks");
 }
 
-namespace {
-
-// Whether the boxes are pairwise disjoint and together cover exactly `numel` entries (so that,
-// lying inside a tensor of numel entries, they tile it: every entry written exactly once).
-bool tiles(const std::vector<const Box*>& boxes, std::int64_t numel) {
-  std::int64_t total = 0;
-  for (std::size_t i = 0; i < boxes.size(); ++i) {
-    total += boxes[i]->numel();
-    for (std::size_t j = 0; j < i; ++j)
-      if (boxes[i]->intersects(*boxes[j])) return false;
-  }
-  return total == numel;
-}
-
-}  // namespace
 
 template <class T>
 void RepartitionPlan::copy_forward(const Tensor<T>& x, Tensor<T>& y) const {
@@ -163,14 +171,8 @@ void RepartitionPlan::accumulate_reverse(const Tensor<T>& y, Tensor<T>& x) const
   // added; where all the boxes together tile x (every entry has exactly one copy), everything
   // overwrites and contiguous boxes are received in place; otherwise x is zeroed first and every
   // copy is added.
-  std::vector<const Box*> boxes;
-  for (const auto& l : local_) boxes.push_back(&l.src);
-  const bool local_tiles = tiles(boxes, x.numel());
-  bool all_tile = false;
-  if (!local_tiles) {
-    for (const auto& s : sends_) boxes.push_back(&s.box);
-    all_tile = tiles(boxes, x.numel());
-  }
+  const bool local_tiles = reverse_local_tiles_;
+  const bool all_tile = reverse_all_tile_;
   if (!local_tiles && !all_tile) x.fill(T(0));
   const bool add_received = !all_tile;
   const bool add_local = !local_tiles && !all_tile;

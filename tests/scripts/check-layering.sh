@@ -3,8 +3,8 @@
 # Layers, lowest first (docs/architecture.md); the folders on one line are one layer and may
 # include each other:
 #   core; kernels; comm; dist; ops; autodiff; nn loss optim parallel; data io; testing; train
-# Reads the #include "distop/<layer>/..." lines of include/distop/<layer>/ and src/<layer>/ (no
-# build). Usage: check-layering.sh [repository root]
+# Reads the #include "distop/<layer>/..." (or <distop/...>) lines of include/distop/<layer>/ and
+# src/<layer>/ (no build). Usage: check-layering.sh [repository root]
 set -euo pipefail
 root="${1:-$(dirname "$0")/../..}"
 cd "$root"
@@ -42,16 +42,17 @@ for dir in include/distop/* src/*; do
     rest="${hit#*:}"
     line="${rest%%:*}"
     target="${rest#*:}"
-    target="${target#*\"distop/}"
+    target="${target#*distop/}"
+    target="${target%%[\">]*}"
     target_layer="${target%%/*}"
     [ "$target_layer" = "$target" ] && continue  # distop/distop.hpp is the umbrella
     checked=$((checked + 1))
     to=$(level "$target_layer")
     if [ "$to" -lt 0 ] || [ "$to" -gt "$from" ]; then
-      echo "$file:$line: $layer includes distop/${target%%\"*}, a layer above it" >&2
+      echo "$file:$line: $layer includes distop/$target, a layer above it" >&2
       status=1
     fi
-  done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"distop/' "$dir" || true)
+  done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*["<]distop/' "$dir" || true)
 done
 if [ "$checked" -eq 0 ]; then
   echo "check-layering: no includes found under $(pwd); wrong root?" >&2

@@ -90,9 +90,10 @@ void copy_box(const Tensor<T>& src, const BoxPlan& src_plan, Tensor<T>& dst,
               const BoxPlan& dst_plan, bool accumulate = false);
 
 // The portable forms of the plan kernels: one work item per entry, reading the run starts from
-// the plan's View; what a GPU runs. The plan-taking functions above call them where MemSpace is
-// not host memory and run the host's run-by-run copies otherwise; callable on any build, so that
-// tests run them on the host.
+// the plan's View; what a GPU runs. The plan-taking functions above call them where the kernels
+// do not run on the host, or where the build turns the host fast paths off
+// (DISTOP_ENABLE_HOST_KERNELS=OFF), and run the host's run-by-run copies otherwise; callable on
+// any build, so that tests run them on the host.
 namespace portable {
 template <class T>
 void pack(const Tensor<T>& src, const BoxPlan& plan, T* out);

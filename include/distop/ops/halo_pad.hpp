@@ -2,7 +2,9 @@
 // HaloPad<T>: places each rank's block into its padded local array, ready for a HaloExchange.
 
 #include <memory>
+#include <vector>
 
+#include "distop/kernels/box.hpp"
 #include "distop/ops/halo_exchange.hpp"
 #include "distop/ops/linear_operator.hpp"
 
@@ -19,7 +21,7 @@ namespace distop {
 template <class T>
 class HaloPad final : public LinearOperator<T> {
  public:
-  explicit HaloPad(std::shared_ptr<const HaloExchange<T>> halo) : halo_(std::move(halo)) {}
+  explicit HaloPad(std::shared_ptr<const HaloExchange<T>> halo);
 
   const TensorSpace& domain() const override { return halo_->interior_space(); }
   const TensorSpace& range() const override { return halo_->domain(); }
@@ -29,6 +31,11 @@ class HaloPad final : public LinearOperator<T> {
 
  private:
   std::shared_ptr<const HaloExchange<T>> halo_;
+  // The boxes the kernels move, described once: x's whole block, the interior box of y, and the
+  // slabs of y outside it (at most two per axis) that the forward zeroes.
+  kernels::BoxPlan block_;
+  kernels::BoxPlan interior_;
+  std::vector<kernels::BoxPlan> ghost_slabs_;
 };
 
 extern template class HaloPad<float>;

@@ -61,6 +61,10 @@ class RepartitionPlan {
   std::vector<Transfer> sends_;  // forward: parts of this rank's source box, to destination ranks
   std::vector<Transfer> recvs_;  // forward: parts of this rank's destination box, from sources
   std::vector<LocalCopy> local_;
+  // Whether the local copies' source boxes alone tile this rank's source block, and whether they
+  // do together with the sends' boxes (accumulate_reverse then overwrites instead of adding).
+  bool reverse_local_tiles_ = false;
+  bool reverse_all_tile_ = false;
 };
 
 // Repartition from space A to space B over the same global shape (any grids, rank sets,
