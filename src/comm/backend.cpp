@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "distop/core/error.hpp"
 #include "distop/core/tensor.hpp"
@@ -174,6 +175,15 @@ void select_backend(Memory memory, Backend backend) {
   auto& s = selection();
   (memory == Memory::kHost ? s.host : s.device).store(static_cast<int>(backend));
 }
+
+namespace {
+thread_local void* producer_stream_override = nullptr;
+}  // namespace
+
+ProducerStream::ProducerStream(void* stream) noexcept
+    : previous_(std::exchange(producer_stream_override, stream)) {}
+ProducerStream::~ProducerStream() { producer_stream_override = previous_; }
+void* ProducerStream::current() noexcept { return producer_stream_override; }
 
 Memory memory_of([[maybe_unused]] const void* ptr) {
   // An empty buffer (a rank holding no entries) counts as memory of distop's default space, so

@@ -8,8 +8,9 @@
 
 namespace distop::comm::device {
 
-// The stream of Kokkos' default execution space instance, on which distop's kernels (and cuBLAS
-// GEMMs) produce and consume data; the legacy default stream (null) where Kokkos has no CUDA.
+// The stream of the innermost ProducerStream on this thread, else that of Kokkos' default
+// execution space instance, on which distop's kernels (and cuBLAS GEMMs) produce and consume data;
+// the legacy default stream (null) where Kokkos has no CUDA.
 void* producer_stream();
 // Whether a CUDA device is usable (decided once).
 bool present();

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "device.hpp"
+#include "distop/comm/backend.hpp"
 #include "distop/core/error.hpp"
 #include "distop/core/tensor.hpp"
 
@@ -20,6 +21,7 @@
 namespace distop::comm::device {
 
 void* producer_stream() {
+  if (void* chosen = ProducerStream::current()) return chosen;
 #ifdef KOKKOS_ENABLE_CUDA
   if constexpr (std::is_same_v<ExecSpace, Kokkos::Cuda>) return ExecSpace().cuda_stream();
 #endif

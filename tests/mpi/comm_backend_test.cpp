@@ -267,3 +267,18 @@ TEST(CommBackend, UnavailableBackendInTheEnvironmentIsAnError) {
   std::vector<double> x(3, 1.0);
   EXPECT_THROW(comm::allreduce_sum(x.data(), x.data(), 3, MPI_COMM_WORLD), distop::Error);
 }
+
+TEST(CommBackend, ProducerStreamScopesNestAndRestore) {
+  EXPECT_EQ(comm::ProducerStream::current(), nullptr);
+  int a = 0, b = 0;
+  {
+    comm::ProducerStream outer(&a);
+    EXPECT_EQ(comm::ProducerStream::current(), &a);
+    {
+      comm::ProducerStream inner(&b);
+      EXPECT_EQ(comm::ProducerStream::current(), &b);
+    }
+    EXPECT_EQ(comm::ProducerStream::current(), &a);
+  }
+  EXPECT_EQ(comm::ProducerStream::current(), nullptr);
+}

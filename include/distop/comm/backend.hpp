@@ -54,6 +54,25 @@ void select_backend(Memory memory, Backend backend);
 // runtime reports it (device and managed memory count as device memory).
 Memory memory_of(const void* ptr);
 
+// The stream that operations on device buffers are ordered after, and whose later work sees their
+// results: by default that of Kokkos' default execution space instance, on which distop's kernels
+// and GEMMs run. A ProducerStream makes `stream` (a cudaStream_t, such as a Kokkos::Cuda
+// instance's cuda_stream()) the one for the calls this thread makes while it lives, so that data a
+// kernel produced on another instance is sent after that kernel without a fence. Scopes nest. In
+// builds without CUDA there are no streams: it only changes what current() reports.
+class ProducerStream {
+ public:
+  explicit ProducerStream(void* stream) noexcept;
+  ~ProducerStream();
+  ProducerStream(const ProducerStream&) = delete;
+  ProducerStream& operator=(const ProducerStream&) = delete;
+  // The innermost scope's stream on this thread; null outside every scope (the default instance).
+  static void* current() noexcept;
+
+ private:
+  void* previous_;
+};
+
 // Statistics of the staging backend's buffers, for tests and diagnostics: how many times a
 // staging buffer was allocated or grown (the count stays put once the buffers have reached the
 // sizes a program uses), how many buffers it holds, and their bytes; whether they are pinned.
