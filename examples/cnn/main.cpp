@@ -16,8 +16,8 @@ namespace {
 
 using namespace distop;
 
-// This rank's rows of the batch (the local box [rows, C, H, W] at offset (r0, 0, 0, 0), each row one
-// whole image): gathered in host memory, copied once into the model's memory space.
+// This rank's rows of the batch (the local box [rows, C, H, W] at offset (r0, 0, 0, 0), each row
+// one whole image): gathered in host memory, copied once into the model's memory space.
 void load_rows(const data::Dataset& d, const std::vector<std::int64_t>& order,
                const data::BatchRange& range, const TensorSpace&, DistTensor<float>& x) {
   data::load_batch(d, data::Sampler::indices(order, range), x);

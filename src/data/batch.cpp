@@ -25,8 +25,7 @@ HostTensor<float> batch_images(const Dataset& d, const std::vector<std::int64_t>
   return out;
 }
 
-void load_batch(const Dataset& d, const std::vector<std::int64_t>& examples,
-                DistTensor<float>& x) {
+void load_batch(const Dataset& d, const std::vector<std::int64_t>& examples, DistTensor<float>& x) {
   const TensorSpace& space = x.space();
   const Shape& global = space.global_shape();
   const auto n = static_cast<std::int64_t>(examples.size()), pixels = d.pixels();

@@ -33,8 +33,7 @@ namespace {
 struct TestSpaceName {
   static constexpr const char* get_name() { return "DistopTestSpace"; }
 };
-using TestSpace =
-    Kokkos::Experimental::LogicalMemorySpace<Kokkos::HostSpace, void, TestSpaceName>;
+using TestSpace = Kokkos::Experimental::LogicalMemorySpace<Kokkos::HostSpace, void, TestSpaceName>;
 
 }  // namespace
 
@@ -108,7 +107,7 @@ TEST(MemorySpace, DeepCopiesBothWays) {
   const auto h = HostTensor<double>::from_vector(Shape{3, 2}, {1, 2, 3, 4, 5, 6});
   Tensor<double> d(Shape{3, 2});
   const double* storage = d.data();
-  deep_copy(d, h);  // host to the default space
+  deep_copy(d, h);               // host to the default space
   EXPECT_EQ(d.data(), storage);  // dst keeps its storage
   EXPECT_EQ(d.to_vector(), h.to_vector());
 

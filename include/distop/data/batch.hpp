@@ -23,7 +23,6 @@ HostTensor<float> batch_images(const Dataset& d, const std::vector<std::int64_t>
 // deep_copy. Not collective; ranks outside x's partition (an empty box) do nothing. Throws
 // distop::Error (op "load_batch") when x's global shape does not fit the batch, or for an index
 // outside [0, d.size) in the box.
-void load_batch(const Dataset& d, const std::vector<std::int64_t>& examples,
-                DistTensor<float>& x);
+void load_batch(const Dataset& d, const std::vector<std::int64_t>& examples, DistTensor<float>& x);
 
 }  // namespace distop::data

@@ -93,8 +93,9 @@ requires std::same_as<T, float> || std::same_as<T, double>
 void write_safetensors(const std::string& path,
                        const std::map<std::string, Tensor<T, Space>>& tensors,
                        const Metadata& metadata = {});
-extern template void write_safetensors<float, MemSpace>(
-    const std::string&, const std::map<std::string, Tensor<float>>&, const Metadata&);
+extern template void write_safetensors<float, MemSpace>(const std::string&,
+                                                        const std::map<std::string, Tensor<float>>&,
+                                                        const Metadata&);
 extern template void write_safetensors<double, MemSpace>(
     const std::string&, const std::map<std::string, Tensor<double>>&, const Metadata&);
 #if DISTOP_DEVICE_MEMORY_SPACE
