@@ -5,15 +5,22 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <Kokkos_Core.hpp>
 
 #include "distop/autodiff/function.hpp"
 #include "distop/comm/agree.hpp"
 #include "distop/comm/mpi.hpp"
 #include "distop/kernels/gemm.hpp"
 #include "distop/nn/normalize.hpp"
+#include "distop/ops/all_gather.hpp"
+#include "distop/ops/gather.hpp"
+#include "distop/ops/send_recv.hpp"
 #include "scalar.hpp"
 
 namespace distop::loss {
@@ -28,36 +35,6 @@ constexpr std::array<std::string_view, 4> kStrategyNames = {"allgather-nograd", 
 // and the passes that read it.
 constexpr std::int64_t kTile = 1024;
 constexpr std::int64_t kRowTile = 256;
-
-// The ring's messages travel on a duplicate of batch_comm, cached on it as an MPI attribute (made
-// on first use, freed with batch_comm), so they never meet the program's own messages.
-int dup_keyval = MPI_KEYVAL_INVALID;
-
-int free_dup(MPI_Comm, int, void* attribute, void*) {
-  auto* dup = static_cast<MPI_Comm*>(attribute);
-  MPI_Comm_free(dup);
-  delete dup;
-  return MPI_SUCCESS;
-}
-
-MPI_Comm ring_comm(MPI_Comm comm) {
-  const char* op = "contrastive loss";
-  if (dup_keyval == MPI_KEYVAL_INVALID)
-    DISTOP_MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_dup, &dup_keyval, nullptr),
-                     op);
-  void* attribute = nullptr;
-  int found = 0;
-  DISTOP_MPI_CHECK(MPI_Comm_get_attr(comm, dup_keyval, &attribute, &found), op);
-  if (found) return *static_cast<MPI_Comm*>(attribute);
-  auto* dup = new MPI_Comm(MPI_COMM_NULL);
-  const int rc = MPI_Comm_dup(comm, dup);
-  if (rc != MPI_SUCCESS) {
-    delete dup;
-    DISTOP_MPI_CHECK(rc, op);
-  }
-  DISTOP_MPI_CHECK(MPI_Comm_set_attr(comm, dup_keyval, dup), op);
-  return *dup;
-}
 
 enum class Kind { ntxent, clip, siglip };
 
@@ -309,11 +286,6 @@ class Engine {
   double alpha_, bias_, weight_;
 };
 
-template <class T>
-MPI_Datatype type() {
-  return comm::mpi_type<T>();
-}
-
 // Counts and displacements (in elements) of every rank's payload of 2 rows[c] rows of D.
 struct Counts {
   std::vector<int> count, displ;
@@ -365,6 +337,142 @@ Layout make_layout(MPI_Comm comm, const char* op, std::int64_t rows, std::int64_
   return l;
 }
 
+// The operators that move one batch layout's rows, made on first use and cached on batch_comm.
+// Every rank of batch_comm agrees on the layout (make_layout), so every rank finds or makes the
+// same operators in the same order: their collective constructors always meet.
+template <class T>
+struct Movers {
+  // The [2B, D] payload of the global batch: rank c's rows [a_c; b_c] are block c of axis 0, on a
+  // partition of the ranks that hold rows (Decomposition's blocks are non-empty, so a rank without
+  // rows is outside it and holds the empty box).
+  TensorSpace rows;
+  // allgather: AllGather(rows) (its adjoint, ReduceScatter, returns the gathered gradients);
+  // gather: Gather(rows, root) (adjoint Scatter); allgather_nograd: AllGather(rows) when every rank
+  // holds rows, else a Repartition of rows onto a copy on every rank of batch_comm (the ranks
+  // without rows need the whole batch too, to compute the loss), whose adjoint is not used.
+  std::unique_ptr<LinearOperator<T>> gather;
+  // ring: links[c] moves a block of 2 max_rows x D from rank c to rank c + 1 (mod P) by its
+  // forward, and from c + 1 back to c by its adjoint. A block of fewer rows travels in the first
+  // entries of the link's buffer (the rest is not read).
+  std::vector<std::unique_ptr<SendRecv<T>>> links;
+};
+
+struct MoverCache {
+  struct Entry {
+    std::vector<std::int64_t> key;
+    std::shared_ptr<const void> movers;
+  };
+  std::vector<Entry> entries;  // the most recently used last
+};
+// Layouts kept per communicator (a training loop uses one or two: the full batch and the last).
+constexpr std::size_t kCachedLayouts = 4;
+
+int cache_keyval = MPI_KEYVAL_INVALID;
+std::set<MoverCache*>& live_caches() {
+  static std::set<MoverCache*> caches;
+  return caches;
+}
+
+// MPI_Comm_free(batch_comm) (or MPI_Finalize) deletes the communicator's cache.
+int free_cache(MPI_Comm, int, void* attribute, void*) {
+  auto* cache = static_cast<MoverCache*>(attribute);
+  live_caches().erase(cache);
+  delete cache;
+  return MPI_SUCCESS;
+}
+
+MoverCache& mover_cache(MPI_Comm comm, const char* op) {
+  if (cache_keyval == MPI_KEYVAL_INVALID) {
+    DISTOP_MPI_CHECK(
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, free_cache, &cache_keyval, nullptr), op);
+    // The operators hold Kokkos memory and communicators: release them while Kokkos (which
+    // Environment finalises before MPI) and MPI still run.
+    Kokkos::push_finalize_hook([] {
+      for (MoverCache* cache : live_caches()) cache->entries.clear();
+    });
+  }
+  void* attribute = nullptr;
+  int found = 0;
+  DISTOP_MPI_CHECK(MPI_Comm_get_attr(comm, cache_keyval, &attribute, &found), op);
+  if (found) return *static_cast<MoverCache*>(attribute);
+  auto cache = std::make_unique<MoverCache>();
+  DISTOP_MPI_CHECK(MPI_Comm_set_attr(comm, cache_keyval, cache.get()), op);
+  live_caches().insert(cache.get());
+  return *cache.release();
+}
+
+template <class T>
+std::shared_ptr<const Movers<T>> make_movers(MPI_Comm comm, const Layout& l,
+                                             ContrastiveStrategy strategy, int root) {
+  auto mv = std::make_shared<Movers<T>>();
+  const int P = l.size;
+  if (strategy == ContrastiveStrategy::ring) {
+    for (int c = 0; P > 1 && c < P; ++c)
+      mv->links.push_back(
+          std::make_unique<SendRecv<T>>(comm, Shape{2 * l.max_rows, l.dim}, c, (c + 1) % P));
+    return mv;
+  }
+  std::vector<int> holders;
+  std::vector<std::int64_t> extents;
+  for (int c = 0; c < P; ++c)
+    if (l.rows[c] > 0) {
+      holders.push_back(c);
+      extents.push_back(2 * l.rows[c]);
+    }
+  const auto n = static_cast<std::int64_t>(holders.size());
+  const Shape global{2 * l.batch, l.dim};
+  const Partition part(comm, Shape{n, 1}, holders);
+  mv->rows = TensorSpace(part, Decomposition::blocks(global, Shape{n, 1}, {extents, {l.dim}}));
+  if (strategy == ContrastiveStrategy::gather) {
+    mv->gather = std::make_unique<Gather<T>>(mv->rows, root);
+  } else if (strategy == ContrastiveStrategy::allgather || n == P) {
+    mv->gather = std::make_unique<AllGather<T>>(mv->rows, std::vector<int>{0});
+  } else {
+    const Shape grid{P, 1};
+    const TensorSpace everywhere(Partition(part.parent(), grid),
+                                 Decomposition::blocks(global, grid, {{2 * l.batch}, {l.dim}},
+                                                       std::vector<int>{-1, -1}));
+    mv->gather = std::make_unique<Repartition<T>>(mv->rows, everywhere);
+  }
+  return mv;
+}
+
+// The cached operators of this layout and strategy (collective over comm when they are made).
+template <class T>
+std::shared_ptr<const Movers<T>> movers(MPI_Comm comm, const char* op, const Layout& l,
+                                        ContrastiveStrategy strategy, int root) {
+  std::vector<std::int64_t> key = {static_cast<std::int64_t>(sizeof(T)),
+                                   static_cast<std::int64_t>(strategy),
+                                   strategy == ContrastiveStrategy::gather ? root : 0, l.dim};
+  key.insert(key.end(), l.rows.begin(), l.rows.end());
+  MoverCache& cache = mover_cache(comm, op);
+  for (std::size_t i = 0; i < cache.entries.size(); ++i)
+    if (cache.entries[i].key == key) {
+      MoverCache::Entry hit = std::move(cache.entries[i]);
+      cache.entries.erase(cache.entries.begin() + static_cast<std::ptrdiff_t>(i));
+      cache.entries.push_back(std::move(hit));
+      return std::static_pointer_cast<const Movers<T>>(cache.entries.back().movers);
+    }
+  std::shared_ptr<const Movers<T>> made = make_movers<T>(comm, l, strategy, root);
+  if (cache.entries.size() >= kCachedLayouts) cache.entries.erase(cache.entries.begin());
+  cache.entries.push_back({std::move(key), made});
+  return made;
+}
+
+// t (this rank's box of `space`, or anything when the box is empty) as a DistTensor of space.
+template <class T>
+DistTensor<T> in_space(const TensorSpace& space, const Tensor<T>& t) {
+  const Shape& box = space.local_shape();
+  if (box.numel() == 0) return DistTensor<T>::uninitialized(space);
+  return DistTensor<T>::from_local(space, t.slice(0, box));
+}
+
+// A ring buffer of cap >= 2 max_rows D entries as this rank's box of a link's domain or range.
+template <class T>
+DistTensor<T> link_buffer(const TensorSpace& space, const Tensor<T>& buffer) {
+  return DistTensor<T>::from_local(space, buffer.slice(0, space.local_shape()));
+}
+
 // The saved state of one forward pass, shared by the strategies.
 template <class T>
 struct Saved {
@@ -375,6 +483,7 @@ struct Saved {
   Tensor<T> ring_end;  // ring: the block held at the end of the forward ring (rank + 1's)
   Tensor<T> stored;    // allgather: own queries' logits; allgather_nograd and gather: all
   std::vector<typename Engine<T>::Stats> stats;  // per query payload computed here
+  std::shared_ptr<const Movers<T>> movers;
 
   Tensor<T> payload_of(int c) const {
     return gathered.slice(counts.displ[c], Shape{2 * layout.rows[c], layout.dim});
@@ -424,17 +533,16 @@ double forward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine) {
   const Layout& l = sv.layout;
   const int p = l.rank, P = l.size;
   const std::int64_t d = l.dim, rows = l.rows[p];
-  const Counts& counts = sv.counts;
   MPI_Comm comm = prm.comm;
   switch (prm.strategy) {
     case ContrastiveStrategy::allgather_nograd:
     case ContrastiveStrategy::allgather: {
-      sv.gathered = Tensor<T>::uninitialized(Shape{std::max<std::int64_t>(2 * l.batch * d, 1)},
-                                             "distop::contrastive::gathered");
-      DISTOP_MPI_CHECK(
-          MPI_Allgatherv(sv.payload.data(), counts.count[p], type<T>(), sv.gathered.data(),
-                         counts.count.data(), counts.displ.data(), type<T>(), comm),
-          op);
+      // Every rank's rows gathered (AllGather, or a Repartition onto every rank for
+      // allgather_nograd when some rank holds none).
+      const LinearOperator<T>& gather = *sv.movers->gather;
+      DistTensor<T> all = DistTensor<T>::uninitialized(gather.range());
+      gather.forward(in_space(sv.movers->rows, sv.payload), all);
+      sv.gathered = all.local();
       if (prm.strategy == ContrastiveStrategy::allgather_nograd) return forward_all(sv, engine);
       std::int64_t total = 0;
       for (int c = 0; c < P; ++c) total += engine.block_entries(rows, l.rows[c]);
@@ -444,7 +552,7 @@ double forward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine) {
       sv.stats[0].reset(engine.stat_rows(rows));
       Tensor<T> none;
       std::int64_t at = 0;
-      for (int c = 0; c < P; ++c) {
+      for (int c = 0; rows > 0 && c < P; ++c) {  // a rank without rows gathers nothing
         engine.forward_block(sv.payload, rows, sv.payload_of(c), l.rows[c], c == p, sv.stats[0],
                              &sv.stored, at, none);
         at += engine.block_entries(rows, l.rows[c]);
@@ -452,19 +560,15 @@ double forward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine) {
       return gather_doubles(comm, {engine.finish(sv.stats[0])}, P)[0];
     }
     case ContrastiveStrategy::gather: {
-      if (p == prm.root)
-        sv.gathered = Tensor<T>::uninitialized(Shape{std::max<std::int64_t>(2 * l.batch * d, 1)},
-                                               "distop::contrastive::gathered");
-      DISTOP_MPI_CHECK(
-          MPI_Gatherv(sv.payload.data(), counts.count[p], type<T>(), sv.gathered.data(),
-                      counts.count.data(), counts.displ.data(), type<T>(), prm.root, comm),
-          op);
+      const LinearOperator<T>& gather = *sv.movers->gather;
+      DistTensor<T> all = DistTensor<T>::uninitialized(gather.range());
+      gather.forward(in_space(sv.movers->rows, sv.payload), all);
+      sv.gathered = all.local();  // empty but on the root
       double loss = p == prm.root ? forward_all(sv, engine) : 0.0;
       DISTOP_MPI_CHECK(MPI_Bcast(&loss, 1, MPI_DOUBLE, prm.root, comm), op);
       return loss;
     }
     case ContrastiveStrategy::ring: {
-      MPI_Comm rc = ring_comm(comm);
       const std::int64_t cap = std::max<std::int64_t>(2 * l.max_rows * d, 1);
       Tensor<T> cur = Tensor<T>::uninitialized(Shape{cap}, "distop::contrastive::ring");
       Tensor<T> next = Tensor<T>::uninitialized(Shape{cap}, "distop::contrastive::ring");
@@ -473,22 +577,22 @@ double forward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine) {
                                                 "distop::contrastive::tile");
       sv.stats.resize(1);
       sv.stats[0].reset(engine.stat_rows(rows));
-      const int to = (p + 1) % P, from = (p + P - 1) % P;
       for (int k = 0; k < P; ++k) {
         const int c = (p - k + P) % P;  // the owner of the block held at step k
-        std::array<MPI_Request, 2> req = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-        if (k + 1 < P) {  // pass the block on while computing with it
-          const int cn = (c + P - 1) % P;
-          DISTOP_MPI_CHECK(MPI_Irecv(next.data(), static_cast<int>(2 * l.rows[cn] * d), type<T>(),
-                                     from, 0, rc, &req[0]),
-                           op);
-          DISTOP_MPI_CHECK(MPI_Isend(cur.data(), static_cast<int>(2 * l.rows[c] * d), type<T>(), to,
-                                     0, rc, &req[1]),
-                           op);
+        comm::Request recv, send;
+        if (k + 1 < P) {  // pass the block on (links[p]) while computing with it
+          const SendRecv<T>& in = *sv.movers->links[(p + P - 1) % P];  // p - 1 -> p
+          const SendRecv<T>& out = *sv.movers->links[p];               // p -> p + 1
+          DistTensor<T> from_prev = DistTensor<T>::uninitialized(in.domain());  // empty here
+          DistTensor<T> into = link_buffer(in.range(), next);
+          recv = in.start_forward(from_prev, into);
+          DistTensor<T> to_next = DistTensor<T>::uninitialized(out.range());  // empty here
+          send = out.start_forward(link_buffer(out.domain(), cur), to_next);
         }
         engine.forward_block(sv.payload, rows, cur.slice(0, Shape{2 * l.rows[c], d}), l.rows[c],
                              c == p, sv.stats[0], nullptr, 0, tile);
-        DISTOP_MPI_CHECK(MPI_Waitall(2, req.data(), MPI_STATUSES_IGNORE), op);
+        recv.wait();
+        send.wait();
         if (k + 1 < P) std::swap(cur, next);
       }
       // The block held last, rank p + 1's, starts the backward ring.
@@ -534,40 +638,36 @@ std::array<double, 2> backward_pass(Saved<T>& sv, const Params& prm, const Engin
       backward_all(nullptr);  // no communication: every rank has the whole loss
       return {dt, dbias};
     case ContrastiveStrategy::gather: {
-      Tensor<T> dall;
-      if (p == prm.root) {
-        dall = Tensor<T>(Shape{std::max<std::int64_t>(2 * l.batch * d, 1)},
-                         "distop::contrastive::gathered_grad");
-        backward_all(&dall);
-      }
-      // The adjoint of the gather: a scatter of the gathered rows' gradients.
-      DISTOP_MPI_CHECK(
-          MPI_Scatterv(dall.data(), counts.count.data(), counts.displ.data(), type<T>(), dx.data(),
-                       counts.count[p], type<T>(), prm.root, comm),
-          op);
+      // Zeros but on the root, which computes every row's gradient.
+      const LinearOperator<T>& gather = *sv.movers->gather;
+      DistTensor<T> dall(gather.range());
+      if (p == prm.root) backward_all(&dall.local());
+      // The adjoint of the gather, a scatter, overwrites dx with this rank's rows' gradient.
+      DistTensor<T> mine = in_space(sv.movers->rows, dx);
+      gather.adjoint(dall, mine);
+      // One rank: the gather is a pass-through, whose adjoint hands back dall's storage instead.
+      if (rows > 0 && mine.data() != dx.data())
+        std::copy(mine.data(), mine.data() + 2 * rows * d, dx.data());
       std::array<double, 2> scalars = {dt, dbias};
       DISTOP_MPI_CHECK(MPI_Bcast(scalars.data(), 2, MPI_DOUBLE, prm.root, comm), op);
       return scalars;
     }
     case ContrastiveStrategy::allgather: {
-      Tensor<T> dall(Shape{std::max<std::int64_t>(2 * l.batch * d, 1)},
-                     "distop::contrastive::gathered_grad");
+      const LinearOperator<T>& gather = *sv.movers->gather;
+      DistTensor<T> dall(gather.range());  // zeros; empty on a rank without rows
       std::int64_t at = 0;
-      for (int c = 0; c < P; ++c) {
-        Tensor<T> gc = dall.slice(counts.displ[c], Shape{2 * l.rows[c], d});
+      for (int c = 0; rows > 0 && c < P; ++c) {
+        Tensor<T> gc = dall.local().slice(counts.displ[c], Shape{2 * l.rows[c], d});
         engine.backward_block(sv.payload, rows, sv.payload_of(c), l.rows[c], c == p, sv.stats[0],
                               seed, &sv.stored, at, none, &dx, &gc, dt, dbias);
         at += engine.block_entries(rows, l.rows[c]);
       }
       sv.stored = Tensor<T>();
-      // The adjoint of the all-gather: a reduce-scatter returns each block's summed copies.
-      Tensor<T> mine(Shape{std::max<std::int64_t>(2 * rows * d, 1)},
-                     "distop::contrastive::reduced");
-      DISTOP_MPI_CHECK(MPI_Reduce_scatter(dall.data(), mine.data(), counts.count.data(), type<T>(),
-                                          MPI_SUM, comm),
-                       op);
+      // The adjoint of the all-gather, a reduce-scatter, returns each block's summed copies.
+      DistTensor<T> mine = DistTensor<T>::uninitialized(sv.movers->rows);
+      gather.adjoint(dall, mine);
       T* g = dx.data();
-      const T* m = mine.data();
+      const T* m = mine.data();  // null on a rank without rows (nothing to add)
       for (std::int64_t e = 0; e < 2 * rows * d; ++e) g[e] += m[e];
       const std::vector<double> sum = gather_doubles(comm, {dt, dbias}, P);
       return {sum[0], sum[1]};
@@ -577,7 +677,6 @@ std::array<double, 2> backward_pass(Saved<T>& sv, const Params& prm, const Engin
       // c = p - k with the gradient the ranks after it gave that block; it adds its own share
       // and hands both back to rank p - 1 (the adjoint of the forward send p - 1 -> p), so that
       // at k = 0 every rank holds its own block with every rank's contribution.
-      MPI_Comm rc = ring_comm(comm);
       const std::int64_t cap = std::max<std::int64_t>(2 * l.max_rows * d, 1);
       Tensor<T> x_cur = Tensor<T>::uninitialized(Shape{cap}, "distop::contrastive::ring");
       Tensor<T> x_next = Tensor<T>::uninitialized(Shape{cap}, "distop::contrastive::ring");
@@ -587,25 +686,38 @@ std::array<double, 2> backward_pass(Saved<T>& sv, const Params& prm, const Engin
       sv.ring_end = Tensor<T>();
       Tensor<T> tile = Tensor<T>::uninitialized(Shape{engine.scratch_entries(rows, l.max_rows)},
                                                 "distop::contrastive::tile");
-      const int to = (p + P - 1) % P, from = (p + 1) % P;
       for (int k = P - 1; k >= 0; --k) {
         const int c = (p - k + P) % P;
         const int cn = (c + 1) % P;  // the block held at step k - 1
-        const int n = static_cast<int>(2 * l.rows[c] * d),
-                  nn = static_cast<int>(2 * l.rows[cn] * d);
-        std::array<MPI_Request, 4> req = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL,
-                                          MPI_REQUEST_NULL};
+        // Both the block and its gradient go back to p - 1 by the adjoint of the forward link
+        // p - 1 -> p, and come from p + 1 by the adjoint of the link p -> p + 1. The block and the
+        // gradient travel on the same link, the block first: MPI matches messages between two
+        // ranks on one communicator and tag in the order they were posted.
+        comm::Request recv_x, send_x, recv_g, send_g;
         if (k > 0) {
-          DISTOP_MPI_CHECK(MPI_Irecv(x_next.data(), nn, type<T>(), from, 1, rc, &req[0]), op);
-          DISTOP_MPI_CHECK(MPI_Isend(x_cur.data(), n, type<T>(), to, 1, rc, &req[1]), op);
-          DISTOP_MPI_CHECK(MPI_Irecv(g_next.data(), nn, type<T>(), from, 2, rc, &req[2]), op);
+          const SendRecv<T>& back = *sv.movers->links[(p + P - 1) % P];  // adjoint: p -> p - 1
+          const SendRecv<T>& ahead = *sv.movers->links[p];               // adjoint: p + 1 -> p
+          DistTensor<T> from_next = DistTensor<T>::uninitialized(ahead.range());  // empty here
+          DistTensor<T> to_prev = DistTensor<T>::uninitialized(back.domain());    // empty here
+          DistTensor<T> x_into = link_buffer(ahead.domain(), x_next);
+          DistTensor<T> g_into = link_buffer(ahead.domain(), g_next);
+          recv_x = ahead.start_adjoint(from_next, x_into);
+          send_x = back.start_adjoint(link_buffer(back.range(), x_cur), to_prev);
+          recv_g = ahead.start_adjoint(from_next, g_into);
         }
         Tensor<T> gk = c == p ? dx : g_cur.slice(0, Shape{2 * l.rows[c], d});
         engine.backward_block(sv.payload, rows, x_cur.slice(0, Shape{2 * l.rows[c], d}), l.rows[c],
                               c == p, sv.stats[0], seed, nullptr, 0, tile, &dx, &gk, dt, dbias);
         if (k == 0) break;
-        DISTOP_MPI_CHECK(MPI_Isend(g_cur.data(), n, type<T>(), to, 2, rc, &req[3]), op);
-        DISTOP_MPI_CHECK(MPI_Waitall(4, req.data(), MPI_STATUSES_IGNORE), op);
+        {
+          const SendRecv<T>& back = *sv.movers->links[(p + P - 1) % P];
+          DistTensor<T> to_prev = DistTensor<T>::uninitialized(back.domain());
+          send_g = back.start_adjoint(link_buffer(back.range(), g_cur), to_prev);
+        }
+        recv_x.wait();
+        send_x.wait();
+        recv_g.wait();
+        send_g.wait();
         std::swap(x_cur, x_next);
         std::swap(g_cur, g_next);
         if (cn == p) {  // this rank's own block came home with every other rank's contribution
@@ -656,6 +768,7 @@ Var<T> contrastive(Tape& tape, Kind kind, Var<T> a, Var<T> b, const Var<T>* scal
                    (options.root >= 0 && options.root < l.size),
                op, "root ", options.root, " is not a rank of batch_comm (size ", l.size, ")");
   saved->counts = payload_counts(l);
+  saved->movers = movers<T>(comm, op, l, options.strategy, options.root);
 
   if (options.normalize) {
     a = nn::normalize(tape, a);
