@@ -71,7 +71,8 @@ hosts=$(wc -l <"$hostfile")
 # of Kokkos (by its versioned file name) and of libdistop (by full path), so that their globals
 # (Kokkos' state, distop's environment, timers, pools) are per rank. Collectives pinned: SMPI's
 # default selector with MPICH's long-message all-reduce (Rabenseifner: reduce-scatter +
-# recursive-doubling all-gather); other selectors take minutes per all-reduce at 1,024 ranks.
+# recursive-doubling all-gather) and long-message reduce (reduce-scatter + gather; SMPI's default
+# reduce is linear); other selectors take minutes per all-reduce at 1,024 ranks.
 # An MPI_Test or MPI_Iprobe costs 100 ns of simulated time (SMPI's default, 100 us, made the
 # gradient reducer's progress calls the largest part of a LeNet-5 step at 64 ranks). distop waits
 # inside MPI (DISTOP_YIELD_WHEN_IDLE=0: every rank of the simulation is in one
@@ -80,7 +81,7 @@ hosts=$(wc -l <"$hostfile")
 smpi_args=(
   -platform "$platform" -hostfile "$hostfile"
   "--cfg=smpi/privatize-libs:$kokkos;$(dirname "$libdistop")/$soname"
-  --cfg=smpi/allreduce:rab_rdb
+  --cfg=smpi/allreduce:rab_rdb --cfg=smpi/reduce:scatter_gather
   --cfg=smpi/test:1e-7 --cfg=smpi/iprobe:1e-7
   --cfg=smpi/display-timing:yes
   --log=root.thres:warning --log=smpi_config.thres:error --log=xbt_cfg.thres:warning
