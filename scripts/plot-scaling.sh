@@ -36,6 +36,11 @@ for c in data_parallel-step lenet5-step; do
 title '$name, cost model'"
   fi
 done
+f=$tmp/data_parallel-model-no-overlap.dat
+if [ -s "$f" ]; then
+  top+="${top:+, }$(quote "$f") using 1:5 with linespoints dt 3 lw 2 pt 4 \
+title 'data_parallel, cost model, no overlap'"
+fi
 bottom=""
 for c in AllSumReduce Broadcast Broadcast.adjoint HaloExchange; do
   f=$tmp/primitives-$c.dat
@@ -53,7 +58,7 @@ done
   if [ -n "$top" ]; then
     [ -n "$bottom" ] || echo "set title $(quote "$title") noenhanced"
     echo "set ylabel 'weak-scaling efficiency'; set yrange [0:1.1]; set key bottom left noenhanced"
-    echo "plot $top, 0.9 with lines lc rgb 'gray' dt 3 title 'target 0.9'"
+    echo "plot $top, 0.9 with lines lc rgb 'black' dt 4 lw 1.5 title 'target 0.9'"
   fi
   if [ -n "$bottom" ]; then
     echo "set title 'primitives, fixed bytes per rank' noenhanced"
