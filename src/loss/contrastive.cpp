@@ -1,5 +1,6 @@
 #include "distop/loss/contrastive.hpp"
 
+#include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -11,8 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include <Kokkos_Core.hpp>
-
+#include "contrastive_movers.hpp"
 #include "distop/autodiff/function.hpp"
 #include "distop/comm/agree.hpp"
 #include "distop/comm/mpi.hpp"
@@ -337,25 +337,11 @@ Layout make_layout(MPI_Comm comm, const char* op, std::int64_t rows, std::int64_
   return l;
 }
 
-// The operators that move one batch layout's rows, made on first use and cached on batch_comm.
-// Every rank of batch_comm agrees on the layout (make_layout), so every rank finds or makes the
-// same operators in the same order: their collective constructors always meet.
+// The operators that move one batch layout's rows (ContrastiveMovers), made on first use and
+// cached on batch_comm. Every rank of batch_comm agrees on the layout (make_layout), so every rank
+// finds or makes the same operators in the same order: their collective constructors always meet.
 template <class T>
-struct Movers {
-  // The [2B, D] payload of the global batch: rank c's rows [a_c; b_c] are block c of axis 0, on a
-  // partition of the ranks that hold rows (Decomposition's blocks are non-empty, so a rank without
-  // rows is outside it and holds the empty box).
-  TensorSpace rows;
-  // allgather: AllGather(rows) (its adjoint, ReduceScatter, returns the gathered gradients);
-  // gather: Gather(rows, root) (adjoint Scatter); allgather_nograd: AllGather(rows) when every rank
-  // holds rows, else a Repartition of rows onto a copy on every rank of batch_comm (the ranks
-  // without rows need the whole batch too, to compute the loss), whose adjoint is not used.
-  std::unique_ptr<LinearOperator<T>> gather;
-  // ring: links[c] moves a block of 2 max_rows x D from rank c to rank c + 1 (mod P) by its
-  // forward, and from c + 1 back to c by its adjoint. A block of fewer rows travels in the first
-  // entries of the link's buffer (the rest is not read).
-  std::vector<std::unique_ptr<SendRecv<T>>> links;
-};
+using Movers = detail::ContrastiveMovers<T>;
 
 struct MoverCache {
   struct Entry {
@@ -401,42 +387,6 @@ MoverCache& mover_cache(MPI_Comm comm, const char* op) {
   return *cache.release();
 }
 
-template <class T>
-std::shared_ptr<const Movers<T>> make_movers(MPI_Comm comm, const Layout& l,
-                                             ContrastiveStrategy strategy, int root) {
-  auto mv = std::make_shared<Movers<T>>();
-  const int P = l.size;
-  if (strategy == ContrastiveStrategy::ring) {
-    for (int c = 0; P > 1 && c < P; ++c)
-      mv->links.push_back(
-          std::make_unique<SendRecv<T>>(comm, Shape{2 * l.max_rows, l.dim}, c, (c + 1) % P));
-    return mv;
-  }
-  std::vector<int> holders;
-  std::vector<std::int64_t> extents;
-  for (int c = 0; c < P; ++c)
-    if (l.rows[c] > 0) {
-      holders.push_back(c);
-      extents.push_back(2 * l.rows[c]);
-    }
-  const auto n = static_cast<std::int64_t>(holders.size());
-  const Shape global{2 * l.batch, l.dim};
-  const Partition part(comm, Shape{n, 1}, holders);
-  mv->rows = TensorSpace(part, Decomposition::blocks(global, Shape{n, 1}, {extents, {l.dim}}));
-  if (strategy == ContrastiveStrategy::gather) {
-    mv->gather = std::make_unique<Gather<T>>(mv->rows, root);
-  } else if (strategy == ContrastiveStrategy::allgather || n == P) {
-    mv->gather = std::make_unique<AllGather<T>>(mv->rows, std::vector<int>{0});
-  } else {
-    const Shape grid{P, 1};
-    const TensorSpace everywhere(Partition(part.parent(), grid),
-                                 Decomposition::blocks(global, grid, {{2 * l.batch}, {l.dim}},
-                                                       std::vector<int>{-1, -1}));
-    mv->gather = std::make_unique<Repartition<T>>(mv->rows, everywhere);
-  }
-  return mv;
-}
-
 // The cached operators of this layout and strategy (collective over comm when they are made).
 template <class T>
 std::shared_ptr<const Movers<T>> movers(MPI_Comm comm, const char* op, const Layout& l,
@@ -453,7 +403,8 @@ std::shared_ptr<const Movers<T>> movers(MPI_Comm comm, const char* op, const Lay
       cache.entries.push_back(std::move(hit));
       return std::static_pointer_cast<const Movers<T>>(cache.entries.back().movers);
     }
-  std::shared_ptr<const Movers<T>> made = make_movers<T>(comm, l, strategy, root);
+  std::shared_ptr<const Movers<T>> made =
+      detail::make_contrastive_movers<T>(comm, l.rows, l.dim, strategy, root);
   if (cache.entries.size() >= kCachedLayouts) cache.entries.erase(cache.entries.begin());
   cache.entries.push_back({std::move(key), made});
   return made;
@@ -581,8 +532,8 @@ double forward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine) {
         const int c = (p - k + P) % P;  // the owner of the block held at step k
         comm::Request recv, send;
         if (k + 1 < P) {  // pass the block on (links[p]) while computing with it
-          const SendRecv<T>& in = *sv.movers->links[(p + P - 1) % P];  // p - 1 -> p
-          const SendRecv<T>& out = *sv.movers->links[p];               // p -> p + 1
+          const SendRecv<T>& in = *sv.movers->links[(p + P - 1) % P];           // p - 1 -> p
+          const SendRecv<T>& out = *sv.movers->links[p];                        // p -> p + 1
           DistTensor<T> from_prev = DistTensor<T>::uninitialized(in.domain());  // empty here
           DistTensor<T> into = link_buffer(in.range(), next);
           recv = in.start_forward(from_prev, into);
@@ -836,6 +787,57 @@ Var<T> contrastive(Tape& tape, Kind kind, Var<T> a, Var<T> b, const Var<T>* scal
 }
 
 }  // namespace
+
+namespace detail {
+
+template <class T>
+std::shared_ptr<const ContrastiveMovers<T>> make_contrastive_movers(
+    MPI_Comm comm, const std::vector<std::int64_t>& rows, std::int64_t dim,
+    ContrastiveStrategy strategy, int root) {
+  auto mv = std::make_shared<ContrastiveMovers<T>>();
+  const int P = static_cast<int>(rows.size());
+  std::int64_t batch = 0, max_rows = 0;
+  for (std::int64_t r : rows) {
+    batch += r;
+    max_rows = std::max(max_rows, r);
+  }
+  if (strategy == ContrastiveStrategy::ring) {
+    for (int c = 0; P > 1 && c < P; ++c)
+      mv->links.push_back(
+          std::make_unique<SendRecv<T>>(comm, Shape{2 * max_rows, dim}, c, (c + 1) % P));
+    return mv;
+  }
+  std::vector<int> holders;
+  std::vector<std::int64_t> extents;
+  for (int c = 0; c < P; ++c)
+    if (rows[c] > 0) {
+      holders.push_back(c);
+      extents.push_back(2 * rows[c]);
+    }
+  const auto n = static_cast<std::int64_t>(holders.size());
+  const Shape global{2 * batch, dim};
+  const Partition part(comm, Shape{n, 1}, holders);
+  mv->rows = TensorSpace(part, Decomposition::blocks(global, Shape{n, 1}, {extents, {dim}}));
+  if (strategy == ContrastiveStrategy::gather) {
+    mv->gather = std::make_unique<Gather<T>>(mv->rows, root);
+  } else if (strategy == ContrastiveStrategy::allgather || n == P) {
+    mv->gather = std::make_unique<AllGather<T>>(mv->rows, std::vector<int>{0});
+  } else {
+    const Shape grid{P, 1};
+    const TensorSpace everywhere(
+        Partition(part.parent(), grid),
+        Decomposition::blocks(global, grid, {{2 * batch}, {dim}}, std::vector<int>{-1, -1}));
+    mv->gather = std::make_unique<Repartition<T>>(mv->rows, everywhere);
+  }
+  return mv;
+}
+
+template std::shared_ptr<const ContrastiveMovers<float>> make_contrastive_movers<float>(
+    MPI_Comm, const std::vector<std::int64_t>&, std::int64_t, ContrastiveStrategy, int);
+template std::shared_ptr<const ContrastiveMovers<double>> make_contrastive_movers<double>(
+    MPI_Comm, const std::vector<std::int64_t>&, std::int64_t, ContrastiveStrategy, int);
+
+}  // namespace detail
 
 std::string_view strategy_name(ContrastiveStrategy strategy) {
   return kStrategyNames.at(static_cast<std::size_t>(strategy));

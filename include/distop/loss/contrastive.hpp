@@ -72,7 +72,10 @@ struct ContrastiveOptions {
 // Collective over batch_comm (in forward and backward; every rank calls with the same strategy,
 // root and loss arguments). Invalid inputs on any rank (a wrong rank of tensor, b_p differing
 // between a and b, D differing between ranks, an empty global batch, a non-positive temperature,
-// a root outside batch_comm) raise the same Error on every rank.
+// a root outside batch_comm) raise the same Error on every rank. The rows move through distop's
+// operators (AllGather, Gather, Repartition, SendRecv: docs/contrastive.md), built on the first
+// call with a batch layout (rows per rank, D, strategy, root, precision) and cached on batch_comm
+// (a few layouts; freed with batch_comm or when Kokkos finalises).
 
 // NT-Xent (SimCLR): the 2B rows z = [a; b] (normalised), s_ij = z_i . z_j / temperature; each row's
 // positive is its other view and the row itself is left out of the denominator:
