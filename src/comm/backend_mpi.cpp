@@ -174,6 +174,26 @@ Request MpiBackend::iallreduce_sum(const T* send, T* recv, std::int64_t count, M
   return Request(Request::Kind::kCollective, r);
 }
 
+template <class T>
+Request MpiBackend::ialltoallv(const T* send, const int* send_counts, const int* send_displs,
+                               T* recv, const int* recv_counts, const int* recv_displs,
+                               MPI_Comm comm) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  DISTOP_MPI_CHECK(MPI_Ialltoallv(send, send_counts, send_displs, mpi_type<T>(), recv, recv_counts,
+                                  recv_displs, mpi_type<T>(), comm, &r),
+                   "ialltoallv");
+  return Request(Request::Kind::kCollective, r);
+}
+
+template <class T>
+Request MpiBackend::iallgatherv(T* buf, const int* counts, const int* displs, MPI_Comm comm) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  DISTOP_MPI_CHECK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs,
+                                   mpi_type<T>(), comm, &r),
+                   "iallgatherv");
+  return Request(Request::Kind::kCollective, r);
+}
+
 // CUDA-aware MPI: MPI's own collectives (the host shortcuts of MpiBackend read the buffers on the
 // host), after the producer stream has finished writing them.
 
@@ -230,13 +250,32 @@ Request CudaAwareMpiBackend::iallreduce_sum(const T* send, T* recv, std::int64_t
   return MpiBackend::iallreduce_sum(send, recv, count, comm);
 }
 
-#define DISTOP_INSTANTIATE(B, T)                                          \
-  template void B::bcast(T*, std::int64_t, int, MPI_Comm);                \
-  template void B::reduce_sum(const T*, T*, std::int64_t, int, MPI_Comm); \
-  template void B::allreduce_sum(const T*, T*, std::int64_t, MPI_Comm);   \
-  template Request B::isend(const T*, std::int64_t, int, int, MPI_Comm);  \
-  template Request B::irecv(T*, std::int64_t, int, int, MPI_Comm);        \
-  template Request B::iallreduce_sum(const T*, T*, std::int64_t, MPI_Comm);
+template <class T>
+Request CudaAwareMpiBackend::ialltoallv(const T* send, const int* send_counts,
+                                        const int* send_displs, T* recv, const int* recv_counts,
+                                        const int* recv_displs, MPI_Comm comm) {
+  wait_for_producer("ialltoallv");
+  return MpiBackend::ialltoallv(send, send_counts, send_displs, recv, recv_counts, recv_displs,
+                                comm);
+}
+
+template <class T>
+Request CudaAwareMpiBackend::iallgatherv(T* buf, const int* counts, const int* displs,
+                                         MPI_Comm comm) {
+  wait_for_producer("iallgatherv");
+  return MpiBackend::iallgatherv(buf, counts, displs, comm);
+}
+
+#define DISTOP_INSTANTIATE(B, T)                                                               \
+  template void B::bcast(T*, std::int64_t, int, MPI_Comm);                                     \
+  template void B::reduce_sum(const T*, T*, std::int64_t, int, MPI_Comm);                      \
+  template void B::allreduce_sum(const T*, T*, std::int64_t, MPI_Comm);                        \
+  template Request B::isend(const T*, std::int64_t, int, int, MPI_Comm);                       \
+  template Request B::irecv(T*, std::int64_t, int, int, MPI_Comm);                             \
+  template Request B::iallreduce_sum(const T*, T*, std::int64_t, MPI_Comm);                    \
+  template Request B::ialltoallv(const T*, const int*, const int*, T*, const int*, const int*, \
+                                 MPI_Comm);                                                    \
+  template Request B::iallgatherv(T*, const int*, const int*, MPI_Comm);
 DISTOP_INSTANTIATE(MpiBackend, float)
 DISTOP_INSTANTIATE(MpiBackend, double)
 DISTOP_INSTANTIATE(CudaAwareMpiBackend, float)

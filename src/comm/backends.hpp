@@ -33,6 +33,11 @@ struct MpiBackend {
   static Request irecv(T* buf, std::int64_t count, int source, int tag, MPI_Comm comm);
   template <class T>
   static Request iallreduce_sum(const T* send, T* recv, std::int64_t count, MPI_Comm comm);
+  template <class T>
+  static Request ialltoallv(const T* send, const int* send_counts, const int* send_displs, T* recv,
+                            const int* recv_counts, const int* recv_displs, MPI_Comm comm);
+  template <class T>
+  static Request iallgatherv(T* buf, const int* counts, const int* displs, MPI_Comm comm);
 };
 
 // MPI on reused host staging buffers (staging.hpp): the caller's data is copied in, MpiBackend
@@ -59,6 +64,13 @@ struct StagingBackend {
   template <class T>
   static Request iallreduce_sum(const T* send, T* recv, std::int64_t count, MPI_Comm comm,
                                 Memory memory);
+  template <class T>
+  static Request ialltoallv(const T* send, const int* send_counts, const int* send_displs, T* recv,
+                            const int* recv_counts, const int* recv_displs, MPI_Comm comm,
+                            Memory memory);
+  template <class T>
+  static Request iallgatherv(T* buf, const int* counts, const int* displs, MPI_Comm comm,
+                             Memory memory);
 };
 
 // MPI directly on device buffers, for an MPI library that reports CUDA support. The producer
@@ -77,6 +89,11 @@ struct CudaAwareMpiBackend {
   static Request irecv(T* buf, std::int64_t count, int source, int tag, MPI_Comm comm);
   template <class T>
   static Request iallreduce_sum(const T* send, T* recv, std::int64_t count, MPI_Comm comm);
+  template <class T>
+  static Request ialltoallv(const T* send, const int* send_counts, const int* send_displs, T* recv,
+                            const int* recv_counts, const int* recv_displs, MPI_Comm comm);
+  template <class T>
+  static Request iallgatherv(T* buf, const int* counts, const int* displs, MPI_Comm comm);
   // Waits for the work that produced device buffers (before MPI reads them).
   static void wait_for_producer(const char* op);
 };

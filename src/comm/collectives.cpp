@@ -271,6 +271,24 @@ void Request::wait() {
   keep_.clear();
 }
 
+bool Request::test() {
+  if (kind_ == Kind::kNone) {
+    keep_.clear();
+    return true;
+  }
+  if (complete_) return false;  // NCCL: completed by wait()
+  int done = 0;
+  DISTOP_MPI_CHECK(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "Request::test");
+  if (!done) return false;
+  kind_ = Kind::kNone;
+  request_ = MPI_REQUEST_NULL;
+  auto complete = std::move(on_complete_);
+  on_complete_ = nullptr;
+  if (complete) complete();  // reads the staging buffers, still held in keep_
+  keep_.clear();
+  return true;
+}
+
 void Request::abandon() noexcept {
   if (kind_ == Kind::kNone) return;
   bool released = false;
@@ -363,6 +381,62 @@ Request iallreduce_sum(const T* send, T* recv, std::int64_t count, MPI_Comm comm
   return Request();
 }
 
+template <class T>
+Request ialltoallv(const T* send, const int* send_counts, const int* send_displs, T* recv,
+                   const int* recv_counts, const int* recv_displs, MPI_Comm comm) {
+  const Memory memory = memory_of(send ? static_cast<const void*>(send) : recv);
+  switch (backend(memory)) {
+    case Backend::kMpi:
+      return MpiBackend::ialltoallv(send, send_counts, send_displs, recv, recv_counts, recv_displs,
+                                    comm);
+    case Backend::kStaging:
+      return StagingBackend::ialltoallv(send, send_counts, send_displs, recv, recv_counts,
+                                        recv_displs, comm, memory);
+    case Backend::kCudaAwareMpi:
+      return CudaAwareMpiBackend::ialltoallv(send, send_counts, send_displs, recv, recv_counts,
+                                             recv_displs, comm);
+    case Backend::kNccl:
+#ifdef DISTOP_HAVE_NCCL
+      return nccl::ialltoallv(send, send_counts, send_displs, recv, recv_counts, recv_displs, comm);
+#else
+      no_nccl("ialltoallv");
+#endif
+  }
+  return Request();
+}
+
+template <class T>
+Request iallgatherv(T* buf, const int* counts, const int* displs, MPI_Comm comm) {
+  const Memory memory = memory_of(buf);
+  switch (backend(memory)) {
+    case Backend::kMpi:
+      return MpiBackend::iallgatherv(buf, counts, displs, comm);
+    case Backend::kStaging:
+      return StagingBackend::iallgatherv(buf, counts, displs, comm, memory);
+    case Backend::kCudaAwareMpi:
+      return CudaAwareMpiBackend::iallgatherv(buf, counts, displs, comm);
+    case Backend::kNccl:
+#ifdef DISTOP_HAVE_NCCL
+      return nccl::iallgatherv(buf, counts, displs, comm);
+#else
+      no_nccl("iallgatherv");
+#endif
+  }
+  return Request();
+}
+
+template <class T>
+void allgatherv(const T* send, std::int64_t send_count, T* recv, const int* counts,
+                const int* displs, MPI_Comm comm) {
+  int rank = 0;
+  DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &rank), "allgatherv");
+  DISTOP_CHECK(send_count == counts[rank], "allgatherv", "this rank sends ", send_count,
+               " entries but its count is ", counts[rank]);
+  // This rank's block into place, then the in-place all-gather (ordered after the copy).
+  copy(send, recv + displs[rank], send_count);
+  iallgatherv(recv, counts, displs, comm).wait();
+}
+
 namespace {
 
 // The layouts of MPI_FLOAT_INT and MPI_DOUBLE_INT.
@@ -428,11 +502,15 @@ void allreduce_minloc(const T* in, T* out, int* owner, std::int64_t count, MPI_C
   allreduce_located(in, out, owner, count, comm, MPI_MINLOC, "allreduce_minloc");
 }
 
-#define DISTOP_INSTANTIATE(T)                                                 \
-  template Request isend(const T*, std::int64_t, int, int, MPI_Comm);         \
-  template Request irecv(T*, std::int64_t, int, int, MPI_Comm);               \
-  template Request iallreduce_sum(const T*, T*, std::int64_t, MPI_Comm);      \
-  template void allreduce_maxloc(const T*, T*, int*, std::int64_t, MPI_Comm); \
+#define DISTOP_INSTANTIATE(T)                                                               \
+  template Request isend(const T*, std::int64_t, int, int, MPI_Comm);                       \
+  template Request irecv(T*, std::int64_t, int, int, MPI_Comm);                             \
+  template Request iallreduce_sum(const T*, T*, std::int64_t, MPI_Comm);                    \
+  template Request ialltoallv(const T*, const int*, const int*, T*, const int*, const int*, \
+                              MPI_Comm);                                                    \
+  template Request iallgatherv(T*, const int*, const int*, MPI_Comm);                       \
+  template void allgatherv(const T*, std::int64_t, T*, const int*, const int*, MPI_Comm);   \
+  template void allreduce_maxloc(const T*, T*, int*, std::int64_t, MPI_Comm);               \
   template void allreduce_minloc(const T*, T*, int*, std::int64_t, MPI_Comm);
 DISTOP_INSTANTIATE(float)
 DISTOP_INSTANTIATE(double)

@@ -254,9 +254,8 @@ void exchange(const std::vector<Message>& messages, MPI_Comm comm) {
 }
 
 template <class T>
-void alltoallv_start(const T* send, const int* send_counts, const int* send_displs, T* recv,
-                     const int* recv_counts, const int* recv_displs, MPI_Comm comm,
-                     Pending& pending) {
+Request ialltoallv(const T* send, const int* send_counts, const int* send_displs, T* recv,
+                   const int* recv_counts, const int* recv_displs, MPI_Comm comm) {
   auto& c = communicator(comm);
   int size = 0;
   DISTOP_MPI_CHECK(MPI_Comm_size(comm, &size), "alltoallv");
@@ -274,12 +273,11 @@ void alltoallv_start(const T* send, const int* send_counts, const int* send_disp
                         "alltoallv");
   }
   DISTOP_NCCL_CHECK(ncclGroupEnd(), "alltoallv");
-  pending.event = c.record("alltoallv");
+  return pending_request(Request::Kind::kCollective, c, comm, "ialltoallv");
 }
 
 template <class T>
-void allgatherv_start(T* buf, const int* counts, const int* displs, MPI_Comm comm,
-                      Pending& pending) {
+Request iallgatherv(T* buf, const int* counts, const int* displs, MPI_Comm comm) {
   auto& c = communicator(comm);
   int size = 0, rank = 0;
   DISTOP_MPI_CHECK(MPI_Comm_size(comm, &size), "allgatherv");
@@ -299,21 +297,7 @@ void allgatherv_start(T* buf, const int* counts, const int* displs, MPI_Comm com
                         "allgatherv");
   }
   DISTOP_NCCL_CHECK(ncclGroupEnd(), "allgatherv");
-  pending.event = c.record("allgatherv");
-}
-
-bool test(Pending& pending, MPI_Comm comm, const char* op) {
-  if (pending.event == nullptr) return true;
-  auto event = static_cast<cudaEvent_t>(pending.event);
-  const cudaError_t done = cudaEventQuery(event);
-  if (done == cudaSuccess) {
-    cudaEventDestroy(event);
-    pending.event = nullptr;
-    return true;
-  }
-  if (done != cudaErrorNotReady) DISTOP_CUDA_CHECK(done, op);
-  communicator(comm).check_async_error(op);
-  return false;
+  return pending_request(Request::Kind::kCollective, c, comm, "iallgatherv");
 }
 
 void wait(Pending& pending, MPI_Comm comm, const char* op) {
@@ -327,25 +311,17 @@ void wait(Pending& pending, MPI_Comm comm, const char* op) {
   communicator(comm).check_async_error(op);
 }
 
-void release(Pending& pending) noexcept {
-  if (pending.event == nullptr) return;
-  auto event = static_cast<cudaEvent_t>(pending.event);
-  cudaEventSynchronize(event);
-  cudaEventDestroy(event);
-  pending.event = nullptr;
-}
-
-#define DISTOP_INSTANTIATE(T)                                                                 \
-  template void bcast(T*, std::int64_t, int, MPI_Comm);                                       \
-  template void reduce_sum(const T*, T*, std::int64_t, int, MPI_Comm);                        \
-  template void allreduce_sum(const T*, T*, std::int64_t, MPI_Comm);                          \
-  template Request isend(const T*, std::int64_t, int, int, MPI_Comm);                         \
-  template Request irecv(T*, std::int64_t, int, int, MPI_Comm);                               \
-  template Request iallreduce_sum(const T*, T*, std::int64_t, MPI_Comm);                      \
-  template void exchange<T>(const std::vector<Message>&, MPI_Comm);                           \
-  template void alltoallv_start(const T*, const int*, const int*, T*, const int*, const int*, \
-                                MPI_Comm, Pending&);                                          \
-  template void allgatherv_start(T*, const int*, const int*, MPI_Comm, Pending&);
+#define DISTOP_INSTANTIATE(T)                                                               \
+  template void bcast(T*, std::int64_t, int, MPI_Comm);                                     \
+  template void reduce_sum(const T*, T*, std::int64_t, int, MPI_Comm);                      \
+  template void allreduce_sum(const T*, T*, std::int64_t, MPI_Comm);                        \
+  template Request isend(const T*, std::int64_t, int, int, MPI_Comm);                       \
+  template Request irecv(T*, std::int64_t, int, int, MPI_Comm);                             \
+  template Request iallreduce_sum(const T*, T*, std::int64_t, MPI_Comm);                    \
+  template void exchange<T>(const std::vector<Message>&, MPI_Comm);                         \
+  template Request ialltoallv(const T*, const int*, const int*, T*, const int*, const int*, \
+                              MPI_Comm);                                                    \
+  template Request iallgatherv(T*, const int*, const int*, MPI_Comm);
 DISTOP_INSTANTIATE(float)
 DISTOP_INSTANTIATE(double)
 #undef DISTOP_INSTANTIATE

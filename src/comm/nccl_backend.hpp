@@ -47,31 +47,22 @@ struct Message {
 template <class T>
 void exchange(const std::vector<Message>& messages, MPI_Comm comm);
 
-// Nonblocking collectives for the data-parallel reducer: posted on the communicator's NCCL stream
-// and completed through test() or wait(); the buffers must stay untouched until then. Collectives
-// on one communicator must be started in the same order on every rank.
+// MPI_Ialltoallv's and (in place) MPI_Iallgatherv's movement (comm::ialltoallv, comm::iallgatherv):
+// ncclSend and ncclRecv in one group on the communicator's NCCL stream, after the work enqueued on
+// the producer stream; the request holds the event recorded after the group.
+template <class T>
+Request ialltoallv(const T* send, const int* send_counts, const int* send_displs, T* recv,
+                   const int* recv_counts, const int* recv_displs, MPI_Comm comm);
+template <class T>
+Request iallgatherv(T* buf, const int* counts, const int* displs, MPI_Comm comm);
+
+// A pending operation's event (a cudaEvent_t recorded after it on the NCCL stream; null: none).
 struct Pending {
-  void* event = nullptr;  // the cudaEvent_t recorded after the collective; null: none pending
+  void* event = nullptr;
 };
-// Every rank sends send[send_displs[q], + send_counts[q]) to rank q and receives recv_counts[q]
-// entries from rank q at recv + recv_displs[q] (MPI_Ialltoallv's movement: ncclSend and ncclRecv
-// in one group), after the work enqueued on the producer stream.
-template <class T>
-void alltoallv_start(const T* send, const int* send_counts, const int* send_displs, T* recv,
-                     const int* recv_counts, const int* recv_displs, MPI_Comm comm,
-                     Pending& pending);
-// In place: rank q's block buf[displs[q], + counts[q]) to every rank (MPI_Iallgatherv's movement).
-template <class T>
-void allgatherv_start(T* buf, const int* counts, const int* displs, MPI_Comm comm,
-                      Pending& pending);
-// Whether the collective has completed (cudaEventQuery; its event is then released). Checks NCCL
-// for asynchronous errors: on one the communicator is aborted and distop::Error thrown.
-bool test(Pending& pending, MPI_Comm comm, const char* op);
-// Completes the collective for the producer stream: the work enqueued there from now on runs
-// after it (cudaStreamWaitEvent; the host does not wait). Checks for asynchronous errors as test().
+// Completes the operation for the producer stream: the work enqueued there from now on runs after
+// it (cudaStreamWaitEvent; the host does not wait), and releases the event. Checks NCCL for
+// asynchronous errors: on one the communicator is aborted and distop::Error thrown.
 void wait(Pending& pending, MPI_Comm comm, const char* op);
-// Waits for a pending collective on the host and releases its event (for destructors: its
-// buffers may be freed next; never throws).
-void release(Pending& pending) noexcept;
 
 }  // namespace distop::comm::nccl

@@ -7,24 +7,17 @@
 #include <type_traits>
 
 #include "distop/autodiff/apply.hpp"
+#include "distop/comm/backend.hpp"
+#include "distop/comm/collectives.hpp"
 #include "distop/comm/mpi.hpp"
 #include "distop/core/error.hpp"
 #include "distop/kernels/axpy.hpp"
-
-#ifdef DISTOP_HAVE_NCCL
-#include "../comm/nccl_backend.hpp"
-#endif
 
 namespace distop::parallel {
 
 namespace {
 
 constexpr const char* kOp = "GradientReducer";
-
-template <class T>
-MPI_Datatype mpi_type() {
-  return std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE;
-}
 
 // Whether every rank of `p` lies in this rank's replica (ranks [first, first + count) of world).
 bool within_replica(const Partition& p, MPI_Comm world, int first, int count) {
@@ -119,14 +112,20 @@ template <class T>
 GradientReducer<T>::~GradientReducer() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-#ifdef DISTOP_HAVE_NCCL
+  // Phases still in flight complete before their buffers go (an abandoned request would leave MPI
+  // or NCCL writing into freed memory).
+  bool waited = false;
   for (auto& b : buckets_) {
-    comm::nccl::Pending pending{b.event};
-    comm::nccl::release(pending);
+    if (!b.request.active() || finalized) continue;
+    try {
+      b.request.wait();
+      waited = true;
+    } catch (...) {  // a destructor does not throw: the request is let go
+    }
   }
-#endif
-  for (auto& b : buckets_)
-    if (b.request != MPI_REQUEST_NULL && !finalized) MPI_Wait(&b.request, MPI_STATUS_IGNORE);
+  if constexpr (!kHostAccessible) {
+    if (waited) Kokkos::fence();  // NCCL: its events, on the host
+  }
   if (gather_comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&gather_comm_);
   for (auto& p : params_) {
     p.var.set_ready_hook({});
@@ -228,8 +227,7 @@ void GradientReducer<T>::broadcast_state() {
   const MPI_Comm comm = replicas_->reduction_comm();
   auto bcast = [&](const DistTensor<T>& t) {
     if (t.local_numel() == 0) return;
-    DISTOP_MPI_CHECK(MPI_Bcast(t.data(), static_cast<int>(t.local_numel()), mpi_type<T>(), 0, comm),
-                     kOp);
+    comm::bcast(t.data(), t.local_numel(), 0, comm);
   };
   for (const auto& p : params_) bcast(p.var.value());
   for (const auto& b : buffers_) {
@@ -246,8 +244,7 @@ void GradientReducer<T>::broadcast_state() {
 template <class T>
 void GradientReducer<T>::arm() {
   for (auto& b : buckets_) {
-    DISTOP_CHECK(b.request == MPI_REQUEST_NULL, kOp,
-                 "a reduction of the previous pass is unfinished");
+    DISTOP_CHECK(!b.request.active(), kOp, "a reduction of the previous pass is unfinished");
     b.pending = b.params.size();
     b.started = false;
     b.phase = 0;
@@ -256,6 +253,8 @@ void GradientReducer<T>::arm() {
   next_to_gather_ = 0;
   ready_order_.clear();
   overlapped_ = 0;
+  nccl_ = comm::backend(kHostAccessible ? comm::Memory::kHost : comm::Memory::kDevice) ==
+          comm::Backend::kNccl;
   armed_ = true;
 }
 
@@ -293,28 +292,17 @@ void GradientReducer<T>::start(std::size_t bucket) {
   }
   // Phase 1: chunk q of this replica's bucket to replica q; this replica's chunk of every replica
   // into `received`, in replica order.
-#ifdef DISTOP_HAVE_NCCL
-  if constexpr (!kHostAccessible) {
-    // Device buffers go through NCCL, whose collectives on one communicator run in the order they
-    // are posted: both phases use the reduction communicator, so every rank posts them in one
-    // order, the earlier buckets' all-gathers (after waiting for their reduce-scatters) before
-    // this bucket's reduce-scatter. NCCL progresses on the GPU by itself.
+  if (nccl_) {
+    // NCCL's collectives on one communicator run in the order they are posted: both phases use the
+    // reduction communicator, so every rank posts them in one order, the earlier buckets'
+    // all-gathers (after waiting for their reduce-scatters) before this bucket's reduce-scatter.
+    // NCCL progresses on the GPU by itself (and the waits do not block the host).
     gather_ready(true);
-    comm::nccl::Pending pending;
-    comm::nccl::alltoallv_start(b.buffer.data(), b.counts.data(), b.displs.data(),
-                                b.received.data(), b.received_counts.data(),
-                                b.received_displs.data(), replicas_->reduction_comm(), pending);
-    b.event = pending.event;
-    b.phase = 1;
-    return;
   }
-#endif
   // The count arrays live in the bucket: MPI reads them until the operation completes.
-  DISTOP_MPI_CHECK(
-      MPI_Ialltoallv(b.buffer.data(), b.counts.data(), b.displs.data(), mpi_type<T>(),
-                     b.received.data(), b.received_counts.data(), b.received_displs.data(),
-                     mpi_type<T>(), replicas_->reduction_comm(), &b.request),
-      kOp);
+  b.request = comm::ialltoallv(b.buffer.data(), b.counts.data(), b.displs.data(), b.received.data(),
+                               b.received_counts.data(), b.received_displs.data(),
+                               replicas_->reduction_comm());
   b.phase = 1;
 }
 
@@ -328,21 +316,10 @@ void GradientReducer<T>::gather_ready(bool block) {
   while (next_to_gather_ < next_to_start_) {
     Bucket& b = buckets_[next_to_gather_];
     if (b.phase == 1) {
-#ifdef DISTOP_HAVE_NCCL
-      if constexpr (!kHostAccessible) {
-        comm::nccl::Pending pending{b.event};
-        comm::nccl::wait(pending, replicas_->reduction_comm(), kOp);
-        b.event = nullptr;
-      } else
-#endif
-      {
-        if (block) {
-          DISTOP_MPI_CHECK(MPI_Wait(&b.request, MPI_STATUS_IGNORE), kOp);
-        } else {
-          int done = 0;
-          DISTOP_MPI_CHECK(MPI_Test(&b.request, &done, MPI_STATUS_IGNORE), kOp);
-          if (!done) return;
-        }
+      if (block) {
+        b.request.wait();
+      } else if (!b.request.test()) {
+        return;
       }
       b.phase = 2;
     }
@@ -350,23 +327,9 @@ void GradientReducer<T>::gather_ready(bool block) {
       const std::int64_t n = b.bounds[me + 1] - b.bounds[me];
       sum_in_order(b.received, n, r, static_cast<T>(1.0 / r),
                    b.buffer.slice(b.bounds[me], Shape{n}));
-      if (gather_gradients_) {
-#ifdef DISTOP_HAVE_NCCL
-        if constexpr (!kHostAccessible) {
-          comm::nccl::Pending pending;
-          comm::nccl::allgatherv_start(b.buffer.data(), b.counts.data(), b.displs.data(),
-                                       replicas_->reduction_comm(), pending);
-          b.event = pending.event;
-          b.phase = 3;
-          ++next_to_gather_;
-          continue;
-        }
-#endif
-        DISTOP_MPI_CHECK(
-            MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b.buffer.data(), b.counts.data(),
-                            b.displs.data(), mpi_type<T>(), gather_comm_, &b.request),
-            kOp);
-      }
+      if (gather_gradients_)
+        b.request = comm::iallgatherv(b.buffer.data(), b.counts.data(), b.displs.data(),
+                                      nccl_ ? replicas_->reduction_comm() : gather_comm_);
       b.phase = 3;
     }
     ++next_to_gather_;
@@ -375,24 +338,13 @@ void GradientReducer<T>::gather_ready(bool block) {
 
 template <class T>
 void GradientReducer<T>::progress() {
-  if (!armed_) return;
-#ifdef DISTOP_HAVE_NCCL
-  if constexpr (!kHostAccessible) return;  // NCCL progresses on the GPU
-#endif
+  if (!armed_ || nccl_) return;  // NCCL progresses on the GPU
   gather_ready(false);
   for (std::size_t k = next_to_gather_; k < next_to_start_; ++k) {
     Bucket& b = buckets_[k];
-    if (b.phase != 1) continue;
-    int done = 0;
-    DISTOP_MPI_CHECK(MPI_Test(&b.request, &done, MPI_STATUS_IGNORE), kOp);
-    if (done) b.phase = 2;
+    if (b.phase == 1 && b.request.test()) b.phase = 2;
   }
-  for (std::size_t k = 0; k < next_to_gather_; ++k) {
-    Bucket& b = buckets_[k];
-    if (b.request == MPI_REQUEST_NULL) continue;
-    int done = 0;
-    DISTOP_MPI_CHECK(MPI_Test(&b.request, &done, MPI_STATUS_IGNORE), kOp);
-  }
+  for (std::size_t k = 0; k < next_to_gather_; ++k) buckets_[k].request.test();
 }
 
 template <class T>
@@ -403,13 +355,7 @@ void GradientReducer<T>::finish() {
   for (; next_to_start_ < buckets_.size(); ++next_to_start_) start(next_to_start_);
   gather_ready(true);
   for (auto& b : buckets_) {
-#ifdef DISTOP_HAVE_NCCL
-    comm::nccl::Pending pending{b.event};
-    comm::nccl::wait(pending, replicas_->reduction_comm(), kOp);
-    b.event = nullptr;
-#endif
-    if (b.request != MPI_REQUEST_NULL)
-      DISTOP_MPI_CHECK(MPI_Wait(&b.request, MPI_STATUS_IGNORE), kOp);
+    b.request.wait();
     b.phase = 4;
   }
   wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -426,9 +372,11 @@ void GradientReducer<T>::finish() {
         DistTensor<T>& g = params_[i].var.grad();
         const int n = to_int(g.local_numel());
         auto all = Tensor<T>::uninitialized(Shape{static_cast<std::int64_t>(n) * r});
-        DISTOP_MPI_CHECK(MPI_Allgather(g.data(), n, mpi_type<T>(), all.data(), n, mpi_type<T>(),
-                                       replicas_->reduction_comm()),
-                         kOp);
+        const std::vector<int> counts(static_cast<std::size_t>(r), n);
+        std::vector<int> displs(static_cast<std::size_t>(r));
+        for (int q = 0; q < r; ++q) displs[static_cast<std::size_t>(q)] = q * n;
+        comm::allgatherv(g.data(), n, all.data(), counts.data(), displs.data(),
+                         replicas_->reduction_comm());
         sum_in_order(all, n, r, T(1), g.local().reshaped(Shape{n}));
       }
       kernels::scale(static_cast<T>(1.0 / r), b.buffer);

@@ -5,6 +5,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "distop/comm/collectives.hpp"
 #include "distop/comm/mpi.hpp"
 #include "distop/core/error.hpp"
 
@@ -13,11 +14,6 @@ namespace distop::parallel {
 namespace {
 
 constexpr const char* kOp = "ShardedOptimizer";
-
-template <class T>
-MPI_Datatype mpi_type() {
-  return std::is_same_v<T, float> ? MPI_FLOAT : MPI_DOUBLE;
-}
 
 int to_int(std::int64_t n) {
   DISTOP_CHECK(n <= std::numeric_limits<int>::max(), kOp, "a tensor of ", n,
@@ -143,10 +139,8 @@ void ShardedOptimizer<T>::gather_parameters() {
             to_int(bounds[static_cast<std::size_t>(q) + 1] - bounds[static_cast<std::size_t>(q)]));
         displs.push_back(to_int(bounds[static_cast<std::size_t>(q)]));
       }
-      DISTOP_MPI_CHECK(
-          MPI_Allgatherv(mine.data(), to_int(hi - lo), mpi_type<T>(), whole.data(), counts.data(),
-                         displs.data(), mpi_type<T>(), r.replicas().reduction_comm()),
-          kOp);
+      comm::allgatherv(mine.data(), hi - lo, whole.data(), counts.data(), displs.data(),
+                       r.replicas().reduction_comm());
     }
     for (const auto& slot : slots) {  // every replica's pieces out to the parameters
       if (slot.elements == 0) continue;
@@ -244,9 +238,8 @@ optim::OptimizerState<T> ShardedOptimizer<T>::assemble() const {
     for (const auto& key : keys.tensors) {
       Tensor<T> t = Tensor<T>::uninitialized(Shape{p.elements});
       const T* send = mine ? mine->tensors.at(key).data() : t.data();
-      DISTOP_MPI_CHECK(MPI_Allgatherv(send, counts[static_cast<std::size_t>(me)], mpi_type<T>(),
-                                      t.data(), counts.data(), displs.data(), mpi_type<T>(), comm),
-                       kOp);
+      comm::allgatherv(send, counts[static_cast<std::size_t>(me)], t.data(), counts.data(),
+                       displs.data(), comm);
       whole.tensors.emplace(key, t.reshaped(shape));
     }
   }

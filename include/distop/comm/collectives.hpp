@@ -63,12 +63,12 @@ const char* device_backend();
 
 namespace distop::comm {
 
-// A nonblocking transfer in flight, from isend, irecv or iallreduce_sum: its MPI request and, for
-// staged device buffers, the host staging buffer and the copy that puts received data in place;
-// or, for NCCL, the event recorded after the operation on the NCCL stream. Move-only. wait()
-// completes it with the same wait as the blocking calls (yielding the processor when the node is
-// oversubscribed). Until then the caller keeps the buffers alive and leaves them alone (or hands
-// them to keep_alive).
+// A nonblocking transfer in flight, from isend, irecv, iallreduce_sum, ialltoallv or iallgatherv:
+// its MPI request and, for staged device buffers, the host staging buffer and the copy that puts
+// received data in place; or, for NCCL, the event recorded after the operation on the NCCL stream.
+// Move-only. wait() completes it with the same wait as the blocking calls (yielding the processor
+// when the node is oversubscribed). Until then the caller keeps the buffers alive and leaves them
+// alone (or hands them to keep_alive).
 //
 // Destroying a request that was never waited for neither blocks nor throws: a receive is cancelled
 // (or, if already matched, completed), a send is left to complete on its own (MPI_Request_free),
@@ -99,6 +99,10 @@ class Request {
   Kind kind() const noexcept { return kind_; }
   // Completes the transfer; received data is in place afterwards. A no-op when not active.
   void wait();
+  // Completes the transfer if it has finished (MPI_Test, which also advances MPI's progress) and
+  // returns whether it is complete (true when not active). A transfer another library completes
+  // (NCCL) progresses by itself and is completed by wait() only: test() returns false for it.
+  bool test();
   // Holds `buffer` until the transfer has completed.
   void keep_alive(std::shared_ptr<void> buffer);
 
@@ -122,6 +126,25 @@ Request irecv(T* buf, std::int64_t count, int source, int tag, MPI_Comm comm);
 // rank of comm posts its nonblocking collectives on comm in the same order.
 template <class T>
 Request iallreduce_sum(const T* send, T* recv, std::int64_t count, MPI_Comm comm);
+// Posts MPI_Ialltoallv's movement: send[send_displs[q], + send_counts[q]) to rank q of comm, and
+// recv_counts[q] entries from rank q into recv[recv_displs[q], ...) (the rest of recv untouched).
+// The count and displacement arrays (one entry per rank of comm, host memory) stay alive and
+// unchanged until the request has completed; send and recv do not overlap. With NCCL, grouped
+// ncclSend/ncclRecv on the communicator's NCCL stream.
+template <class T>
+Request ialltoallv(const T* send, const int* send_counts, const int* send_displs, T* recv,
+                   const int* recv_counts, const int* recv_displs, MPI_Comm comm);
+// Posts an in-place all-gather (MPI_Iallgatherv with MPI_IN_PLACE): rank q's block
+// buf[displs[q], + counts[q]) to every rank of comm, into the same place of its buf. The arrays
+// stay alive and unchanged until the request has completed, as for ialltoallv.
+template <class T>
+Request iallgatherv(T* buf, const int* counts, const int* displs, MPI_Comm comm);
+// Blocking: recv[displs[q], + counts[q]) = rank q's send[0, counts[q]) for every rank q of comm
+// (MPI_Allgatherv's result); send_count is counts[this rank] (distop::Error otherwise). send may be
+// recv + displs[this rank] (in place).
+template <class T>
+void allgatherv(const T* send, std::int64_t send_count, T* recv, const int* counts,
+                const int* displs, MPI_Comm comm);
 
 // out[i] = the maximum (minimum) over comm of in[i], and owner[i] = the rank of comm that holds it,
 // the lowest such rank on ties: MPI_MAXLOC (MPI_MINLOC) on (value, rank) pairs (MPI_FLOAT_INT,

@@ -12,6 +12,7 @@
 
 #include "distop/autodiff/tape.hpp"
 #include "distop/autodiff/var.hpp"
+#include "distop/comm/collectives.hpp"
 #include "distop/nn/module.hpp"
 #include "distop/parallel/replicas.hpp"
 
@@ -163,8 +164,7 @@ class GradientReducer {
     std::vector<int> received_counts, received_displs;
     bool two_phase = false;   // summed over the replicas by reduce-scatter + all-gather
     std::size_t pending = 0;  // parameters not yet ready in this pass
-    MPI_Request request = MPI_REQUEST_NULL;
-    void* event = nullptr;  // NCCL builds, device buffers: the pending phase's CUDA event
+    comm::Request request;    // the phase in flight (comm::ialltoallv, comm::iallgatherv)
     // 0 idle, 1 reduce-scatter posted, 2 reduce-scatter complete, 3 all-gather posted (or none
     // needed), 4 done.
     int phase = 0;
@@ -194,6 +194,7 @@ class GradientReducer {
   std::uint64_t layout_version_ = 0;
   bool gather_gradients_ = true;
   bool armed_ = false;
+  bool nccl_ = false;  // this pass's buckets go through the nccl backend
   bool rebuilt_ = false;
   double wait_seconds_ = 0;
   std::size_t overlapped_ = 0;
