@@ -50,8 +50,15 @@ struct Settings {
   std::int64_t batch = 64;
   int model_ranks = 2;
   std::int64_t bytes = 1 << 20;
+  std::size_t bucket_kib = 0;  // 0: the reducer's default caps
   cost::Machine machine{1e-6, 1.0 / 25e9, 1.0 / 10e9, 1.0 / 20e9};
 };
+
+parallel::ReducerOptions reducer_options(const Settings& s) {
+  parallel::ReducerOptions o;
+  if (s.bucket_kib > 0) o.first_bucket_bytes = o.bucket_bytes = s.bucket_kib << 10;
+  return o;
+}
 
 double max_over_ranks(double v) {
   double m = 0;
@@ -132,7 +139,7 @@ void run_lenet5(const Settings& s, int ranks) {
   if (model.holds_output())
     for (std::int64_t i = 0; i < s.batch; ++i) labels.push_back(static_cast<std::int32_t>(i % 10));
   optim::SGD<float> opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
-  parallel::GradientReducer<float> reducer(model, replicas);
+  parallel::GradientReducer<float> reducer(model, replicas, reducer_options(s));
   const double ms = time_steps(s, [&] {
     Tape tape;
     auto logits = model.forward(tape, Var<float>(x));
@@ -154,7 +161,7 @@ void run_data_parallel(const Settings& s, int ranks) {
   std::vector<std::int32_t> labels;
   for (std::int64_t i = 0; i < s.batch; ++i) labels.push_back(static_cast<std::int32_t>(i % 10));
   optim::SGD<float> opt(model.parameters(), {.lr = 1e-4, .momentum = 0.9});
-  parallel::GradientReducer<float> reducer(model, replicas);
+  parallel::GradientReducer<float> reducer(model, replicas, reducer_options(s));
   auto step = [&](bool reduce) {
     Tape tape;
     auto logits = model.forward(tape, Var<float>(x));
@@ -189,8 +196,10 @@ void run_data_parallel(const Settings& s, int ranks) {
     bytes += b.bytes;
   }
   if (!buckets.empty()) last_ms = bucket_ms(static_cast<std::int64_t>(buckets.back().bytes));
+  std::string sizes;
+  for (const auto& b : buckets) sizes += (sizes.empty() ? "" : "+") + std::to_string(b.bytes);
   const std::string detail = "batch " + std::to_string(s.batch) + " per rank; " +
-                             std::to_string(buckets.size()) + " buckets; " +
+                             std::to_string(buckets.size()) + " buckets (" + sizes + " B); " +
                              std::to_string(bytes) + " B of gradients";
   row("data_parallel", "compute", ranks, compute_ms, compute_ms, detail);
   row("data_parallel", "step", ranks, step_ms, compute_ms + last_ms, detail);
@@ -215,6 +224,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({1, 2, 4, 8}))
       ->capture_default_str();
   app.add_option("--bytes", s.bytes, "primitives: bytes per rank")->capture_default_str();
+  app.add_option("--bucket-kib", s.bucket_kib,
+                 "lenet5, data_parallel: the reducer's bucket cap in KiB (0: its defaults, 1 MiB "
+                 "first, 25 MiB others)")
+      ->capture_default_str();
   app.add_option("--alpha-us", alpha_us, "Cost model: latency per message (us)")
       ->capture_default_str();
   app.add_option("--bandwidth-gbs", bandwidth_gbs, "Cost model: link bandwidth (GB/s)")
