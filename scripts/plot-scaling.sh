@@ -26,10 +26,10 @@ awk -v dir="$tmp" '$1 ~ /^(primitives|lenet5|data_parallel)$/ && $3 ~ /^[0-9]+$/
 
 quote() { printf "'%s'" "${1//\'/\'\'}"; }
 top=""
-for c in data_parallel-step lenet5-step; do
+for c in data_parallel-step data_parallel-step-256KiB lenet5-step; do
   f=$tmp/$c.dat
   [ -s "$f" ] || continue
-  name=${c%-step}
+  name=${c/-step/}
   top+="${top:+, }$(quote "$f") using 1:3 with linespoints lw 2 pt 7 title '$name, simulated'"
   if awk '$5 != "-" { found = 1 } END { exit !found }' "$f"; then
     top+=", $(quote "$f") using 1:5 with linespoints dt 2 lw 2 pt 6 \
