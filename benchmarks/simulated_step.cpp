@@ -21,6 +21,9 @@
 // time; for data_parallel the compute-only step measured in the same run plus the predicted
 // reduction that overlap cannot hide (the last bucket's), and plus all of it (no overlap) in the
 // case "model-no-overlap"; for lenet5 empty (its communication is inside the model-parallel step).
+// At one rank data_parallel also prints the cases "projection" and "projection-no-overlap" at
+// 1-1,024 ranks: that rank's compute plus the model's reduction of the same buckets over P
+// replicas (step_ms empty).
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -28,6 +31,7 @@
 #include <cstdio>
 #include <distop/distop.hpp>
 #include <functional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -179,23 +183,25 @@ void run_data_parallel(const Settings& s, int ranks) {
   // all-to-all of its R chunks (MPI_Ialltoallv), the R received chunks summed, and the sums
   // all-gathered (MPI_Iallgatherv). The last bucket to become ready (the first layers', at the end
   // of backward) cannot overlap any compute; the others can.
-  auto bucket_ms = [&](std::int64_t b) {
-    if (ranks == 1) return 0.0;
-    const std::int64_t chunk = b / ranks;
+  auto bucket_ms = [&](std::int64_t b, int r) {
+    if (r == 1) return 0.0;
+    const std::int64_t chunk = b / r;
     const auto& m = s.machine;
-    return (cost::alltoallv(chunk * (ranks - 1), chunk * (ranks - 1), ranks - 1, m).seconds +
-            m.gamma * static_cast<double>(chunk) * (ranks - 1) +
-            cost::allgather(b, ranks, m).seconds) *
+    return (cost::alltoallv(chunk * (r - 1), chunk * (r - 1), r - 1, m).seconds +
+            m.gamma * static_cast<double>(chunk) * (r - 1) + cost::allgather(b, r, m).seconds) *
            1e3;
   };
-  double all_ms = 0, last_ms = 0;
-  std::size_t bytes = 0;
   const auto buckets = reducer.buckets();
-  for (const auto& b : buckets) {
-    all_ms += bucket_ms(static_cast<std::int64_t>(b.bytes));
-    bytes += b.bytes;
-  }
-  if (!buckets.empty()) last_ms = bucket_ms(static_cast<std::int64_t>(buckets.back().bytes));
+  auto last_and_all_ms = [&](int r) {
+    double all = 0;
+    for (const auto& b : buckets) all += bucket_ms(static_cast<std::int64_t>(b.bytes), r);
+    const double last =
+        buckets.empty() ? 0.0 : bucket_ms(static_cast<std::int64_t>(buckets.back().bytes), r);
+    return std::pair<double, double>{last, all};
+  };
+  std::size_t bytes = 0;
+  for (const auto& b : buckets) bytes += b.bytes;
+  const auto [last_ms, all_ms] = last_and_all_ms(ranks);
   std::string sizes;
   for (const auto& b : buckets) sizes += (sizes.empty() ? "" : "+") + std::to_string(b.bytes);
   const std::string detail = "batch " + std::to_string(s.batch) + " per rank; " +
@@ -204,6 +210,17 @@ void run_data_parallel(const Settings& s, int ranks) {
   row("data_parallel", "compute", ranks, compute_ms, compute_ms, detail);
   row("data_parallel", "step", ranks, step_ms, compute_ms + last_ms, detail);
   row("data_parallel", "model-no-overlap", ranks, step_ms, compute_ms + all_ms, detail);
+  // At one rank, the model's projection of this step to larger clusters: this compute, and the
+  // same buckets reduced over P replicas, the last one after backward (the rest hidden).
+  if (ranks == 1) {
+    for (const int p : {1, 2, 8, 64, 256, 1024}) {
+      const auto [last, all] = last_and_all_ms(p);
+      std::printf("data_parallel,projection,%d,,%.4f,%s\n", p, compute_ms + last, detail.c_str());
+      std::printf("data_parallel,projection-no-overlap,%d,,%.4f,%s\n", p, compute_ms + all,
+                  detail.c_str());
+    }
+    std::fflush(stdout);
+  }
 }
 
 }  // namespace

@@ -116,7 +116,7 @@ run() {  # program ranks
 
 printf '# platform %s, %s steps per run (median), bench_simulated %s\n' \
   "$(basename "$platform")" "$steps" "${extra[*]}"
-printf '%-14s %-18s %6s %11s %6s %11s %6s %7s\n' program case ranks step_ms eff model_ms \
+printf '%-14s %-21s %6s %11s %6s %11s %6s %7s\n' program case ranks step_ms eff model_ms \
   m_eff wall_s
 for p in "${programs[@]}"; do
   case $p in data_parallel) base=1 ;; *) base=2 ;; esac
@@ -133,11 +133,13 @@ for p in "${programs[@]}"; do
         key = order[i]; n = split(ranks[key], rs, " ")
         for (j = 1; j <= n; ++j) {
           r = rs[j]; s = step[key, r]; m = model[key, r]
-          eff = (s > 0) ? step[key, base] / s : 0
+          ss = "-"; eff = "-"
+          if (s != "") ss = sprintf("%.3f", s)
+          if (s != "" && s > 0 && step[key, base] != "") eff = sprintf("%.3f", step[key, base] / s)
           meff = "-"; ms = "-"
           if (m != "") ms = sprintf("%.3f", m)
           if (m != "" && m > 0 && model[key, base] != "") meff = sprintf("%.3f", model[key, base] / m)
-          printf "%-14s %-18s %6d %11.3f %6.3f %11s %6s %7d\n", prog, key, r, s, eff, ms, meff, wall[key, r]
+          printf "%-14s %-21s %6d %11s %6s %11s %6s %7d\n", prog, key, r, ss, eff, ms, meff, wall[key, r]
         }
       }
     }' prog="$p" "$rows"
