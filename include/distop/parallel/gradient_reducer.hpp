@@ -55,28 +55,30 @@ struct ReducerOptions {
 // Fixed reduction order. Each bucket's sum is computed in two phases, as a reduce-scatter and an
 // all-gather: the bucket is cut into R balanced chunks (chunk q: entries [q N / R, (q + 1) N / R)
 // as distop::balanced_bounds splits N, empty chunks allowed), chunk q of every replica goes to
-// replica q (MPI_Ialltoallv), which adds them in replica order, g_0 + g_1 + ... + g_{R-1}, entry by
-// entry, multiplies by 1/R, and the scaled chunks are all-gathered (MPI_Iallgatherv). Each entry's
-// result is thus the same sequence of floating-point operations whatever the bucket it lies in, the
-// chunk it falls into, the grouping, the overlap and the replica count's MPI algorithms: every
-// bucketing of a run gives the same bits, at any number of replicas. (An MPI all-reduce would not:
-// MPICH picks its summation tree by message size and rank count.) distop's ReduceScatter operator
-// is not used for the first phase: it is blocking, and it adds each chunk's owner's copy first, so
-// a sum's order would depend on which replica owns the entry, that is on the bucketing. The
-// reduction keeps a receive buffer of each bucket's size (R chunks of N / R entries).
+// replica q (comm::ialltoallv), which adds them in replica order, g_0 + g_1 + ... + g_{R-1}, entry
+// by entry, multiplies by 1/R, and the scaled chunks are all-gathered (comm::iallgatherv). Each
+// entry's result is thus the same sequence of floating-point operations whatever the bucket it lies
+// in, the chunk it falls into, the grouping, the overlap and the replica count's MPI algorithms:
+// every bucketing of a run gives the same bits, at any number of replicas. (An MPI all-reduce would
+// not: MPICH picks its summation tree by message size and rank count.) distop's ReduceScatter
+// operator is not used for the first phase: it is blocking, and it adds each chunk's owner's copy
+// first, so a sum's order would depend on which replica owns the entry, that is on the bucketing.
+// The reduction keeps a receive buffer of each bucket's size (R chunks of N / R entries).
 //
 // Overlap. Each parameter's gradient is ready when the last tape entry that uses it has run
 // (Var::Use). A bucket's reduce-scatter starts as soon as all its gradients are ready and every
 // earlier bucket's has started (so every rank starts the same collectives in the same order);
-// between tape entries the replay calls MPI_Test on the outstanding phases, which is what advances
-// MPICH's nonblocking collectives, and a bucket whose reduce-scatter has completed is summed and
-// its all-gather started (in bucket order, on a communicator of its own). After the replay,
-// backward() waits for the rest. In NCCL builds, device buffers take both phases through NCCL
-// (grouped ncclSend/ncclRecv on the reduction communicator, completed through CUDA events): the
-// same sums in the same order, NCCL progressing on the GPU; each bucket's all-gather is posted
-// just before the next bucket's reduce-scatter (after waiting for its own), so that every rank
-// posts them in one order on the one NCCL communicator. (Untested on a GPU here; the mixed
-// tied/per-replica buckets and broadcast_state still call MPI on the buffers.)
+// between tape entries the replay tests the outstanding phases (comm::Request::test, MPI_Test),
+// which is what advances MPICH's nonblocking collectives, and a bucket whose reduce-scatter has
+// completed is summed and its all-gather started (in bucket order, on a communicator of its own).
+// After the replay, backward() waits for the rest. Every transfer of tensor data goes through the
+// communication call surface (comm/collectives.hpp), which picks the backend by where the buckets
+// live: device buckets take NCCL in NCCL builds (grouped ncclSend/ncclRecv on the reduction
+// communicator, completed through CUDA events): the same sums in the same order, NCCL progressing
+// on the GPU; each bucket's all-gather is posted just before the next bucket's reduce-scatter
+// (after waiting for its own), so that every rank posts them in one order on the one NCCL
+// communicator. Without NCCL they take the staging backend (or a CUDA-aware MPI). (The device paths
+// are untested on a GPU here.)
 //
 // Collective over replicas.world() at construction (every rank passes its replica of the same
 // model). Refers to the model and replicas, which must outlive it; the model's parameters must
@@ -92,7 +94,7 @@ class GradientReducer {
   ~GradientReducer();
 
   // Parameters and buffers start equal on every replica: each rank's boxes are overwritten with
-  // replica 0's (MPI_Bcast over the reduction communicator). Collective.
+  // replica 0's (comm::bcast over the reduction communicator). Collective.
   void broadcast_state();
 
   // backward(tape, loss), then the averaged gradients: the replay starts reductions as gradients

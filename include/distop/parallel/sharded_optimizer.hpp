@@ -28,8 +28,8 @@ namespace distop::parallel {
 // all-gathered over the replicas, through distop's AllGather operator on the bucket's flat layout
 // (a 1-D tensor split over the reduction communicator as the chunks are; a bucket with fewer
 // entries than replicas has empty chunks, which an operator's partition cannot hold, and is
-// gathered by MPI_Allgatherv). The gradients come from the reducer's reduce-scatter, whose sum in
-// replica order is posted as nonblocking MPI calls during backward (see GradientReducer for why
+// gathered by comm::allgatherv). The gradients come from the reducer's reduce-scatter, whose sum in
+// replica order is posted as nonblocking collectives during backward (see GradientReducer for why
 // not through the ReduceScatter operator):
 //   stage 1: the reducer all-gathers the averaged gradients too (every replica keeps the whole
 //            mean gradient, for clipping or inspection); only the optimizer state is sharded.
@@ -124,7 +124,7 @@ class ShardedOptimizer final : public optim::Optimizer<T> {
   std::vector<Var<T>> shards_;
   std::uint64_t layout_ = 0;
   std::optional<Partition> chunks_;                     // the reduction group as a 1-D grid
-  std::vector<std::unique_ptr<AllGather<T>>> gathers_;  // per bucket (null: MPI_Allgatherv)
+  std::vector<std::unique_ptr<AllGather<T>>> gathers_;  // per bucket (null: comm::allgatherv)
   optim::OptimizerState<T> gathered_;
   bool gathered_current_ = false;
 };
