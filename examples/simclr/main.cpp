@@ -8,8 +8,8 @@
 //
 // Data parallel: one replica per rank, each taking batch-size / ranks images of every step; the
 // loss couples all the replicas' rows (loss::ntxent and friends over MPI_COMM_WORLD), and the
-// gradient reducer averages the replicas' gradients. The loop is this file's (train::fit trains
-// classifiers); it uses the driver's options, flags, optimizers, schedules, checkpoints and logs.
+// gradient reducer averages the replicas' gradients. The loop is train::fit's, with the step's
+// loss given as a train::CustomLoss: the driver's options, flags, checkpoints and logs.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
@@ -145,10 +145,6 @@ int run(train::TrainOptions& o, SimclrSettings& s, bool replicas_given, bool tem
                "examples/simclr is purely data parallel: --replicas must be the rank count ", ranks,
                " (its default), found ", o.replicas);
   train::check_options(o, kProgram);
-  // Flags of train::fit that this loop does not implement: refused rather than ignored.
-  DISTOP_CHECK(o.zero == 0, kProgram, "--zero is not supported by examples/simclr's loop yet");
-  DISTOP_CHECK(o.trace.empty() && !o.profile, kProgram,
-               "--trace and --profile are not supported by examples/simclr's loop yet");
   data::check_augment_options(s.augment);
   DISTOP_CHECK(s.temperature > 0 && std::isfinite(s.temperature), kProgram,
                "--temperature must be positive, found ", s.temperature);
@@ -159,195 +155,68 @@ int run(train::TrainOptions& o, SimclrSettings& s, bool replicas_given, bool tem
   DISTOP_CHECK(o.batch_size % ranks == 0, kProgram, "--batch-size ", o.batch_size,
                " is the global batch; ", ranks,
                " ranks do not divide it (each replica takes batch-size / ranks examples)");
-  const std::int64_t local_batch = o.batch_size / ranks;
   (void)loss::parse_strategy(s.strategy);  // an unknown name is an Error before any work
 
   parallel::Replicas replicas(MPI_COMM_WORLD, ranks);
   const int r_index = replicas.index();
-  const bool writer = r_index == 0;  // replica 0 writes the checkpoints and the weights
   const auto train_set = data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, true);
   const auto test_set = data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, false);
   SimCLRNet model(train_set.channels, train_set.rows, train_set.cols, o.seed, scalars_of(s.loss),
                   replicas.model_comm());
-  if (!o.save.empty()) {
-    comm::agree(MPI_COMM_WORLD, kProgram, [&] {
-      if (rank != 0) return;
-      const auto dir = std::filesystem::absolute(o.save).parent_path();
-      DISTOP_CHECK(std::filesystem::is_directory(dir), kProgram, "cannot write --save ", o.save,
-                   ": ", dir.string(), " is not a directory");
-    });
-  }
-  if (!o.init.empty()) io::load_state_dict(o.init, model);
-  if (talk)
-    std::fprintf(stderr,
-                 "distop simclr: %d rank%s, %lld training and %lld test images, loss %s (%s), "
-                 "global batch %lld\n%s",
-                 ranks, ranks == 1 ? "" : "s", static_cast<long long>(train_set.size),
-                 static_cast<long long>(test_set.size), s.loss.c_str(), s.strategy.c_str(),
-                 static_cast<long long>(o.batch_size), model.describe().c_str());
+  if (talk)  // train::fit describes the model and the data when it trains
+    std::fprintf(stderr, "distop simclr: loss %s (%s), global batch %lld\n%s", s.loss.c_str(),
+                 s.strategy.c_str(), static_cast<long long>(o.batch_size),
+                 s.probe_only ? model.describe().c_str() : "");
 
   if (s.probe_only) {
+    if (!o.init.empty()) io::load_state_dict(o.init, model);  // fit loads it when it trains
     const auto p =
         examples::linear_probe(model, train_set, test_set, s.probe, ranks, r_index, MPI_COMM_WORLD);
     report_probe(p, o.init.empty() ? "randomly initialised encoder" : o.init.c_str(), rank == 0);
     return 0;
   }
 
-  auto opt = train::make_optimizer(o, model.parameters());
-  data::DistributedSampler sampler(train_set.size, ranks, r_index,
-                                   {.shuffle = !o.no_shuffle, .drop_last = false, .seed = o.seed});
-  const auto batches = data::batch_ranges(sampler.num_samples(), local_batch, false);
-  const auto per_epoch = static_cast<std::int64_t>(batches.size());
-  std::unique_ptr<parallel::GradientReducer<float>> reducer;
-  if (ranks > 1) reducer = std::make_unique<parallel::GradientReducer<float>>(model, replicas);
-  optim::LRScheduler<float> scheduler(*opt, train::make_schedule(o, o.epochs * per_epoch));
   char temperature[32];  // the shortest text that reads back as the same double
   *std::to_chars(temperature, temperature + sizeof temperature - 1, s.temperature).ptr = '\0';
-  // The settings a checkpoint's position, schedule and views depend on; a resume must repeat them.
-  const io::Metadata settings{{"batch_size", std::to_string(o.batch_size)},
-                              {"shuffle", o.no_shuffle ? "false" : "true"},
-                              {"epochs", std::to_string(o.epochs)},
-                              {"lr_schedule", scheduler.schedule().str()},
-                              {"loss", s.loss},
-                              {"temperature", temperature}};
-  io::CheckpointInfo position;
-  position.seed = o.seed;
-  if (o.resume) {
-    const optim::Hyperparameters given = opt->group_options(0);
-    position = io::load_checkpoint(o.checkpoint_dir, model, *opt);
-    const std::string from = "the checkpoint in " + o.checkpoint_dir + " was made with ";
-    DISTOP_CHECK(position.seed == o.seed, kProgram, from, "--seed ", position.seed, ", not ",
-                 o.seed);
-    for (const auto& [key, value] : settings) {
-      const auto it = position.metadata.find(key);
-      DISTOP_CHECK(it != position.metadata.end() && it->second == value, kProgram, from, key, " ",
-                   it == position.metadata.end() ? "(none)" : it->second, ", not ", value,
-                   "; resume with the settings of the run");
-    }
-    for (const auto& [key, value] : opt->group_options(0)) {
-      if (key == "lr") continue;
-      const auto it = given.find(key);
-      DISTOP_CHECK(it != given.end() && it->second == value, kProgram, from, opt->name(), " ", key,
-                   " ", value, ", not ", it == given.end() ? 0.0 : it->second,
-                   "; resume with the settings of the run");
-    }
-    DISTOP_CHECK(position.epoch >= 0 && position.step_in_epoch >= 0 &&
-                     position.step_in_epoch < per_epoch &&
-                     position.global_step == position.epoch * per_epoch + position.step_in_epoch,
-                 kProgram, "the checkpoint in ", o.checkpoint_dir, " is at epoch ", position.epoch,
-                 ", step ", position.step_in_epoch, " of it, which does not fit ", per_epoch,
-                 " steps per epoch");
-    DISTOP_CHECK(position.scheduler.has_value(), kProgram, "the checkpoint in ", o.checkpoint_dir,
-                 " has no learning-rate schedule state");
-    scheduler.load_state(*position.scheduler);
-    if (talk)
-      std::fprintf(stderr, "resuming at epoch %lld, step %lld of it (%lld steps done)\n",
-                   static_cast<long long>(position.epoch + 1),
-                   static_cast<long long>(position.step_in_epoch),
-                   static_cast<long long>(position.global_step));
-  }
-  if (reducer) reducer->broadcast_state();
-  if (rank == 0 && !o.checkpoint_dir.empty()) {
-    std::error_code ec;  // a failure shows when the metrics or the checkpoint are written
-    std::filesystem::create_directories(o.checkpoint_dir, ec);
-  }
+  // train::fit runs the loop (sampling, optimizer, schedule, reducer, --zero, checkpoints, the
+  // checkpoint directory's lock, signals, logs, --trace, --profile, --save); each step's loss is
+  // the contrastive loss of the two views' projections.
+  train::CustomLoss<SimCLRNet> custom;
+  custom.loss = [&](Tape& tape, SimCLRNet& m, const data::Dataset& d,
+                    const std::vector<std::int64_t>& order, const data::BatchRange& range,
+                    std::int64_t epoch) {
+    const auto space = m.input_space(range.size());
+    auto xa = DistTensor<float>::uninitialized(space);
+    auto xb = DistTensor<float>::uninitialized(space);
+    load_views(d, order, range, space, o.seed, static_cast<std::uint64_t>(epoch), s.augment, xa,
+               xb);
+    const auto za = m.forward(tape, Var<float>(xa));
+    const auto zb = m.forward(tape, Var<float>(xb));
+    return contrastive_loss(tape, m, za, zb, s);
+  };
+  // The views depend on the loss's settings too; a resume must repeat them.
+  custom.settings = {{"loss", s.loss}, {"temperature", temperature}};
   std::string metrics_path = o.metrics;
   if (metrics_path.empty() && !o.checkpoint_dir.empty())
     metrics_path = o.checkpoint_dir + "/metrics.csv";
-  const auto resume_epoch =
-      o.resume ? std::optional<int>(static_cast<int>(position.epoch)) : std::nullopt;
-  auto csv = train::AppendedFile::open_on<EpochCsv>(MPI_COMM_WORLD, 0, metrics_path, kProgram, [&] {
-    return EpochCsv(metrics_path, resume_epoch);
-  });
-  auto log = train::LossLog::open(
-      MPI_COMM_WORLD, o.loss_log,
-      o.resume ? std::optional<std::int64_t>(position.global_step) : std::nullopt);
-  auto checkpoint = [&](std::int64_t epoch, std::int64_t in_epoch) {
-    if (o.checkpoint_dir.empty()) return;
-    io::CheckpointInfo info;
-    info.epoch = epoch;
-    info.step_in_epoch = in_epoch;
-    info.global_step = position.global_step;
-    info.seed = o.seed;
-    info.metadata = settings;
-    info.metadata.emplace("model", kProgram);
-    info.scheduler = scheduler.state();
-    if (writer) io::save_checkpoint(o.checkpoint_dir, model, *opt, info);
+  std::optional<EpochCsv> csv;
+  custom.on_start = [&](std::optional<int> resumed_after) {
+    csv.emplace(train::AppendedFile::open_on<EpochCsv>(
+        MPI_COMM_WORLD, 0, metrics_path, kProgram,
+        [&] { return EpochCsv(metrics_path, resumed_after); }));
   };
-
-  std::int64_t& step = position.global_step;
-  bool stop = o.steps > 0 && step >= o.steps;
-  const auto run_start = std::chrono::steady_clock::now();
-  for (std::int64_t epoch = position.epoch; epoch < o.epochs && !stop; ++epoch) {
-    sampler.set_epoch(static_cast<std::uint64_t>(epoch));
-    const auto order = sampler.indices();
-    const std::int64_t first = epoch == position.epoch ? position.step_in_epoch : 0;
-    const std::int64_t last =
-        o.steps > 0 ? std::min<std::int64_t>(per_epoch, first + (o.steps - step)) : per_epoch;
-    const auto start = std::chrono::steady_clock::now();
-    double loss_sum = 0;
-    std::int64_t loss_steps = 0;
-    const std::int64_t tenth = std::max<std::int64_t>(per_epoch / 10, 1);
-    for (std::int64_t b = first; b < last; ++b) {
-      const auto& range = batches[static_cast<std::size_t>(b)];
-      const auto space = model.input_space(range.size());
-      auto xa = DistTensor<float>::uninitialized(space);
-      auto xb = DistTensor<float>::uninitialized(space);
-      load_views(train_set, order, range, space, o.seed, static_cast<std::uint64_t>(epoch),
-                 s.augment, xa, xb);
-      Tape tape;
-      const auto za = model.forward(tape, Var<float>(xa));
-      const auto zb = model.forward(tape, Var<float>(xb));
-      auto loss = contrastive_loss(tape, model, za, zb, s);
-      const double value = loss.value().local().to_vector()[0];
-      // The loss is the same on every rank (loss/contrastive.hpp), so is this verdict.
-      DISTOP_CHECK(std::isfinite(value) || o.allow_nonfinite, kProgram, "the loss of step ",
-                   step + 1, " is ", value,
-                   " (not finite); stopping before the update (--allow-nonfinite goes on)");
-      if (reducer) {
-        // The reducer averages the R replicas' gradients; each replica holds its share of the
-        // global loss's gradient, so the seed R makes the average dL/dθ (loss/contrastive.hpp).
-        auto seeded = nn::scale(tape, loss, static_cast<double>(ranks));
-        reducer->backward(tape, seeded);
-      } else {
-        backward(tape, loss);
-      }
-      opt->step();
-      opt->zero_grad();
-      scheduler.step();
-      ++step;
-      loss_sum += value;
-      ++loss_steps;
-      if (rank == 0) log.append(step, value);
-      if (talk && ((b + 1) % tenth == 0 || b + 1 == last))
-        std::fprintf(
-            stderr, "epoch %lld/%d step %lld/%lld  loss %.4f  %.0f images/s\n",
-            static_cast<long long>(epoch + 1), o.epochs, static_cast<long long>(b + 1),
-            static_cast<long long>(per_epoch), loss_sum / static_cast<double>(loss_steps),
-            static_cast<double>((b + 1 - first) * o.batch_size) /
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && b + 1 < per_epoch)
-        checkpoint(epoch, b + 1);
-    }
-    stop = o.steps > 0 && step >= o.steps;
-    const bool finished = last == per_epoch;
-    if (finished) {
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      csv.append(static_cast<int>(epoch + 1),
-                 loss_sum / static_cast<double>(std::max<std::int64_t>(loss_steps, 1)), seconds);
-    }
-    checkpoint(finished ? epoch + 1 : epoch, finished ? 0 : last);
-  }
-  if (talk)
-    std::fprintf(
-        stderr, "trained %lld steps in %.1f s\n", static_cast<long long>(step),
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count());
-  if (!o.save.empty()) {
-    io::Metadata meta{{"model", kProgram}, {"loss", s.loss}, {"steps", std::to_string(step)}};
-    if (writer) io::save_state_dict(o.save, model, meta);
-    if (talk) std::fprintf(stderr, "saved %s\n", o.save.c_str());
-  }
+  custom.on_epoch = [&](int epoch, double loss, double seconds) {
+    csv->append(epoch, loss, seconds);
+  };
+  // fit reads the batches through custom.loss; this loader (the plain images of a batch, as the
+  // other examples load them) is its argument for the classifiers' path, which custom replaces.
+  auto plain = [](const data::Dataset& d, const std::vector<std::int64_t>& order,
+                  const data::BatchRange& range, const TensorSpace&, DistTensor<float>& x) {
+    data::load_batch(d, data::Sampler::indices(order, range), x);
+  };
+  const int status = train::fit(kProgram, model, o, train_set, test_set, plain,
+                                {{"model", kProgram}, {"loss", s.loss}}, &replicas, &custom);
+  if (status != 0) return status;
   if (!s.no_probe) {
     const auto p =
         examples::linear_probe(model, train_set, test_set, s.probe, ranks, r_index, MPI_COMM_WORLD);

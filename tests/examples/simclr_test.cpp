@@ -241,5 +241,13 @@ TEST_F(Simclr, BadFlagsAreClearErrors) {
   expect_clean_failure(run_simclr(data_ + "--crop-scale 0"), "crop scale range");
   expect_clean_failure(run_simclr(data_ + "--replicas 1", 2), "--replicas must be the rank count");
   expect_clean_failure(run_simclr(data_ + "--resume"), "--resume");
-  expect_clean_failure(run_simclr(data_ + "--profile"), "--trace and --profile are not supported");
+}
+
+// The loop is train::fit's: --zero, --profile and --trace work as in the other examples.
+TEST_F(Simclr, RunsThroughTheTrainingDriver) {
+  const auto trace = dir_ / "trace.json";
+  auto z =
+      run_simclr(data_ + "--no-probe --steps 2 --zero 1 --profile --trace " + trace.string(), 2);
+  ASSERT_EQ(z.status, 0) << z.output;
+  EXPECT_TRUE(std::filesystem::exists(trace)) << z.output;
 }

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,6 +44,7 @@
 #include "distop/io/run_directory.hpp"
 #include "distop/io/state_dict.hpp"
 #include "distop/loss/cross_entropy.hpp"
+#include "distop/nn/arithmetic.hpp"
 #include "distop/nn/dropout.hpp"
 #include "distop/nn/module.hpp"
 #include "distop/optim/lr_scheduler.hpp"
@@ -64,6 +66,31 @@ concept ClassificationModel = std::derived_from<M, nn::Module<float>> &&
   { cm.input_space(batch) } -> std::convertible_to<TensorSpace>;
   { m.forward(t, x) } -> std::same_as<Var<float>>;
   { cm.describe() } -> std::convertible_to<std::string>;
+};
+
+// train::fit's extension point for a model trained by a loss of its own instead of the
+// cross-entropy of its logits against the labels (examples/simclr's contrastive losses). fit keeps
+// the rest: sampling, optimizer, schedule, gradient reducer and --zero, checkpoints and --resume,
+// the checkpoint directory's lock, signals, the loss log, --trace and --profile, --save.
+template <class Model>
+struct CustomLoss {
+  // The loss of the step whose batch is `range` of the epoch's example `order` (this replica's
+  // share), recorded on `tape`. It is the global batch's loss, the same value on every rank (the
+  // convention of loss/contrastive.hpp), not a replica's share: fit seeds backward with the
+  // replica count R, so that the reducer's average of the replicas' gradients is the loss's
+  // gradient, and logs the loss as it is.
+  std::function<Var<float>(Tape& tape, Model& model, const data::Dataset& train,
+                           const std::vector<std::int64_t>& order, const data::BatchRange& range,
+                           std::int64_t epoch)>
+      loss;
+  // Settings a checkpoint depends on beyond fit's own; a resumed run must repeat them.
+  io::Metadata settings;
+  // There is no test evaluation and fit writes no metrics CSV: on_start (before the first step,
+  // with the epoch a resumed run continues after, nullopt for a fresh run) and on_epoch (after
+  // each finished epoch, with its mean training loss per example and its seconds) let the program
+  // keep its own per-epoch record. Called on every rank; either may be empty.
+  std::function<void(std::optional<int> resumed_after)> on_start;
+  std::function<void(int epoch, double train_loss, double seconds)> on_epoch;
 };
 
 namespace detail {
@@ -261,10 +288,13 @@ EpochMetrics evaluate(Model& model, const data::Dataset& d, Load& load, int repl
 // writes checkpoints and the --save file; every replica reads them. With o.zero (--zero 1 or 2)
 // the optimizer is a parallel::ShardedOptimizer over the reducer's buckets; its checkpoints are
 // in the unsharded layout, so a run resumes with any replica count and --zero.
+//
+// With `custom` (see CustomLoss), each step's loss is custom->loss's instead, with no test
+// evaluation, no metrics CSV and no test accuracy at the end; `load` is then not called.
 template <ClassificationModel Model, class Load>
 int fit(const std::string& program, Model& model, const TrainOptions& o, const data::Dataset& train,
         const data::Dataset& test, Load load, io::Metadata save_metadata = {},
-        const parallel::Replicas* replicas = nullptr) {
+        const parallel::Replicas* replicas = nullptr, const CustomLoss<Model>* custom = nullptr) {
   const char* name = program.c_str();
   int rank = 0, ranks = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -370,10 +400,11 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
   const std::int64_t total_steps = o.epochs * per_epoch;
   optim::LRScheduler<float> scheduler(*opt, make_schedule(o, total_steps));
   // The settings a checkpoint's position and schedule depend on; a resumed run must repeat them.
-  const io::Metadata settings{{"batch_size", std::to_string(o.batch_size)},
-                              {"shuffle", o.no_shuffle ? "false" : "true"},
-                              {"epochs", std::to_string(o.epochs)},
-                              {"lr_schedule", scheduler.schedule().str()}};
+  io::Metadata settings{{"batch_size", std::to_string(o.batch_size)},
+                        {"shuffle", o.no_shuffle ? "false" : "true"},
+                        {"epochs", std::to_string(o.epochs)},
+                        {"lr_schedule", scheduler.schedule().str()}};
+  if (custom) settings.insert(custom->settings.begin(), custom->settings.end());
   io::CheckpointInfo position;
   position.seed = o.seed;
   if (o.resume) {
@@ -422,6 +453,7 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
   std::string metrics_path = o.metrics;
   if (metrics_path.empty() && !o.checkpoint_dir.empty())
     metrics_path = o.checkpoint_dir + "/metrics.csv";
+  if (custom) metrics_path.clear();  // the program keeps its own record (CustomLoss)
   auto csv = MetricsCsv::open(
       MPI_COMM_WORLD, metrics_path,
       o.resume ? std::optional<int>(static_cast<int>(position.epoch)) : std::nullopt);
@@ -429,6 +461,9 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
   auto log =
       LossLog::open(MPI_COMM_WORLD, o.loss_log,
                     o.resume ? std::optional<std::int64_t>(position.global_step) : std::nullopt);
+  if (custom && custom->on_start)
+    custom->on_start(o.resume ? std::optional<int>(static_cast<int>(position.epoch))
+                              : std::nullopt);
   // A checkpoint inside an epoch carries the epoch's totals so far (train loss, accuracy, time),
   // so that a run resumed from it writes the epoch's metrics row over all of its steps.
   auto checkpoint = [&](std::int64_t epoch, std::int64_t in_epoch, const detail::EpochMetrics& m,
@@ -516,15 +551,19 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
       comm::set_watchdog_step(step + 1);  // named by the hang watchdog's report
       trace::Span step_span("step", "step");
       const auto& range = batches[static_cast<std::size_t>(b)];
-      const auto space = model.input_space(range.size());
-      auto x = DistTensor<float>::uninitialized(space);
-      {
-        trace::Span phase("phase", "load");
-        load(train, order, range, space, x);
-      }
       Tape tape;
       Var<float> logits, loss;
-      {
+      if (custom) {
+        trace::Span phase("phase", "forward");
+        labels.clear();  // no accuracy
+        loss = custom->loss(tape, model, train, order, range, epoch);
+      } else {
+        const auto space = model.input_space(range.size());
+        auto x = DistTensor<float>::uninitialized(space);
+        {
+          trace::Span phase("phase", "load");
+          load(train, order, range, space, x);
+        }
         trace::Span phase("phase", "forward");
         logits = model.forward(tape, Var<float>(x));
         detail::box_labels(logits.space(), train, order, range, labels);
@@ -532,10 +571,15 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
       }
       {
         trace::Span phase("phase", "backward");
+        // A custom loss is the global batch's on every replica: seed R, so that the reducer's
+        // average over the R replicas is its gradient.
+        Var<float> seeded;
+        if (custom && r_count > 1) seeded = nn::scale(tape, loss, static_cast<double>(r_count));
+        Var<float>& root = custom && r_count > 1 ? seeded : loss;
         if (reducer)
-          reducer->backward(tape, loss);
+          reducer->backward(tape, root);
         else
-          backward(tape, loss);
+          backward(tape, root);
       }
       {
         trace::Span phase("phase", "optimizer");
@@ -563,7 +607,12 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
     if (interrupted) break;
     stop = o.steps > 0 && step >= o.steps;
     const bool finished = last == per_epoch;
-    if (finished) {
+    if (finished && custom) {
+      if (custom->on_epoch)
+        custom->on_epoch(static_cast<int>(epoch + 1),
+                         m.loss / static_cast<double>(std::max<std::int64_t>(m.seen, 1)),
+                         elapsed());
+    } else if (finished) {
       // The epoch's row is written before the checkpoint that moves past the epoch: a run that
       // dies between the two resumes inside the epoch, and the resumed run writes the row again.
       const double seconds = elapsed();
@@ -591,10 +640,14 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
   }
 
   comm::set_watchdog_step(-1);
-  const auto t = detail::evaluate(model, test, load, r_count, r_index);
-  if (talk)
-    std::fprintf(stderr, "test accuracy %.2f%% (loss %.4f) after %lld steps\n",
-                 100.0 * t.accuracy(), t.loss, static_cast<long long>(step));
+  if (!custom) {
+    const auto t = detail::evaluate(model, test, load, r_count, r_index);
+    if (talk)
+      std::fprintf(stderr, "test accuracy %.2f%% (loss %.4f) after %lld steps\n",
+                   100.0 * t.accuracy(), t.loss, static_cast<long long>(step));
+  } else if (talk) {
+    std::fprintf(stderr, "trained %lld steps\n", static_cast<long long>(step));
+  }
   if (!o.save.empty()) {
     save_metadata.emplace("steps", std::to_string(step));
     if (writer) io::save_state_dict(o.save, model, save_metadata);
