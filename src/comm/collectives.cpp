@@ -433,7 +433,7 @@ void allgatherv(const T* send, std::int64_t send_count, T* recv, const int* coun
   DISTOP_CHECK(send_count == counts[rank], "allgatherv", "this rank sends ", send_count,
                " entries but its count is ", counts[rank]);
   // This rank's block into place, then the in-place all-gather (ordered after the copy).
-  copy(send, recv + displs[rank], send_count);
+  if (send_count > 0) copy(send, recv + displs[rank], send_count);
   iallgatherv(recv, counts, displs, comm).wait();
 }
 
