@@ -7,6 +7,8 @@
 #include "distop/comm/mpi.hpp"
 #include "distop/kernels/box.hpp"
 
+#include "../core/scratch.hpp"
+
 namespace distop {
 
 namespace {
@@ -135,15 +137,19 @@ template <class T>
 void RepartitionPlan::copy_forward(const Tensor<T>& x, Tensor<T>& y) const {
   // Every entry of y comes from exactly one source entry: receives and local copies
   // overwrite, and no fill is needed. Contiguous boxes travel straight from x and into y.
+  // Staging for the boxes that are not contiguous, leased from the scratch pool (no allocation
+  // once the pool holds blocks of these sizes); declared before the exchange, so that they
+  // outlive any message still in flight if an error ends the call.
+  std::vector<detail::Scratch<T>> in(recvs_.size());
+  std::vector<detail::Scratch<T>> out;
+  out.reserve(sends_.size());
   comm::Exchange<T> ex(src_.partition().parent(), kTag);
-  std::vector<Tensor<T>> in(recvs_.size());
-  std::vector<Tensor<T>> out;
   for (std::size_t i = 0; i < recvs_.size(); ++i) {
     const auto& r = recvs_[i];
     const auto at = contiguous_offset(y.shape(), r.box);
     T* to = at >= 0 ? y.data() + at : nullptr;
     if (at < 0) {
-      in[i] = Tensor<T>::uninitialized(Shape{r.box.numel()});
+      in[i] = detail::Scratch<T>(r.box.numel());
       to = in[i].data();
     }
     ex.recv(to, r.box.numel(), r.peer);
@@ -152,7 +158,7 @@ void RepartitionPlan::copy_forward(const Tensor<T>& x, Tensor<T>& y) const {
     const auto at = contiguous_offset(x.shape(), s.box);
     const T* from = at >= 0 ? x.data() + at : nullptr;
     if (at < 0) {
-      out.push_back(Tensor<T>::uninitialized(Shape{s.box.numel()}));
+      out.emplace_back(s.box.numel());
       kernels::pack(x, s.plan, out.back().data());
       from = out.back().data();
     }
@@ -161,7 +167,7 @@ void RepartitionPlan::copy_forward(const Tensor<T>& x, Tensor<T>& y) const {
   for (const auto& l : local_) kernels::copy_box(x, l.src_plan, y, l.dst_plan);
   ex.wait();
   for (std::size_t i = 0; i < recvs_.size(); ++i)
-    if (in[i].numel() > 0) kernels::unpack(in[i].data(), recvs_[i].plan, y);
+    if (in[i].data() != nullptr) kernels::unpack(in[i].data(), recvs_[i].plan, y);
 }
 
 template <class T>
@@ -177,15 +183,16 @@ void RepartitionPlan::accumulate_reverse(const Tensor<T>& y, Tensor<T>& x) const
   const bool add_received = !all_tile;
   const bool add_local = !local_tiles && !all_tile;
 
+  std::vector<detail::Scratch<T>> in(sends_.size());
+  std::vector<detail::Scratch<T>> out;
+  out.reserve(recvs_.size());
   comm::Exchange<T> ex(src_.partition().parent(), kTag + 1);
-  std::vector<Tensor<T>> in(sends_.size());
-  std::vector<Tensor<T>> out;
   for (std::size_t i = 0; i < sends_.size(); ++i) {
     const auto& s = sends_[i];
     const auto at = add_received ? -1 : contiguous_offset(x.shape(), s.box);
     T* to = at >= 0 ? x.data() + at : nullptr;
     if (at < 0) {
-      in[i] = Tensor<T>::uninitialized(Shape{s.box.numel()});
+      in[i] = detail::Scratch<T>(s.box.numel());
       to = in[i].data();
     }
     ex.recv(to, s.box.numel(), s.peer);
@@ -194,7 +201,7 @@ void RepartitionPlan::accumulate_reverse(const Tensor<T>& y, Tensor<T>& x) const
     const auto at = contiguous_offset(y.shape(), r.box);
     const T* from = at >= 0 ? y.data() + at : nullptr;
     if (at < 0) {
-      out.push_back(Tensor<T>::uninitialized(Shape{r.box.numel()}));
+      out.emplace_back(r.box.numel());
       kernels::pack(y, r.plan, out.back().data());
       from = out.back().data();
     }
@@ -203,7 +210,7 @@ void RepartitionPlan::accumulate_reverse(const Tensor<T>& y, Tensor<T>& x) const
   for (const auto& l : local_) kernels::copy_box(y, l.dst_plan, x, l.src_plan, add_local);
   ex.wait();
   for (std::size_t i = 0; i < sends_.size(); ++i)
-    if (in[i].numel() > 0) kernels::unpack(in[i].data(), sends_[i].plan, x, add_received);
+    if (in[i].data() != nullptr) kernels::unpack(in[i].data(), sends_[i].plan, x, add_received);
 }
 
 CommStats RepartitionPlan::forward_stats(std::size_t element) const {
