@@ -16,11 +16,11 @@ namespace distop::kernels::conv_detail {
 
 namespace {
 
-using ::distop::detail::Scratch;
 using detail::add_back_run;
 using detail::gemm_raw;
 using detail::read_run;
 using detail::scale_or_zero_run;
+using ::distop::detail::Scratch;
 
 // col [C taps, nb P] (row (c, j), column (sample, output position)) from the nb samples of x
 // [nb, C, in...] starting at x; zero where a tap reads outside the input.

@@ -51,7 +51,8 @@ inline Geo padded(const WindowGeometry& g) {
 }
 
 // Samples per chunk (see kMinColumns).
-inline std::int64_t chunk_samples(std::int64_t n, std::int64_t rows_k, std::int64_t p, std::size_t elem) {
+inline std::int64_t chunk_samples(std::int64_t n, std::int64_t rows_k, std::int64_t p,
+                                  std::size_t elem) {
   std::int64_t nb =
       std::clamp<std::int64_t>((kMinColumns + p - 1) / p, 1, std::max<std::int64_t>(n, 1));
   const std::int64_t per_sample = rows_k * p * static_cast<std::int64_t>(elem);
@@ -71,8 +72,7 @@ template <class T>
 void im2col_backward_input(const T* dy, const T* w, T beta, T* dx, std::int64_t n, std::int64_t c,
                            std::int64_t o, const Geo& g);
 template <class T>
-void im2col_backward_weight(const T* dy, const T* x, T beta, T* dw, std::int64_t n,
-                            std::int64_t c, std::int64_t o, const Geo& g,
-                            const ConvColumns<T>* kept);
+void im2col_backward_weight(const T* dy, const T* x, T beta, T* dw, std::int64_t n, std::int64_t c,
+                            std::int64_t o, const Geo& g, const ConvColumns<T>* kept);
 
 }  // namespace distop::kernels::conv_detail

@@ -1,13 +1,13 @@
 // The library's scratch pool (src/core/scratch.hpp, internal): leases are exclusive, aligned and
 // large enough, and given-back blocks are reused.
+#include "../../src/core/scratch.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <set>
 #include <thread>
 #include <vector>
-
-#include "../../src/core/scratch.hpp"
 
 namespace {
 

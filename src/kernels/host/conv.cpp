@@ -21,7 +21,6 @@ namespace distop::kernels {
 
 namespace {
 
-using ::distop::detail::Scratch;
 using conv_detail::chunk_samples;
 using conv_detail::Geo;
 using conv_detail::kMaxScratchBytes;
@@ -31,6 +30,7 @@ using detail::copy_run;
 using detail::gemm_raw;
 using detail::read_run;
 using detail::scale_or_zero_run;
+using ::distop::detail::Scratch;
 
 // ---------------------------------------------------------------------------------------------
 // The row-folded im2col ("bands"), on the host, for a stride of 1 along axis 1 (the height of a
@@ -375,15 +375,15 @@ bool conv_forward(const T* xp, const T* wp, const T* bp, T* yp, std::int64_t n, 
       return true;
     }
     if (!use_bands(geo)) return false;
-    band_forward(xp, wp, bp, n, c, o, geo, chunk_samples(n, c * geo.taps, geo.out_n, sizeof(T)),
-                 yp, keep);
+    band_forward(xp, wp, bp, n, c, o, geo, chunk_samples(n, c * geo.taps, geo.out_n, sizeof(T)), yp,
+                 keep);
     return true;
   }
 }
 
 template <class T>
-bool conv_backward_input(const T* dyp, const T* wp, T beta, T* dxp, std::int64_t n,
-                         std::int64_t c, std::int64_t o, const Geo& geo) {
+bool conv_backward_input(const T* dyp, const T* wp, T beta, T* dxp, std::int64_t n, std::int64_t c,
+                         std::int64_t o, const Geo& geo) {
   if constexpr (!kHostKernels) {
     return false;
   } else {
@@ -392,16 +392,15 @@ bool conv_backward_input(const T* dyp, const T* wp, T beta, T* dxp, std::int64_t
       return true;
     }
     if (!use_bands(geo)) return false;
-    band_backward_input(dyp, wp, n, c, o, geo,
-                        chunk_samples(n, c * geo.taps, geo.out_n, sizeof(T)), beta, dxp);
+    band_backward_input(dyp, wp, n, c, o, geo, chunk_samples(n, c * geo.taps, geo.out_n, sizeof(T)),
+                        beta, dxp);
     return true;
   }
 }
 
 template <class T>
-bool conv_backward_weight(const T* dyp, const T* xp, T beta, T* dwp, std::int64_t n,
-                          std::int64_t c, std::int64_t o, const Geo& geo,
-                          const ConvColumns<T>* kept) {
+bool conv_backward_weight(const T* dyp, const T* xp, T beta, T* dwp, std::int64_t n, std::int64_t c,
+                          std::int64_t o, const Geo& geo, const ConvColumns<T>* kept) {
   if constexpr (!kHostKernels) {
     return false;
   } else {
@@ -442,16 +441,15 @@ bool conv_backward(const T* dyp, const T* xp, const T* wp, const ConvGradients<T
   }
 }
 
-#define DISTOP_INSTANTIATE_HOST_CONV(T)                                                        \
-  template bool conv_forward(const T*, const T*, const T*, T*, std::int64_t, std::int64_t,     \
-                             std::int64_t, const Geo&, ConvColumns<T>*);                       \
-  template bool conv_backward_input(const T*, const T*, T, T*, std::int64_t, std::int64_t,     \
-                                    std::int64_t, const Geo&);                                 \
-  template bool conv_backward_weight(const T*, const T*, T, T*, std::int64_t, std::int64_t,    \
-                                     std::int64_t, const Geo&, const ConvColumns<T>*);         \
-  template bool conv_backward(const T*, const T*, const T*, const ConvGradients<T>&,           \
-                              std::int64_t, std::int64_t, std::int64_t, const Geo&,            \
-                              const ConvColumns<T>*);
+#define DISTOP_INSTANTIATE_HOST_CONV(T)                                                            \
+  template bool conv_forward(const T*, const T*, const T*, T*, std::int64_t, std::int64_t,         \
+                             std::int64_t, const Geo&, ConvColumns<T>*);                           \
+  template bool conv_backward_input(const T*, const T*, T, T*, std::int64_t, std::int64_t,         \
+                                    std::int64_t, const Geo&);                                     \
+  template bool conv_backward_weight(const T*, const T*, T, T*, std::int64_t, std::int64_t,        \
+                                     std::int64_t, const Geo&, const ConvColumns<T>*);             \
+  template bool conv_backward(const T*, const T*, const T*, const ConvGradients<T>&, std::int64_t, \
+                              std::int64_t, std::int64_t, const Geo&, const ConvColumns<T>*);
 DISTOP_INSTANTIATE_HOST_CONV(float)
 DISTOP_INSTANTIATE_HOST_CONV(double)
 #undef DISTOP_INSTANTIATE_HOST_CONV

@@ -315,8 +315,7 @@ bool avg_pool_forward(const Geometry3& g3, std::int64_t planes, const T* x, T* y
   return true;
 }
 
-template bool max_pool_forward(const Geometry3&, std::int64_t, const float*, float*,
-                               std::int64_t*);
+template bool max_pool_forward(const Geometry3&, std::int64_t, const float*, float*, std::int64_t*);
 template bool max_pool_forward(const Geometry3&, std::int64_t, const double*, double*,
                                std::int64_t*);
 template bool avg_pool_forward(const Geometry3&, std::int64_t, const float*, float*, double);
