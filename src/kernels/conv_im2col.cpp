@@ -1,6 +1,7 @@
 #include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 #include "../core/scratch.hpp"
 #include "conv_internal.hpp"
@@ -21,6 +22,105 @@ using detail::gemm_raw;
 using detail::read_run;
 using detail::scale_or_zero_run;
 using ::distop::detail::Scratch;
+
+// The device forms below give each GPU thread one entry, over a 2-D or 3-D range whose last index
+// runs along memory (Iterate::Right: on a GPU neighbouring threads take neighbouring entries, on
+// the host the last index is the inner loop of each tile, so the decoding of the outer indices is
+// loop-invariant there). Indices are int32 when every offset fits (checked once on the host: a
+// GPU divides 32-bit integers several times faster than 64-bit ones, and so does a CPU).
+template <class I, int R>
+using Range = Kokkos::MDRangePolicy<ExecSpace,
+                                    Kokkos::Rank<R, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
+                                    Kokkos::IndexType<I>>;
+
+// True when every offset below `bound` fits an int32.
+inline bool fits_int32(std::int64_t bound) {
+  return bound <= static_cast<std::int64_t>(std::numeric_limits<std::int32_t>::max());
+}
+
+// Geo in the index type of a device kernel.
+template <class I>
+struct GeoI {
+  I in[3], out[3], k[3], s[3], dil[3], off[3];
+  I taps, in_n, out_n;
+  explicit GeoI(const Geo& g)
+      : taps(static_cast<I>(g.taps)), in_n(static_cast<I>(g.in_n)), out_n(static_cast<I>(g.out_n)) {
+    for (int a = 0; a < 3; ++a) {
+      in[a] = static_cast<I>(g.in[a]);
+      out[a] = static_cast<I>(g.out[a]);
+      k[a] = static_cast<I>(g.k[a]);
+      s[a] = static_cast<I>(g.s[a]);
+      dil[a] = static_cast<I>(g.dil[a]);
+      off[a] = static_cast<I>(g.off[a]);
+    }
+  }
+};
+
+// The device form of im2col: a thread per entry of col, over (row r, sample and output position
+// along axes 0 and 1, output position along axis 2).
+template <class I, class T>
+void im2col_device(const T* x, std::int64_t nb, std::int64_t channels, const Geo& geo, T* col) {
+  const GeoI<I> g(geo);
+  const I len = static_cast<I>(nb * geo.out_n), rows_k = static_cast<I>(channels * geo.taps);
+  const I ch_n = static_cast<I>(channels);
+  const I q_n = static_cast<I>(nb * geo.out[0] * geo.out[1]);
+  Kokkos::parallel_for(
+      "distop::im2col", Range<I, 3>({0, 0, 0}, {rows_k, q_n, g.out[2]}),
+      KOKKOS_LAMBDA(I r, I q, I o2) {
+        const I j2 = r % g.k[2];
+        const I j1 = (r / g.k[2]) % g.k[1];
+        const I j0 = (r / (g.k[2] * g.k[1])) % g.k[0];
+        const I ch = r / g.taps;
+        const I o1 = q % g.out[1];
+        const I o0 = (q / g.out[1]) % g.out[0];
+        const I nl = q / (g.out[1] * g.out[0]);
+        const I i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
+        const I i1 = o1 * g.s[1] - g.off[1] + j1 * g.dil[1];
+        const I i2 = o2 * g.s[2] - g.off[2] + j2 * g.dil[2];
+        const bool inside =
+            i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2];
+        col[r * len + q * g.out[2] + o2] =
+            inside ? x[(nl * ch_n + ch) * g.in_n + (i0 * g.in[1] + i1) * g.in[2] + i2] : T(0);
+      });
+}
+
+// The device form of col2im: a thread per entry of dx, over (sample, channel and input position
+// along axis 0, input position along axis 1, along axis 2), gathering the columns that read it.
+template <class I, class T>
+void col2im_device(const T* col, std::int64_t nb, std::int64_t channels, const Geo& geo, T beta,
+                   T* dx) {
+  const GeoI<I> g(geo);
+  const I len = static_cast<I>(nb * geo.out_n), ch_n = static_cast<I>(channels);
+  const I t_n = static_cast<I>(nb * channels * geo.in[0]);
+  Kokkos::parallel_for(
+      "distop::col2im", Range<I, 3>({0, 0, 0}, {t_n, g.in[1], g.in[2]}),
+      KOKKOS_LAMBDA(I t, I i1, I i2) {
+        const I i0 = t % g.in[0];
+        const I ch = (t / g.in[0]) % ch_n;
+        const I nl = t / (g.in[0] * ch_n);
+        T acc = T(0);
+        for (I j0 = 0; j0 < g.k[0]; ++j0) {
+          const I t0 = i0 + g.off[0] - j0 * g.dil[0];
+          const I q0 = g.s[0] == 1 ? t0 : t0 / g.s[0];
+          if (t0 < 0 || (g.s[0] != 1 && t0 % g.s[0] != 0) || q0 >= g.out[0]) continue;
+          for (I j1 = 0; j1 < g.k[1]; ++j1) {
+            const I t1 = i1 + g.off[1] - j1 * g.dil[1];
+            const I q1 = g.s[1] == 1 ? t1 : t1 / g.s[1];
+            if (t1 < 0 || (g.s[1] != 1 && t1 % g.s[1] != 0) || q1 >= g.out[1]) continue;
+            const T* src = col + (ch * g.taps + (j0 * g.k[1] + j1) * g.k[2]) * len + nl * g.out_n +
+                           (q0 * g.out[1] + q1) * g.out[2];
+            for (I j2 = 0; j2 < g.k[2]; ++j2, src += len) {
+              const I t2 = i2 + g.off[2] - j2 * g.dil[2];
+              const I q2 = g.s[2] == 1 ? t2 : t2 / g.s[2];
+              if (t2 < 0 || (g.s[2] != 1 && t2 % g.s[2] != 0) || q2 >= g.out[2]) continue;
+              acc += src[q2];
+            }
+          }
+        }
+        T* d = dx + (t * g.in[1] + i1) * g.in[2] + i2;
+        *d = beta == T(0) ? acc : beta * *d + acc;
+      });
+}
 
 // col [C taps, nb P] (row (c, j), column (sample, output position)) from the nb samples of x
 // [nb, C, in...] starting at x; zero where a tap reads outside the input.
@@ -58,30 +158,10 @@ void im2col(const T* x, std::int64_t nb, std::int64_t channels, const Geo& g, T*
             }
           }
         });
+  } else if (fits_int32(std::max(rows_k * len, nb * channels * g.in_n))) {
+    im2col_device<std::int32_t>(x, nb, channels, g, col);
   } else {
-    Kokkos::parallel_for(
-        "distop::im2col", Kokkos::RangePolicy<ExecSpace>(0, rows_k * len),
-        KOKKOS_LAMBDA(std::int64_t w) {
-          const std::int64_t r = w / len;
-          const std::int64_t cidx = w % len;
-          const std::int64_t nl = cidx / g.out_n;
-          std::int64_t p = cidx % g.out_n;
-          const std::int64_t o2 = p % g.out[2];
-          p /= g.out[2];
-          const std::int64_t o1 = p % g.out[1];
-          const std::int64_t o0 = p / g.out[1];
-          const std::int64_t j2 = r % g.k[2];
-          const std::int64_t j1 = (r / g.k[2]) % g.k[1];
-          const std::int64_t j0 = (r / (g.k[2] * g.k[1])) % g.k[0];
-          const std::int64_t ch = r / g.taps;
-          const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
-          const std::int64_t i1 = o1 * g.s[1] - g.off[1] + j1 * g.dil[1];
-          const std::int64_t i2 = o2 * g.s[2] - g.off[2] + j2 * g.dil[2];
-          const bool inside =
-              i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1] && i2 >= 0 && i2 < g.in[2];
-          col[w] =
-              inside ? x[(nl * channels + ch) * g.in_n + (i0 * g.in[1] + i1) * g.in[2] + i2] : T(0);
-        });
+    im2col_device<std::int64_t>(x, nb, channels, g, col);
   }
 }
 
@@ -125,37 +205,10 @@ void col2im(const T* col, std::int64_t nb, std::int64_t channels, const Geo& g, 
             }
           }
         });
+  } else if (fits_int32(std::max(channels * g.taps * len, nb * channels * g.in_n))) {
+    col2im_device<std::int32_t>(col, nb, channels, g, beta, dx);
   } else {
-    Kokkos::parallel_for(
-        "distop::col2im", Kokkos::RangePolicy<ExecSpace>(0, nb * channels * g.in_n),
-        KOKKOS_LAMBDA(std::int64_t w) {
-          const std::int64_t i2 = w % g.in[2];
-          std::int64_t t = w / g.in[2];
-          const std::int64_t i1 = t % g.in[1];
-          t /= g.in[1];
-          const std::int64_t i0 = t % g.in[0];
-          t /= g.in[0];
-          const std::int64_t ch = t % channels;
-          const std::int64_t nl = t / channels;
-          T acc = T(0);
-          for (std::int64_t j0 = 0; j0 < g.k[0]; ++j0) {
-            const std::int64_t t0 = i0 + g.off[0] - j0 * g.dil[0];
-            if (t0 < 0 || t0 % g.s[0] != 0 || t0 / g.s[0] >= g.out[0]) continue;
-            for (std::int64_t j1 = 0; j1 < g.k[1]; ++j1) {
-              const std::int64_t t1 = i1 + g.off[1] - j1 * g.dil[1];
-              if (t1 < 0 || t1 % g.s[1] != 0 || t1 / g.s[1] >= g.out[1]) continue;
-              for (std::int64_t j2 = 0; j2 < g.k[2]; ++j2) {
-                const std::int64_t t2 = i2 + g.off[2] - j2 * g.dil[2];
-                if (t2 < 0 || t2 % g.s[2] != 0 || t2 / g.s[2] >= g.out[2]) continue;
-                const std::int64_t r = ch * g.taps + (j0 * g.k[1] + j1) * g.k[2] + j2;
-                const std::int64_t p =
-                    ((t0 / g.s[0]) * g.out[1] + t1 / g.s[1]) * g.out[2] + t2 / g.s[2];
-                acc += col[r * len + nl * g.out_n + p];
-              }
-            }
-          }
-          dx[w] = beta == T(0) ? acc : beta * dx[w] + acc;
-        });
+    col2im_device<std::int64_t>(col, nb, channels, g, beta, dx);
   }
 }
 
@@ -177,11 +230,9 @@ void from_gemm_layout(const T* tmp, const T* bias, std::int64_t nb, std::int64_t
         });
   } else {
     Kokkos::parallel_for(
-        "distop::conv_from_gemm_layout", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n * p_n),
-        KOKKOS_LAMBDA(std::int64_t w) {
-          const std::int64_t p = w % p_n;
-          const std::int64_t o = (w / p_n) % o_n;
-          y[w] = tmp[o * len + (w / (p_n * o_n)) * p_n + p] + (bias ? bias[o] : T(0));
+        "distop::conv_from_gemm_layout", Range<std::int64_t, 3>({0, 0, 0}, {nb, o_n, p_n}),
+        KOKKOS_LAMBDA(std::int64_t n, std::int64_t o, std::int64_t p) {
+          y[(n * o_n + o) * p_n + p] = tmp[o * len + n * p_n + p] + (bias ? bias[o] : T(0));
         });
   }
 }
@@ -200,11 +251,9 @@ void to_gemm_layout(const T* dy, std::int64_t nb, std::int64_t o_n, std::int64_t
         });
   } else {
     Kokkos::parallel_for(
-        "distop::conv_to_gemm_layout", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n * p_n),
-        KOKKOS_LAMBDA(std::int64_t w) {
-          const std::int64_t p = w % p_n;
-          const std::int64_t o = (w / p_n) % o_n;
-          tmp[o * len + (w / (p_n * o_n)) * p_n + p] = dy[w];
+        "distop::conv_to_gemm_layout", Range<std::int64_t, 3>({0, 0, 0}, {nb, o_n, p_n}),
+        KOKKOS_LAMBDA(std::int64_t n, std::int64_t o, std::int64_t p) {
+          tmp[o * len + n * p_n + p] = dy[(n * o_n + o) * p_n + p];
         });
   }
 }
@@ -222,8 +271,8 @@ void add_bias(T* y, const T* bias, std::int64_t nb, std::int64_t o_n, std::int64
         });
   } else {
     Kokkos::parallel_for(
-        "distop::conv_bias", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n * p_n),
-        KOKKOS_LAMBDA(std::int64_t w) { y[w] += bias[(w / p_n) % o_n]; });
+        "distop::conv_bias", Range<std::int64_t, 2>({0, 0}, {nb * o_n, p_n}),
+        KOKKOS_LAMBDA(std::int64_t w, std::int64_t p) { y[w * p_n + p] += bias[w % o_n]; });
   }
 }
 
