@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 namespace distop::train {
@@ -21,8 +22,10 @@ class Progress {
         steps_(steps),
         start_(std::chrono::steady_clock::now()) {}
 
-  // After each step: the running mean loss and accuracy of the epoch so far.
-  void update(std::int64_t step, std::int64_t samples, double loss, double accuracy) {
+  // After each step: the running mean loss and accuracy of the epoch so far (no accuracy for a
+  // loss without classes, such as a contrastive one).
+  void update(std::int64_t step, std::int64_t samples, double loss,
+              std::optional<double> accuracy) {
     if (!enabled_) return;
     const bool last = step == steps_;
     const std::int64_t tenth = steps_ >= 10 ? steps_ / 10 : 1;
@@ -32,9 +35,11 @@ class Progress {
     const int filled = steps_ > 0 ? static_cast<int>(width * step / steps_) : width;
     std::string bar(static_cast<std::size_t>(filled), '#');
     bar.resize(static_cast<std::size_t>(width), '.');
-    std::fprintf(stderr, "%sepoch %d/%d [%s] %lld/%lld  loss %.4f  acc %5.2f%%  %.0f samples/s%s",
+    char acc[32] = "";
+    if (accuracy) std::snprintf(acc, sizeof acc, "  acc %5.2f%%", 100.0 * *accuracy);
+    std::fprintf(stderr, "%sepoch %d/%d [%s] %lld/%lld  loss %.4f%s  %.0f samples/s%s",
                  tty_ ? "\r" : "", epoch_, epochs_, bar.c_str(), static_cast<long long>(step),
-                 static_cast<long long>(steps_), loss, 100.0 * accuracy,
+                 static_cast<long long>(steps_), loss, acc,
                  secs > 0 ? static_cast<double>(samples) / secs : 0.0, tty_ && !last ? "" : "\n");
     std::fflush(stderr);
   }

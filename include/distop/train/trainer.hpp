@@ -591,7 +591,7 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
       consume();  // the previous step's totals, which this step's compute has hidden
       totals.start(step, range.size() * r_count, loss, logits, labels);
       progress.update(b + 1, m.seen, m.seen > 0 ? m.loss / static_cast<double>(m.seen) : 0.0,
-                      m.accuracy());
+                      custom ? std::nullopt : std::optional<double>(m.accuracy()));
       if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0 && b + 1 < per_epoch) {
         consume();  // the loss log reaches the checkpoint's step first
         checkpoint(epoch, b + 1, m, elapsed());
