@@ -6,21 +6,17 @@
 #include "../core/scratch.hpp"
 #include "conv_internal.hpp"
 #include "gemm_raw.hpp"
-#include "runs.hpp"
-#include "window_ranges.hpp"
+#include "host/fast_path.hpp"
 
 // The portable forms of the convolution: im2col (or the input itself for a 1x1 window) and GEMM.
-// The layout kernels below have a host form (a work item per row of the matrix, whose inner loops
-// are runs) and a device form (a work item per entry); kHostKernels picks one at compile time.
+// im2col and col2im have a host fast path (a work item per row of the matrix, whose inner loops
+// are runs: host_fast_path::im2col and col2im, called first); the layout kernels have one form.
 
 namespace distop::kernels::conv_detail {
 
 namespace {
 
-using detail::add_back_run;
 using detail::gemm_raw;
-using detail::read_run;
-using detail::scale_or_zero_run;
 using ::distop::detail::Scratch;
 
 // The device forms below give each GPU thread one entry, over a 2-D or 3-D range whose last index
@@ -126,39 +122,10 @@ void col2im_device(const T* col, std::int64_t nb, std::int64_t channels, const G
 // [nb, C, in...] starting at x; zero where a tap reads outside the input.
 template <class T>
 void im2col(const T* x, std::int64_t nb, std::int64_t channels, const Geo& g, T* col) {
+  if (host_fast_path::im2col(x, nb, channels, g, col)) return;
   const std::int64_t len = nb * g.out_n;  // row length of col
   const std::int64_t rows_k = channels * g.taps;
-  if constexpr (kHostKernels) {
-    // One work item per row of col: for each sample, out[0] out[1] runs of out[2] entries, each
-    // read from one input row (or zero). The indices are decoded once per row (64-bit divisions
-    // cost as much as copying a short run) and then advance incrementally; the tap's valid range
-    // along the last axis is the same for every run.
-    Kokkos::parallel_for(
-        "distop::im2col", Kokkos::RangePolicy<ExecSpace>(0, rows_k), KOKKOS_LAMBDA(std::int64_t r) {
-          const std::int64_t j2 = r % g.k[2];
-          const std::int64_t j1 = (r / g.k[2]) % g.k[1];
-          const std::int64_t j0 = (r / (g.k[2] * g.k[1])) % g.k[0];
-          const std::int64_t ch = r / g.taps;
-          const std::int64_t m = g.out[2], s2 = g.s[2];
-          const std::int64_t b = j2 * g.dil[2] - g.off[2];
-          std::int64_t lo = 0, hi = 0;
-          valid_range(b, s2, g.in[2], m, lo, hi);
-          T* dst = col + r * len;
-          for (std::int64_t nl = 0; nl < nb; ++nl) {
-            const T* xs = x + (nl * channels + ch) * g.in_n;
-            for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
-              const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
-              const bool in0 = i0 >= 0 && i0 < g.in[0];
-              for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1, dst += m) {
-                const std::int64_t i1 = o1 * g.s[1] - g.off[1] + j1 * g.dil[1];
-                const bool inside = in0 && i1 >= 0 && i1 < g.in[1];
-                read_run(dst, inside ? xs + (i0 * g.in[1] + i1) * g.in[2] : nullptr, m, lo, hi, b,
-                         s2);
-              }
-            }
-          }
-        });
-  } else if (fits_int32(std::max(rows_k * len, nb * channels * g.in_n))) {
+  if (fits_int32(std::max(rows_k * len, nb * channels * g.in_n))) {
     im2col_device<std::int32_t>(x, nb, channels, g, col);
   } else {
     im2col_device<std::int64_t>(x, nb, channels, g, col);
@@ -170,42 +137,9 @@ void im2col(const T* x, std::int64_t nb, std::int64_t channels, const Geo& g, T*
 // work items write the same entry. When beta is 0, dx is not read.
 template <class T>
 void col2im(const T* col, std::int64_t nb, std::int64_t channels, const Geo& g, T beta, T* dx) {
+  if (host_fast_path::col2im(col, nb, channels, g, beta, dx)) return;
   const std::int64_t len = nb * g.out_n;
-  if constexpr (kHostKernels) {
-    // One work item per sample and channel: it owns the entries dx[n, c, ...] and walks the
-    // rows of col that read them in im2col's order (each row a sequential stream), adding each
-    // run of out[2] entries to the input row it was read from.
-    Kokkos::parallel_for(
-        "distop::col2im", Kokkos::RangePolicy<ExecSpace>(0, nb * channels),
-        KOKKOS_LAMBDA(std::int64_t w) {
-          const std::int64_t ch = w % channels;
-          const std::int64_t nl = w / channels;
-          T* dxs = dx + w * g.in_n;
-          scale_or_zero_run(dxs, g.in_n, beta);
-          const std::int64_t m = g.out[2], s2 = g.s[2];
-          for (std::int64_t j0 = 0; j0 < g.k[0]; ++j0) {
-            for (std::int64_t j1 = 0; j1 < g.k[1]; ++j1) {
-              for (std::int64_t j2 = 0; j2 < g.k[2]; ++j2) {
-                const std::int64_t r = ch * g.taps + (j0 * g.k[1] + j1) * g.k[2] + j2;
-                const std::int64_t b = j2 * g.dil[2] - g.off[2];
-                std::int64_t lo = 0, hi = 0;
-                valid_range(b, s2, g.in[2], m, lo, hi);
-                const T* src = col + r * len + nl * g.out_n;
-                for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
-                  const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
-                  const bool in0 = i0 >= 0 && i0 < g.in[0];
-                  for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1, src += m) {
-                    const std::int64_t i1 = o1 * g.s[1] - g.off[1] + j1 * g.dil[1];
-                    if (!in0 || i1 < 0 || i1 >= g.in[1]) continue;
-                    T* dst = dxs + (i0 * g.in[1] + i1) * g.in[2];
-                    add_back_run(dst, src, lo, hi, b, s2);
-                  }
-                }
-              }
-            }
-          }
-        });
-  } else if (fits_int32(std::max(channels * g.taps * len, nb * channels * g.in_n))) {
+  if (fits_int32(std::max(channels * g.taps * len, nb * channels * g.in_n))) {
     col2im_device<std::int32_t>(col, nb, channels, g, beta, dx);
   } else {
     col2im_device<std::int64_t>(col, nb, channels, g, beta, dx);
@@ -218,62 +152,30 @@ template <class T>
 void from_gemm_layout(const T* tmp, const T* bias, std::int64_t nb, std::int64_t o_n,
                       std::int64_t p_n, T* y) {
   const std::int64_t len = nb * p_n;
-  if constexpr (kHostKernels) {
-    Kokkos::parallel_for(
-        "distop::conv_from_gemm_layout", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n),
-        KOKKOS_LAMBDA(std::int64_t w) {
-          const std::int64_t o = w % o_n;
-          const T* src = tmp + o * len + (w / o_n) * p_n;
-          T* dst = y + w * p_n;
-          const T b = bias ? bias[o] : T(0);
-          for (std::int64_t p = 0; p < p_n; ++p) dst[p] = src[p] + b;
-        });
-  } else {
-    Kokkos::parallel_for(
-        "distop::conv_from_gemm_layout", Range<std::int64_t, 3>({0, 0, 0}, {nb, o_n, p_n}),
-        KOKKOS_LAMBDA(std::int64_t n, std::int64_t o, std::int64_t p) {
-          y[(n * o_n + o) * p_n + p] = tmp[o * len + n * p_n + p] + (bias ? bias[o] : T(0));
-        });
-  }
+  Kokkos::parallel_for(
+      "distop::conv_from_gemm_layout", Range<std::int64_t, 3>({0, 0, 0}, {nb, o_n, p_n}),
+      KOKKOS_LAMBDA(std::int64_t n, std::int64_t o, std::int64_t p) {
+        y[(n * o_n + o) * p_n + p] = tmp[o * len + n * p_n + p] + (bias ? bias[o] : T(0));
+      });
 }
 
 // tmp[o, n P + p] = dy[n, o, p]
 template <class T>
 void to_gemm_layout(const T* dy, std::int64_t nb, std::int64_t o_n, std::int64_t p_n, T* tmp) {
   const std::int64_t len = nb * p_n;
-  if constexpr (kHostKernels) {
-    Kokkos::parallel_for(
-        "distop::conv_to_gemm_layout", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n),
-        KOKKOS_LAMBDA(std::int64_t w) {
-          const T* src = dy + w * p_n;
-          T* dst = tmp + (w % o_n) * len + (w / o_n) * p_n;
-          for (std::int64_t p = 0; p < p_n; ++p) dst[p] = src[p];
-        });
-  } else {
-    Kokkos::parallel_for(
-        "distop::conv_to_gemm_layout", Range<std::int64_t, 3>({0, 0, 0}, {nb, o_n, p_n}),
-        KOKKOS_LAMBDA(std::int64_t n, std::int64_t o, std::int64_t p) {
-          tmp[o * len + n * p_n + p] = dy[(n * o_n + o) * p_n + p];
-        });
-  }
+  Kokkos::parallel_for(
+      "distop::conv_to_gemm_layout", Range<std::int64_t, 3>({0, 0, 0}, {nb, o_n, p_n}),
+      KOKKOS_LAMBDA(std::int64_t n, std::int64_t o, std::int64_t p) {
+        tmp[o * len + n * p_n + p] = dy[(n * o_n + o) * p_n + p];
+      });
 }
 
 // y[n, o, p] += bias[o] for the nb samples of y starting at y.
 template <class T>
 void add_bias(T* y, const T* bias, std::int64_t nb, std::int64_t o_n, std::int64_t p_n) {
-  if constexpr (kHostKernels) {
-    Kokkos::parallel_for(
-        "distop::conv_bias", Kokkos::RangePolicy<ExecSpace>(0, nb * o_n),
-        KOKKOS_LAMBDA(std::int64_t w) {
-          const T b = bias[w % o_n];
-          T* yr = y + w * p_n;
-          for (std::int64_t p = 0; p < p_n; ++p) yr[p] += b;
-        });
-  } else {
-    Kokkos::parallel_for(
-        "distop::conv_bias", Range<std::int64_t, 2>({0, 0}, {nb * o_n, p_n}),
-        KOKKOS_LAMBDA(std::int64_t w, std::int64_t p) { y[w * p_n + p] += bias[w % o_n]; });
-  }
+  Kokkos::parallel_for(
+      "distop::conv_bias", Range<std::int64_t, 2>({0, 0}, {nb * o_n, p_n}),
+      KOKKOS_LAMBDA(std::int64_t w, std::int64_t p) { y[w * p_n + p] += bias[w % o_n]; });
 }
 
 // dw[o, k] = beta dw[o, k] + dwt[k, o] for dw [O, K]; dw is not read when beta is 0.

@@ -15,7 +15,8 @@
 
 // The host fast paths of the convolution: the direct kernels (conv_direct.hpp) and the
 // row-folded im2col ("bands"). conv.cpp calls host_fast_path::conv_* first; where they return
-// false, the portable im2col forms (conv_im2col.cpp) run.
+// false, the portable im2col forms (conv_im2col.cpp) run, whose im2col and col2im call
+// host_fast_path::im2col and col2im (a work item per row of the matrix) first.
 
 namespace distop::kernels {
 
@@ -441,6 +442,89 @@ bool conv_backward(const T* dyp, const T* xp, const T* wp, const ConvGradients<T
   }
 }
 
+template <class T>
+bool im2col(const T* x, std::int64_t nb, std::int64_t channels, const Geo& g, T* col) {
+  if constexpr (!kHostKernels) {
+    return false;
+  } else {
+    const std::int64_t len = nb * g.out_n;  // row length of col
+    const std::int64_t rows_k = channels * g.taps;
+    // One work item per row of col: for each sample, out[0] out[1] runs of out[2] entries, each
+    // read from one input row (or zero). The indices are decoded once per row (64-bit divisions
+    // cost as much as copying a short run) and then advance incrementally; the tap's valid range
+    // along the last axis is the same for every run.
+    Kokkos::parallel_for(
+        "distop::im2col", Kokkos::RangePolicy<ExecSpace>(0, rows_k), KOKKOS_LAMBDA(std::int64_t r) {
+          const std::int64_t j2 = r % g.k[2];
+          const std::int64_t j1 = (r / g.k[2]) % g.k[1];
+          const std::int64_t j0 = (r / (g.k[2] * g.k[1])) % g.k[0];
+          const std::int64_t ch = r / g.taps;
+          const std::int64_t m = g.out[2], s2 = g.s[2];
+          const std::int64_t b = j2 * g.dil[2] - g.off[2];
+          std::int64_t lo = 0, hi = 0;
+          valid_range(b, s2, g.in[2], m, lo, hi);
+          T* dst = col + r * len;
+          for (std::int64_t nl = 0; nl < nb; ++nl) {
+            const T* xs = x + (nl * channels + ch) * g.in_n;
+            for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+              const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
+              const bool in0 = i0 >= 0 && i0 < g.in[0];
+              for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1, dst += m) {
+                const std::int64_t i1 = o1 * g.s[1] - g.off[1] + j1 * g.dil[1];
+                const bool inside = in0 && i1 >= 0 && i1 < g.in[1];
+                read_run(dst, inside ? xs + (i0 * g.in[1] + i1) * g.in[2] : nullptr, m, lo, hi, b,
+                         s2);
+              }
+            }
+          }
+        });
+    return true;
+  }
+}
+
+template <class T>
+bool col2im(const T* col, std::int64_t nb, std::int64_t channels, const Geo& g, T beta, T* dx) {
+  if constexpr (!kHostKernels) {
+    return false;
+  } else {
+    const std::int64_t len = nb * g.out_n;
+    // One work item per sample and channel: it owns the entries dx[n, c, ...] and walks the
+    // rows of col that read them in im2col's order (each row a sequential stream), adding each
+    // run of out[2] entries to the input row it was read from.
+    Kokkos::parallel_for(
+        "distop::col2im", Kokkos::RangePolicy<ExecSpace>(0, nb * channels),
+        KOKKOS_LAMBDA(std::int64_t w) {
+          const std::int64_t ch = w % channels;
+          const std::int64_t nl = w / channels;
+          T* dxs = dx + w * g.in_n;
+          scale_or_zero_run(dxs, g.in_n, beta);
+          const std::int64_t m = g.out[2], s2 = g.s[2];
+          for (std::int64_t j0 = 0; j0 < g.k[0]; ++j0) {
+            for (std::int64_t j1 = 0; j1 < g.k[1]; ++j1) {
+              for (std::int64_t j2 = 0; j2 < g.k[2]; ++j2) {
+                const std::int64_t r = ch * g.taps + (j0 * g.k[1] + j1) * g.k[2] + j2;
+                const std::int64_t b = j2 * g.dil[2] - g.off[2];
+                std::int64_t lo = 0, hi = 0;
+                valid_range(b, s2, g.in[2], m, lo, hi);
+                const T* src = col + r * len + nl * g.out_n;
+                for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+                  const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
+                  const bool in0 = i0 >= 0 && i0 < g.in[0];
+                  for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1, src += m) {
+                    const std::int64_t i1 = o1 * g.s[1] - g.off[1] + j1 * g.dil[1];
+                    if (!in0 || i1 < 0 || i1 >= g.in[1]) continue;
+                    T* dst = dxs + (i0 * g.in[1] + i1) * g.in[2];
+                    add_back_run(dst, src, lo, hi, b, s2);
+                  }
+                }
+              }
+            }
+          }
+        });
+    return true;
+  }
+}
+
 #define DISTOP_INSTANTIATE_HOST_CONV(T)                                                            \
   template bool conv_forward(const T*, const T*, const T*, T*, std::int64_t, std::int64_t,         \
                              std::int64_t, const Geo&, ConvColumns<T>*);                           \
@@ -449,7 +533,9 @@ bool conv_backward(const T* dyp, const T* xp, const T* wp, const ConvGradients<T
   template bool conv_backward_weight(const T*, const T*, T, T*, std::int64_t, std::int64_t,        \
                                      std::int64_t, const Geo&, const ConvColumns<T>*);             \
   template bool conv_backward(const T*, const T*, const T*, const ConvGradients<T>&, std::int64_t, \
-                              std::int64_t, std::int64_t, const Geo&, const ConvColumns<T>*);
+                              std::int64_t, std::int64_t, const Geo&, const ConvColumns<T>*);      \
+  template bool im2col(const T*, std::int64_t, std::int64_t, const Geo&, T*);                      \
+  template bool col2im(const T*, std::int64_t, std::int64_t, const Geo&, T, T*);
 DISTOP_INSTANTIATE_HOST_CONV(float)
 DISTOP_INSTANTIATE_HOST_CONV(double)
 #undef DISTOP_INSTANTIATE_HOST_CONV

@@ -17,11 +17,12 @@
 //
 // The fast paths here: the convolution (the direct kernels of conv_direct.hpp for few channels
 // on one thread, and the row-folded im2col, "bands", elsewhere; host/conv.cpp), and max and
-// average pooling (blocked rows, AVX-512 for 2-wide windows; host/pool.cpp). The hand-vectorised
+// average pooling (blocked rows, AVX-512 for 2-wide windows; host/pool.cpp), and the portable
+// convolution's im2col and col2im (a work item per row; host/conv.cpp). The hand-vectorised
 // helpers of bias rows (rows_simd.hpp) and box copies (box_simd.hpp), the box kernels' run loops,
-// and the host forms (a work item per row) of some layout kernels, are still chosen inside their
-// kernels, behind kernels::kHostKernels and host_simd_bytes(), which the option switches off as
-// well.
+// and the host forms (a work item per row) of pooling's layout kernels, are still chosen inside
+// their kernels, behind kernels::kHostKernels and host_simd_bytes(), which the option switches
+// off as well.
 
 #include <cstdint>
 
@@ -50,6 +51,16 @@ template <class T>
 bool conv_backward(const T* dy, const T* x, const T* w, const ConvGradients<T>& grads,
                    std::int64_t n, std::int64_t c, std::int64_t o, const conv_detail::Geo& g,
                    const ConvColumns<T>* kept);
+
+// The portable convolution's im2col and col2im (conv_im2col.cpp): col [C taps, nb P] from the nb
+// samples of x [nb, C, in...]; dx = beta dx + the adjoint applied to col. A work item per row of
+// col (or per sample and channel of dx), whose inner loops are runs of out[2] entries decoded
+// once per row, where the portable form decodes every entry.
+template <class T>
+bool im2col(const T* x, std::int64_t nb, std::int64_t channels, const conv_detail::Geo& g, T* col);
+template <class T>
+bool col2im(const T* col, std::int64_t nb, std::int64_t channels, const conv_detail::Geo& g, T beta,
+            T* dx);
 
 // kernels::max_pool_forward and avg_pool_forward on checked raw pointers: `planes` planes (N C)
 // of x [in...] into y [out...] (and argmax, y's indices into x), windows of at most 64 taps.
@@ -80,6 +91,15 @@ bool conv_backward_weight(const T*, const T*, T, T*, std::int64_t, std::int64_t,
 template <class T>
 bool conv_backward(const T*, const T*, const T*, const ConvGradients<T>&, std::int64_t,
                    std::int64_t, std::int64_t, const conv_detail::Geo&, const ConvColumns<T>*) {
+  return false;
+}
+
+template <class T>
+bool im2col(const T*, std::int64_t, std::int64_t, const conv_detail::Geo&, T*) {
+  return false;
+}
+template <class T>
+bool col2im(const T*, std::int64_t, std::int64_t, const conv_detail::Geo&, T, T*) {
   return false;
 }
 
