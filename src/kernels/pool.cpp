@@ -108,29 +108,23 @@ KOKKOS_INLINE_FUNCTION double window_sum(const Geometry3& g, const View& x, std:
 }
 
 // Runs f(base, o0, o1, o2, t) for every output t of planes [N C] planes of out[0] out[1] out[2]
-// outputs, base = the plane's first input entry. On the host a work item is a row of out[2]
-// outputs, its indices decoded once (64-bit divisions per output cost more than a small window's
-// max); on a GPU a work item is one output.
+// outputs, base = the plane's first input entry: a work item per output, over (plane and output
+// row, position in the row) with the last index along memory (Iterate::Right), so that on a GPU
+// neighbouring threads take neighbouring outputs and on the host the inner loop runs along a row
+// with the row's indices decoded once. (The host fast paths of the forward passes,
+// host_fast_path::max_pool_forward and avg_pool_forward, take the windows of up to 64 taps.)
 template <class F>
 void for_each_output(const char* name, const Geometry3& g, std::int64_t planes, const F& f) {
-  if constexpr (kHostKernels) {
-    Kokkos::parallel_for(
-        name, Kokkos::RangePolicy<ExecSpace>(0, planes * g.out[0] * g.out[1]),
-        KOKKOS_LAMBDA(std::int64_t r) {
-          const OutputRow row = output_row(g, r);
-          for (std::int64_t o2 = 0, t = r * g.out[2]; o2 < g.out[2]; ++o2, ++t)
-            f(row.base, row.o0, row.o1, o2, t);
-        });
-  } else {
-    Kokkos::parallel_for(
-        name, Kokkos::RangePolicy<ExecSpace>(0, planes * g.out_plane),
-        KOKKOS_LAMBDA(std::int64_t t) {
-          std::int64_t r = t % g.out_plane;
-          const std::int64_t o2 = r % g.out[2];
-          r /= g.out[2];
-          f((t / g.out_plane) * g.in_plane, r / g.out[1], r % g.out[1], o2, t);
-        });
-  }
+  using Policy =
+      Kokkos::MDRangePolicy<ExecSpace,
+                            Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
+                            Kokkos::IndexType<std::int64_t>>;
+  Kokkos::parallel_for(
+      name, Policy({0, 0}, {planes * g.out[0] * g.out[1], g.out[2]}),
+      KOKKOS_LAMBDA(std::int64_t r, std::int64_t o2) {
+        const OutputRow row = output_row(g, r);
+        f(row.base, row.o0, row.o1, o2, r * g.out[2] + o2);
+      });
 }
 
 // An Error unless every output reads at least one input along every axis (a max over padding
