@@ -4,8 +4,8 @@
 #include <cstring>
 #include <type_traits>
 
+#include "host/fast_path.hpp"
 #include "kokkos_math.hpp"
-#include "rows_simd.hpp"
 #include "space.hpp"
 
 namespace distop::kernels {
@@ -145,13 +145,11 @@ void tanh_backward(const Tensor<T>& y, const Tensor<T>& dy, Tensor<T>& dx) {
 }
 
 namespace {
-// y[i n + j] += b[j] on the host. Restrict-qualified parameters, so that the compiler vectorises
-// the inner loop without checking for overlap row after row.
-template <class T>
-void add_rows(T* __restrict y, const T* __restrict b, std::int64_t rows, std::int64_t n) {
-  for (std::int64_t i = 0; i < rows; ++i)
-    for (std::int64_t j = 0; j < n; ++j) y[i * n + j] += b[j];
-}
+// (row, column) of a [rows, n] tensor, the column along memory (Iterate::Right).
+using RowsPolicy =
+    Kokkos::MDRangePolicy<ExecSpace,
+                          Kokkos::Rank<2, Kokkos::Iterate::Right, Kokkos::Iterate::Right>,
+                          Kokkos::IndexType<std::int64_t>>;
 }  // namespace
 
 template <class T>
@@ -159,23 +157,14 @@ void add_row_vector(Tensor<T>& y, const Tensor<T>& b) {
   const std::int64_t n = row_length(y, b, "add_row_vector", "y", "b");
   const std::int64_t rows = y.extent(0);
   if (n == 0 || rows == 0) return;
-  if constexpr (kHostKernels) {
-    // Rows of at most 64 bytes (a narrow layer's: 10 outputs) in AVX-512 or AVX2 registers, as one
-    // flat array; longer rows in a plain loop whose inner loop the compiler vectorises. (A
-    // Kokkos::parallel_for with a row per work item took five times as long as the plain loop,
-    // and the plain loop on rows of 10 floats three times as long as the vector form.)
-    if (detail::simd_short_rows<T>(n))
-      detail::add_short_rows(y.data(), b.data(), rows, n);
-    else
-      add_rows(y.data(), b.data(), rows, n);
-  } else {
-    auto yv = y.view();
-    auto bv = b.view();
-    // One entry per thread on a GPU, neighbours touching neighbours.
-    Kokkos::parallel_for(
-        "distop::add_row_vector", Kokkos::RangePolicy<ExecSpace>(0, rows * n),
-        KOKKOS_LAMBDA(std::int64_t t) { yv(t) += bv(t % n); });
-  }
+  if (host_fast_path::add_row_vector(y.data(), b.data(), rows, n)) return;
+  auto yv = y.view();
+  auto bv = b.view();
+  // One entry per thread, over (row, column) with the column along memory: neighbouring GPU
+  // threads touch neighbouring entries, and the host's inner loop runs along a row.
+  Kokkos::parallel_for(
+      "distop::add_row_vector", RowsPolicy({0, 0}, {rows, n}),
+      KOKKOS_LAMBDA(std::int64_t i, std::int64_t j) { yv(i * n + j) += bv(j); });
 }
 
 template <class T>
@@ -183,42 +172,19 @@ void fill_rows(Tensor<T>& y, const Tensor<T>& b) {
   const std::int64_t n = row_length(y, b, "fill_rows", "y", "b");
   const std::int64_t rows = y.extent(0);
   if (n == 0 || rows == 0) return;
-  if constexpr (kHostKernels) {
-    // Stores only, which the GEMM's beta = 1 pass then reads from cache: b into the first row,
-    // then the filled rows copied after themselves, doubling each time (a few long copies rather
-    // than a call or a short loop per row; rows are often a few dozen bytes).
-    T* const yp = y.data();
-    const auto row_bytes = static_cast<std::size_t>(n) * sizeof(T);
-    std::memcpy(yp, b.data(), row_bytes);
-    for (std::int64_t done = 1; done < rows;) {
-      const std::int64_t count = done < rows - done ? done : rows - done;
-      std::memcpy(yp + done * n, yp, static_cast<std::size_t>(count) * row_bytes);
-      done += count;
-    }
-  } else {
-    auto yv = y.view();
-    auto bv = b.view();
-    Kokkos::parallel_for(
-        "distop::fill_rows", Kokkos::RangePolicy<ExecSpace>(0, rows * n),
-        KOKKOS_LAMBDA(std::int64_t t) { yv(t) = bv(t % n); });
-  }
+  if (host_fast_path::fill_rows(y.data(), b.data(), rows, n)) return;
+  auto yv = y.view();
+  auto bv = b.view();
+  Kokkos::parallel_for(
+      "distop::fill_rows", RowsPolicy({0, 0}, {rows, n}),
+      KOKKOS_LAMBDA(std::int64_t i, std::int64_t j) { yv(i * n + j) = bv(j); });
 }
 
 template <class T>
 void sum_rows(const Tensor<T>& dy, T beta, Tensor<T>& db) {
   const std::int64_t n = row_length(dy, db, "sum_rows", "dy", "db");
   const std::int64_t rows = dy.extent(0);
-  if constexpr (kHostKernels) {
-    // Rows of at most 64 bytes (a narrow layer's) in AVX-512 or AVX2 registers, as one flat array.
-    if (detail::simd_short_rows<T>(n)) {
-      double s[16];  // n <= 16
-      detail::sum_short_rows(dy.data(), rows, n, s);
-      T* const out = db.data();
-      for (std::int64_t j = 0; j < n; ++j)
-        out[j] = beta == T(0) ? static_cast<T>(s[j]) : static_cast<T>(s[j] + beta * out[j]);
-      return;
-    }
-  }
+  if (n > 0 && rows > 0 && host_fast_path::sum_rows(dy.data(), rows, n, beta, db.data())) return;
   auto dyv = dy.view();
   auto dbv = db.view();
   // Each work item sums a tile of adjacent columns, row after row, so that on the host its inner

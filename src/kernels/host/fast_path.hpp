@@ -18,11 +18,11 @@
 // The fast paths here: the convolution (the direct kernels of conv_direct.hpp for few channels
 // on one thread, and the row-folded im2col, "bands", elsewhere; host/conv.cpp), and max and
 // average pooling (blocked rows, AVX-512 for 2-wide windows; host/pool.cpp), and the portable
-// convolution's im2col and col2im (a work item per row; host/conv.cpp). The hand-vectorised
-// helpers of bias rows (rows_simd.hpp) and box copies (box_simd.hpp), the box kernels' run loops,
-// and the host forms (a work item per row) of pooling's layout kernels, are still chosen inside
-// their kernels, behind kernels::kHostKernels and host_simd_bytes(), which the option switches
-// off as well.
+// convolution's im2col and col2im (a work item per row; host/conv.cpp), and the bias rows
+// (add_row_vector, fill_rows, sum_rows: plain loops and rows_simd.hpp; host/rows.cpp). The
+// hand-vectorised box copies (box_simd.hpp), the box kernels' run loops and max pooling's
+// branchless window max are still chosen inside their kernels, behind kernels::kHostKernels and
+// host_simd_bytes(), which the option switches off as well.
 
 #include <cstdint>
 
@@ -62,6 +62,15 @@ template <class T>
 bool col2im(const T* col, std::int64_t nb, std::int64_t channels, const conv_detail::Geo& g, T beta,
             T* dx);
 
+// kernels::add_row_vector, fill_rows and sum_rows (elementwise.cpp) on checked raw pointers: y
+// (dy) [rows, n], b (db) [n], rows and n positive (host/rows.cpp).
+template <class T>
+bool add_row_vector(T* y, const T* b, std::int64_t rows, std::int64_t n);
+template <class T>
+bool fill_rows(T* y, const T* b, std::int64_t rows, std::int64_t n);
+template <class T>
+bool sum_rows(const T* dy, std::int64_t rows, std::int64_t n, T beta, T* db);
+
 // kernels::max_pool_forward and avg_pool_forward on checked raw pointers: `planes` planes (N C)
 // of x [in...] into y [out...] (and argmax, y's indices into x), windows of at most 64 taps.
 template <class T>
@@ -100,6 +109,19 @@ bool im2col(const T*, std::int64_t, std::int64_t, const conv_detail::Geo&, T*) {
 }
 template <class T>
 bool col2im(const T*, std::int64_t, std::int64_t, const conv_detail::Geo&, T, T*) {
+  return false;
+}
+
+template <class T>
+bool add_row_vector(T*, const T*, std::int64_t, std::int64_t) {
+  return false;
+}
+template <class T>
+bool fill_rows(T*, const T*, std::int64_t, std::int64_t) {
+  return false;
+}
+template <class T>
+bool sum_rows(const T*, std::int64_t, std::int64_t, T, T*) {
   return false;
 }
 
