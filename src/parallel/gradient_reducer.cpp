@@ -165,24 +165,43 @@ void GradientReducer<T>::build(const std::vector<std::size_t>& order) {
   }
   // Each bucket's flat buffer, and its parameters' gradients as views of it (in bucket order).
   const int r = replicas_->count();
+  spare_.clear();
+  spare_count_ = 0;
+  spare_elements_ = 0;
+  fixed_bytes_ = 0;
   for (auto& b : buckets_) {
     std::size_t total = 0;
     for (std::size_t i : b.params) total += params_[i].elements;
-    b.buffer = Tensor<T>(Shape{static_cast<std::int64_t>(total)}, "distop::GradientReducer");
     b.bounds = chunk_bounds_of(static_cast<std::int64_t>(total), r);
     b.two_phase = r > 1 && total > 0;
     for (std::size_t i : b.params) b.two_phase = b.two_phase && params_[i].reduce;
+    if (!sharded(b))
+      b.buffer = Tensor<T>(Shape{static_cast<std::int64_t>(total)}, "distop::GradientReducer");
     if (b.two_phase) {
       chunk_counts(b.bounds, b.counts, b.displs);
       const int mine = b.counts[static_cast<std::size_t>(replicas_->index())];
-      b.received = Tensor<T>::uninitialized(Shape{static_cast<std::int64_t>(mine) * r});
+      if (sharded(b)) {  // the owned chunk only; the rest from the rotating set in each pass
+        b.shard = Tensor<T>(Shape{mine}, "distop::GradientReducer");
+        spare_elements_ = std::max({spare_elements_, static_cast<std::int64_t>(total),
+                                    static_cast<std::int64_t>(mine) * r});
+      } else {
+        b.received = Tensor<T>::uninitialized(Shape{static_cast<std::int64_t>(mine) * r});
+      }
       b.received_counts.assign(static_cast<std::size_t>(r), mine);
       b.received_displs.resize(static_cast<std::size_t>(r));
       for (int q = 0; q < r; ++q) b.received_displs[static_cast<std::size_t>(q)] = q * mine;
     }
+    fixed_bytes_ +=
+        static_cast<std::size_t>(b.buffer.numel() + b.received.numel() + b.shard.numel()) *
+        sizeof(T);
     std::size_t offset = 0;
     for (std::size_t i : b.params) {
       b.offsets.push_back(offset);
+      if (sharded(b)) {  // the gradient keeps storage of its own (unpinned above), if it has one
+        if (!params_[i].var.has_grad()) params_[i].var.release_grad();
+        offset += params_[i].elements;
+        continue;
+      }
       const Var<T>& v = params_[i].var;
       Tensor<T> view = b.buffer.slice(static_cast<std::int64_t>(offset), v.space().local_shape());
       const bool had = v.has_grad();
@@ -242,7 +261,71 @@ void GradientReducer<T>::broadcast_state() {
 }
 
 template <class T>
+void GradientReducer<T>::set_shard_gradients(bool shard) {
+  if (shard == shard_gradients_) return;
+  for (const auto& b : buckets_)
+    DISTOP_CHECK(!b.request.active(), kOp, "a reduction is unfinished");
+  shard_gradients_ = shard;
+  std::vector<std::size_t> order;  // the layout stays; its storage changes
+  for (const auto& b : buckets_) order.insert(order.end(), b.params.begin(), b.params.end());
+  build(order);
+}
+
+template <class T>
+Tensor<T> GradientReducer<T>::owned_gradient(std::size_t bucket) const {
+  const Bucket& b = buckets_.at(bucket);
+  if (sharded(b)) return b.shard;
+  const auto me = static_cast<std::size_t>(replicas_->index());
+  const std::int64_t lo = b.bounds[me], n = b.bounds[me + 1] - lo;
+  return b.buffer.slice(lo, Shape{n});
+}
+
+template <class T>
+std::size_t GradientReducer<T>::gradient_bytes() const {
+  std::size_t elements = spare_count_ * static_cast<std::size_t>(spare_elements_);
+  for (const auto& b : buckets_)
+    elements += static_cast<std::size_t>(b.buffer.numel() + b.received.numel() + b.shard.numel());
+  for (const auto& p : params_)
+    if (p.var.has_grad() && !p.var.grad_pinned())
+      elements += static_cast<std::size_t>(p.var.grad().local_numel());
+  return elements * sizeof(T);
+}
+
+template <class T>
+Tensor<T> GradientReducer<T>::take_buffer() {
+  if (spare_.empty()) {
+    ++spare_count_;
+    return Tensor<T>::uninitialized(Shape{spare_elements_}, "distop::GradientReducer");
+  }
+  Tensor<T> t = std::move(spare_.back());
+  spare_.pop_back();
+  return t;
+}
+
+template <class T>
+void GradientReducer<T>::note_bytes() {
+  peak_bytes_ = std::max(peak_bytes_, fixed_bytes_ + loose_bytes_ +
+                                          spare_count_ * static_cast<std::size_t>(spare_elements_) *
+                                              sizeof(T));
+}
+
+template <class T>
 void GradientReducer<T>::arm() {
+  if (!pending_order_.empty()) {  // the rebuild deferred from the last pass (sharded)
+    build(pending_order_);
+    pending_order_.clear();
+    rebuilt_ = true;
+  }
+  counted_.assign(params_.size(), false);
+  loose_bytes_ = 0;
+  if (shard_gradients_)  // accumulated gradients (backward_no_sync) held outside the buckets
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      if (params_[i].var.has_grad() && !params_[i].var.grad_pinned()) {
+        counted_[i] = true;
+        loose_bytes_ += params_[i].elements * sizeof(T);
+      }
+  peak_bytes_ = 0;
+  note_bytes();
   for (auto& b : buckets_) {
     DISTOP_CHECK(!b.request.active(), kOp, "a reduction of the previous pass is unfinished");
     b.pending = b.params.size();
@@ -263,6 +346,11 @@ void GradientReducer<T>::on_ready(std::size_t param) {
   if (!armed_) return;  // a tape cleared without a backward pass, or reduction not wanted
   ready_order_.push_back(param);
   Bucket& b = buckets_[bucket_of_[param]];
+  if (sharded(b) && !counted_[param] && params_[param].var.has_grad()) {
+    counted_[param] = true;
+    loose_bytes_ += params_[param].elements * sizeof(T);
+    note_bytes();
+  }
   if (b.pending > 0) --b.pending;
   if (options_.overlap) start_ready_buckets();
 }
@@ -282,7 +370,26 @@ template <class T>
 void GradientReducer<T>::start(std::size_t bucket) {
   Bucket& b = buckets_[bucket];
   // A parameter that received no gradient in this pass contributes zeros (and gets the others').
-  for (std::size_t i : b.params) params_[i].var.grad();
+  if (sharded(b)) {
+    // The gradients into a send buffer of the rotating set, in the bucket's layout, and freed.
+    b.send = take_buffer();
+    b.receive = take_buffer();
+    for (std::size_t k = 0; k < b.params.size(); ++k) {
+      const Param& p = params_[b.params[k]];
+      const auto n = static_cast<std::int64_t>(p.elements);
+      Tensor<T> to = b.send.slice(static_cast<std::int64_t>(b.offsets[k]), Shape{n});
+      if (p.var.has_grad())
+        to.copy_from(p.var.grad().local().reshaped(Shape{n}));
+      else
+        to.fill(T(0));
+      p.var.release_grad();
+      if (counted_[b.params[k]]) loose_bytes_ -= p.elements * sizeof(T);
+      counted_[b.params[k]] = false;
+    }
+    note_bytes();
+  } else {
+    for (std::size_t i : b.params) params_[i].var.grad();
+  }
   b.started = true;
   // Buckets mix reduced and scaled-only parameters only if a tied parameter sits among per-replica
   // ones; those are reduced separately in finish().
@@ -300,9 +407,10 @@ void GradientReducer<T>::start(std::size_t bucket) {
     gather_ready(true);
   }
   // The count arrays live in the bucket: MPI reads them until the operation completes.
-  b.request = comm::ialltoallv(b.buffer.data(), b.counts.data(), b.displs.data(), b.received.data(),
-                               b.received_counts.data(), b.received_displs.data(),
-                               replicas_->reduction_comm());
+  const bool own = sharded(b);
+  b.request = comm::ialltoallv((own ? b.send : b.buffer).data(), b.counts.data(), b.displs.data(),
+                               (own ? b.receive : b.received).data(), b.received_counts.data(),
+                               b.received_displs.data(), replicas_->reduction_comm());
   b.phase = 1;
 }
 
@@ -322,6 +430,14 @@ void GradientReducer<T>::gather_ready(bool block) {
         return;
       }
       b.phase = 2;
+    }
+    if (b.phase == 2 && sharded(b)) {  // into the owned shard; the buffers go back to the set
+      sum_in_order(b.receive, b.shard.numel(), r, static_cast<T>(1.0 / r), b.shard);
+      spare_.push_back(std::move(b.send));
+      spare_.push_back(std::move(b.receive));
+      b.send = Tensor<T>();
+      b.receive = Tensor<T>();
+      b.phase = 3;
     }
     if (b.phase == 2) {
       const std::int64_t n = b.bounds[me + 1] - b.bounds[me];
@@ -360,6 +476,9 @@ void GradientReducer<T>::finish() {
   }
   wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   armed_ = false;
+  ++reductions_;
+  spare_.clear();  // the rotating set is freed between passes
+  spare_count_ = 0;
   const int r = replicas_->count();
   if (r > 1) {
     // Buckets that hold parameters not summed over the replicas (tied ones): their summed
@@ -393,8 +512,12 @@ void GradientReducer<T>::finish() {
                                replicas_->reduction_comm()),
                      kOp);
     order.assign(wire.begin(), wire.end());
-    build(order);
-    rebuilt_ = true;
+    if (shard_gradients_) {  // the owned gradients stay in their layout until the next pass
+      pending_order_ = std::move(order);
+    } else {
+      build(order);
+      rebuilt_ = true;
+    }
   }
 }
 

@@ -32,18 +32,37 @@ std::vector<std::vector<Var<T>>> one_group(const GradientReducer<T>& reducer) {
 
 template <class T>
 ShardedOptimizer<T>::ShardedOptimizer(GradientReducer<T>& reducer, int stage, Factory make)
-    : optim::Optimizer<T>(one_group(reducer), kOp),
-      reducer_(&reducer),
-      stage_(stage),
-      make_(std::move(make)) {
+    : ShardedOptimizer(reducer, stage, one_group(reducer),
+                       make ? GroupFactory([make](std::vector<std::vector<Var<T>>> shards) {
+                         return make(std::move(shards.at(0)));
+                       })
+                            : GroupFactory()) {}
+
+template <class T>
+ShardedOptimizer<T>::ShardedOptimizer(GradientReducer<T>& reducer, int stage,
+                                      std::vector<std::vector<Var<T>>> groups, GroupFactory make)
+    : optim::Optimizer<T>(groups, kOp), reducer_(&reducer), stage_(stage), make_(std::move(make)) {
   DISTOP_CHECK(stage == 1 || stage == 2, kOp, "ZeRO stage ", stage,
                " is not one of the sharded stages 1 and 2");
   DISTOP_CHECK(static_cast<bool>(make_), kOp, "no optimizer factory given");
+  const auto& named = reducer.parameters();
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    groups_.emplace_back();
+    for (std::size_t k = 0; k < groups[g].size(); ++k) {
+      std::size_t i = 0;
+      while (i < named.size() && !named[i].var.same_as(groups[g][k])) ++i;
+      DISTOP_CHECK(i < named.size(), kOp, "parameter ", k, " of group ", g,
+                   " is not a parameter of the reducer's model");
+      groups_[g].push_back(i);
+      order_.push_back(i);
+    }
+  }
   const Replicas& replicas = reducer.replicas();
   chunks_.emplace(replicas.reduction_comm(), Shape{replicas.count()});
-  make_pieces();
-  DISTOP_CHECK(inner_ != nullptr, kOp, "the factory made no optimizer");
   reducer.set_gather_gradients(stage == 1);
+  reducer.set_shard_gradients(stage == 2);
+  stepped_ = reducer.reductions();
+  make_pieces();
 }
 
 template <class T>
@@ -66,26 +85,12 @@ void ShardedOptimizer<T>::make_pieces() {
   const int replicas = r.replicas().count();
   for (std::size_t b = 0; b < r.bucket_count(); ++b) {
     const auto& bounds = r.chunk_bounds(b);
-    const Tensor<T>& buffer = r.bucket_buffer(b);
     for (const auto& slot : r.bucket_slots(b)) {
       Place& p = places_[slot.parameter];
       p.bucket = b;
       p.offset = static_cast<std::int64_t>(slot.offset);
       p.elements = static_cast<std::int64_t>(slot.elements);
       p.bounds = bounds;
-      const auto [start, count] = part(p, me);
-      if (count == 0) continue;
-      p.piece = static_cast<std::int64_t>(pieces_.size());
-      pieces_.push_back(Piece{slot.parameter, start, count});
-      const Var<T>& param = named[slot.parameter].var;
-      const TensorSpace space(Shape{count}, self);
-      Var<T> shard(
-          DistTensor<T>::from_local(
-              space, param.value().local().reshaped(Shape{p.elements}).slice(start, Shape{count})),
-          true);
-      shard.pin_grad(
-          DistTensor<T>::from_local(space, buffer.slice(p.offset + start, Shape{count})));
-      shards_.push_back(shard);
     }
     // The parameters' all-gather: the bucket as a 1-D tensor split over the replicas as its
     // chunks are (balanced), when no chunk is empty.
@@ -99,7 +104,35 @@ void ShardedOptimizer<T>::make_pieces() {
       gathers_.push_back(nullptr);
     }
   }
-  inner_ = make_(shards_);
+  // This replica's pieces, group by group (the wrapped optimizer's parameter order), each a flat
+  // view of its piece of the parameter, its gradient the same piece of the bucket's owned chunk.
+  std::vector<std::vector<Var<T>>> shard_groups(groups_.size());
+  std::size_t index = 0;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    for (const std::size_t i : groups_[g]) {
+      Place& p = places_[i];
+      const auto [start, count] = part(p, me);
+      const std::size_t j = index++;
+      if (count == 0) continue;
+      p.piece = static_cast<std::int64_t>(pieces_.size());
+      pieces_.push_back(Piece{i, j, start, count});
+      const Var<T>& param = named[i].var;
+      const TensorSpace space(Shape{count}, self);
+      Var<T> shard(
+          DistTensor<T>::from_local(
+              space, param.value().local().reshaped(Shape{p.elements}).slice(start, Shape{count})),
+          true);
+      const std::int64_t lo = p.bounds[static_cast<std::size_t>(me)];
+      shard.pin_grad(DistTensor<T>::from_local(
+          space, r.owned_gradient(p.bucket).slice(p.offset + start - lo, Shape{count})));
+      shards_.push_back(shard);
+      shard_groups[g].push_back(shard);
+    }
+  }
+  inner_ = make_(std::move(shard_groups));
+  DISTOP_CHECK(inner_ != nullptr, kOp, "the factory made no optimizer");
+  DISTOP_CHECK(inner_->group_count() == groups_.size(), kOp, "the factory made an optimizer of ",
+               inner_->group_count(), " parameter groups, expected ", groups_.size());
   layout_ = r.layout_version();
 }
 
@@ -160,15 +193,20 @@ void ShardedOptimizer<T>::step() {
     inner_->load_state_dict(sliced(whole));
   }
   const auto& named = reducer_->parameters();
+  // A sharded bucket's owned chunk holds a gradient when a reduced pass came since the last
+  // step; a whole bucket's pieces, when the parameter has one.
+  const bool fresh = reducer_->reductions() != stepped_;
   for (std::size_t j = 0; j < pieces_.size(); ++j) {
     const Var<T>& shard = shards_[j];
-    if (named[pieces_[j].parameter].var.has_grad()) {
+    const std::size_t i = pieces_[j].parameter;
+    if (reducer_->bucket_sharded(places_[i].bucket) ? fresh : named[i].var.has_grad()) {
       if (!shard.has_grad()) shard.new_grad_for_overwrite();  // the pinned view: no copy
     } else {
       shard.zero_grad();
     }
   }
   inner_->step();
+  stepped_ = reducer_->reductions();
   gather_parameters();
   gathered_current_ = false;
 }
@@ -203,12 +241,13 @@ optim::OptimizerState<T> ShardedOptimizer<T>::assemble() const {
   const int me = r.replicas().index();
   const auto& named = r.parameters();
   const optim::OptimizerState<T> local = inner_->state_dict();
-  const optim::StateKeys keys = inner_->state_keys(0);
   optim::OptimizerState<T> out;
   out.optimizer = local.optimizer;
   out.groups = local.groups;
-  out.params.resize(named.size());
-  for (std::size_t i = 0; i < named.size(); ++i) {
+  out.params.resize(order_.size());
+  for (std::size_t j = 0; j < order_.size(); ++j) {
+    const std::size_t i = order_[j];
+    const optim::StateKeys keys = inner_->state_keys(this->group_of(j));
     const Place& p = places_[i];
     if (p.elements == 0) continue;  // no box on this rank: no state
     std::vector<int> counts, displs;
@@ -231,7 +270,7 @@ optim::OptimizerState<T> ShardedOptimizer<T>::assemble() const {
     DISTOP_MPI_CHECK(
         MPI_Bcast(head.data(), static_cast<int>(head.size()), MPI_DOUBLE, source, comm), kOp);
     if (head[0] == 0.0) continue;
-    auto& whole = out.params[i];
+    auto& whole = out.params[j];
     for (std::size_t k = 0; k < keys.scalars.size(); ++k)
       whole.scalars[keys.scalars[k]] = head[k + 1];
     const Shape& shape = named[i].var.value().local().shape();
@@ -252,7 +291,7 @@ optim::OptimizerState<T> ShardedOptimizer<T>::sliced(const optim::OptimizerState
   out.optimizer = state.optimizer;
   out.groups = state.groups;
   for (const Piece& piece : pieces_) {
-    const auto& whole = state.params.at(piece.parameter);
+    const auto& whole = state.params.at(piece.index);
     typename optim::OptimizerState<T>::Param p;
     p.scalars = whole.scalars;
     for (const auto& [key, t] : whole.tensors)
@@ -290,12 +329,13 @@ template <class T>
 void ShardedOptimizer<T>::check_state_dict(const optim::OptimizerState<T>& state) const {
   const std::string op = std::string(kOp) + "::load_state_dict";
   const auto& named = reducer_->parameters();
-  DISTOP_CHECK(state.params.size() == named.size(), op, "the state has ", state.params.size(),
-               " parameters, this optimizer ", named.size());
-  for (std::size_t i = 0; i < named.size(); ++i) {
+  DISTOP_CHECK(state.params.size() == order_.size(), op, "the state has ", state.params.size(),
+               " parameters, this optimizer ", order_.size());
+  for (std::size_t j = 0; j < order_.size(); ++j) {
+    const std::size_t i = order_[j];
     const Shape& shape = named[i].var.value().local().shape();
-    for (const auto& [key, t] : state.params[i].tensors)
-      DISTOP_CHECK(t.shape() == shape, op, "parameter ", i, " (", named[i].name,
+    for (const auto& [key, t] : state.params[j].tensors)
+      DISTOP_CHECK(t.shape() == shape, op, "parameter ", j, " (", named[i].name,
                    ")'s state tensor '", key, "' has shape ", t.shape().str(),
                    ", expected the local shape ", shape.str(), " of the parameter's box");
   }

@@ -144,6 +144,45 @@ class GradientReducer {
   void set_gather_gradients(bool gather) noexcept { gather_gradients_ = gather; }
   bool gather_gradients() const noexcept { return gather_gradients_; }
 
+  // ZeRO stage 2's gradient memory (ShardedOptimizer stage 2 turns it on). With true, the buckets
+  // summed over the replicas keep no whole buffer: each holds only this replica's chunk of the
+  // mean (owned_gradient), about 1/R of the gradients' bytes. Backward writes the parameters'
+  // gradients into storage of their own; when a bucket's last gradient is ready they are copied
+  // into a send buffer taken from a small rotating set of full-size buffers (its receive buffer
+  // too), and freed; when its reduce-scatter completes the chunk is summed into the owned shard
+  // and both buffers go back to the set for the next bucket. The set grows only while more
+  // buckets are in flight than it holds, and is freed when backward() returns. So during backward
+  // the gradient memory is the owned shards, the gradients of buckets still filling and the
+  // buffers of buckets in flight; after it, the owned shards alone, and the parameters have no
+  // gradient (Var::has_grad is false). The sums are the same operations, so the same bits, as
+  // with whole buckets. Gradient accumulation: backward_no_sync() keeps every parameter's whole
+  // gradient (summed locally, as torch FSDP's no_sync), and the backward() that ends the
+  // accumulation reduces the sums. Every backward() replaces the owned gradients (they do not
+  // add up across reduced passes). The first layout's rebuild from the observed ready order is
+  // made at the start of the next backward() (the owned gradients stay in the layout they were
+  // reduced in until then). Buckets holding parameters not summed over the replicas (tied ones)
+  // stay whole. Collective-free; call between passes.
+  void set_shard_gradients(bool shard);
+  bool shard_gradients() const noexcept { return shard_gradients_; }
+  // Whether bucket b keeps only this replica's chunk of its gradient (set_shard_gradients).
+  bool bucket_sharded(std::size_t bucket) const {
+    return shard_gradients_ && buckets_.at(bucket).two_phase;
+  }
+  // This replica's chunk of bucket b's gradient, entries [chunk_bounds(b)[index], ...[index + 1])
+  // of the bucket's flat layout, shared storage: after backward() it holds the mean. A view of
+  // the bucket buffer, or the owned shard of a sharded bucket.
+  Tensor<T> owned_gradient(std::size_t bucket) const;
+  // The number of backward() passes that completed their reduction.
+  std::uint64_t reductions() const noexcept { return reductions_; }
+  // Bytes of gradient storage this rank holds now, counted from the tensors: bucket buffers,
+  // receive buffers, owned shards, rotating buffers, and the parameters' gradients kept outside
+  // buckets.
+  std::size_t gradient_bytes() const;
+  // The largest gradient_bytes() seen during the last backward(), sampled at each gradient that
+  // became ready and each bucket's reduction events (a gradient still receiving contributions
+  // counts from when it is ready).
+  std::size_t peak_gradient_bytes() const noexcept { return peak_bytes_; }
+
   // What the last backward() did: seconds spent waiting for reductions after the replay, and the
   // number of buckets started during the replay (the rest started after it).
   double last_wait_seconds() const noexcept { return wait_seconds_; }
@@ -171,6 +210,9 @@ class GradientReducer {
     // needed), 4 done.
     int phase = 0;
     bool started = false;
+    // Sharded (set_shard_gradients): the owned chunk's mean, and the rotating buffers this bucket
+    // holds while its reduce-scatter runs.
+    Tensor<T> shard, send, receive;
   };
 
   void build(const std::vector<std::size_t>& order);
@@ -181,6 +223,9 @@ class GradientReducer {
   void progress();
   void gather_ready(bool block);
   void finish();
+  bool sharded(const Bucket& b) const noexcept { return shard_gradients_ && b.two_phase; }
+  Tensor<T> take_buffer();
+  void note_bytes();
 
   const Replicas* replicas_;
   ReducerOptions options_;
@@ -195,6 +240,16 @@ class GradientReducer {
   std::vector<nn::NamedParameter<T>> named_;
   std::uint64_t layout_version_ = 0;
   bool gather_gradients_ = true;
+  bool shard_gradients_ = false;
+  std::vector<std::size_t> pending_order_;  // a rebuild deferred to the next pass (sharded)
+  std::vector<Tensor<T>> spare_;            // the rotating set's free buffers
+  std::int64_t spare_elements_ = 0;         // each one's size: the largest bucket's
+  std::size_t spare_count_ = 0;             // buffers of the set, free or held by a bucket
+  std::vector<bool> counted_;               // per parameter: its gradient counted as held
+  std::size_t loose_bytes_ = 0;             // gradients held outside buckets, counted
+  std::size_t fixed_bytes_ = 0;             // bucket, receive and owned shard buffers
+  std::uint64_t reductions_ = 0;
+  std::size_t peak_bytes_ = 0;
   bool armed_ = false;
   bool nccl_ = false;  // this pass's buckets go through the nccl backend
   bool rebuilt_ = false;
