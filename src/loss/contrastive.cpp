@@ -12,13 +12,16 @@
 #include <utility>
 #include <vector>
 
+#include "contrastive_kernels.hpp"
 #include "contrastive_movers.hpp"
 #include "distop/autodiff/function.hpp"
 #include "distop/comm/agree.hpp"
 #include "distop/comm/mpi.hpp"
+#include "distop/kernels/axpy.hpp"
 #include "distop/kernels/gemm.hpp"
 #include "distop/nn/normalize.hpp"
 #include "distop/ops/all_gather.hpp"
+#include "distop/ops/all_sum_reduce.hpp"
 #include "distop/ops/gather.hpp"
 #include "distop/ops/send_recv.hpp"
 #include "scalar.hpp"
@@ -36,7 +39,7 @@ constexpr std::array<std::string_view, 4> kStrategyNames = {"allgather-nograd", 
 constexpr std::int64_t kTile = 1024;
 constexpr std::int64_t kRowTile = 256;
 
-enum class Kind { ntxent, clip, siglip };
+using Kind = detail::ContrastiveKind;
 
 const char* kind_name(Kind kind) {
   switch (kind) {
@@ -105,15 +108,13 @@ class Engine {
     return n;
   }
 
-  // Per query row: running max and sum of exp(s - max), and the positive logit.
+  // Per query row: the online log-sum-exp's statistics (in the tensors' memory space); SigLIP:
+  // the sum of the pair terms (unweighted).
   struct Stats {
-    std::vector<double> max, sum, pos, lse;
-    double loss = 0;  // siglip: the sum of the pair terms (unweighted)
+    detail::RowStatViews<MemSpace> rows;
+    double loss = 0;
     void reset(std::int64_t n) {
-      max.assign(n, -std::numeric_limits<double>::infinity());
-      sum.assign(n, 0.0);
-      pos.assign(n, 0.0);
-      lse.clear();
+      rows.reset(n);
       loss = 0;
     }
   };
@@ -125,19 +126,22 @@ class Engine {
     const Tensor<T> q = xq.slice(h.q0 * d, Shape{h.nq, d});
     const Tensor<T> k = xk.slice((h.k0 + j0) * d, Shape{nj, d});
     kernels::gemm(kernels::Op::N, kernels::Op::T, static_cast<T>(alpha_), q, k, T(0), s);
-    if (kind_ == Kind::siglip) {
-      T* p = s.data();
-      const T b = static_cast<T>(bias_);
-      for (std::int64_t e = 0; e < h.nq * nj; ++e) p[e] += b;
-    }
+    if (kind_ == Kind::siglip) detail::add_bias(s.view(), h.nq * nj, static_cast<T>(bias_));
   }
 
-  // Positive key (head-local index) of query row i of head `hi` in an own block (bq == bk == n),
-  // and the key left out of the denominator (-1: none).
-  std::int64_t positive(std::int64_t i, std::int64_t n) const {
-    return kind_ == Kind::ntxent ? (i + n) % (2 * n) : i;
+  // The kernels' view of head tile h at key offset j0 (nj keys) in a block of bq rows per set.
+  static detail::Tile tile_of(const Head& h, std::int64_t j0, std::int64_t nj, std::int64_t bq,
+                              bool own) {
+    detail::Tile t;
+    t.nq = h.nq;
+    t.nj = nj;
+    t.r0 = h.q0;
+    t.i0 = h.i0;
+    t.j0 = j0;
+    t.n = bq;
+    t.own = own;
+    return t;
   }
-  std::int64_t excluded(std::int64_t i) const { return kind_ == Kind::ntxent ? i : -1; }
 
   // Folds the block (query payload xq of bq rows per set, key payload xk of bk) into st. `own`:
   // the block is the query payload's own (positives and exclusions lie there). With `store`, the
@@ -156,34 +160,11 @@ class Engine {
               store ? store->slice(at, Shape{h.nq, nj}) : scratch.slice(0, Shape{h.nq, nj});
           if (store) at += h.nq * nj;
           logits(h, j0, nj, xq, xk, s);
-          const T* p = s.data();
-          for (std::int64_t i = 0; i < h.nq; ++i) {
-            const T* row = p + i * nj;
-            const std::int64_t r = h.q0 + i;  // statistics row
-            const std::int64_t pos = own ? positive(h.i0 + i, bq) - j0 : -1;
-            const std::int64_t ex = own && excluded(h.i0 + i) >= 0 ? excluded(h.i0 + i) - j0 : -1;
-            if (kind_ == Kind::siglip) {
-              double acc = 0;
-              for (std::int64_t j = 0; j < nj; ++j) {
-                const double x = j == pos ? double(row[j]) : -double(row[j]);   // z l
-                acc += std::max(-x, 0.0) + std::log1p(std::exp(-std::abs(x)));  // -log sigmoid(x)
-              }
-              st.loss += acc;
-              continue;
-            }
-            double m = -std::numeric_limits<double>::infinity();
-            for (std::int64_t j = 0; j < nj; ++j)
-              if (j != ex) m = std::max(m, double(row[j]));
-            if (pos >= 0 && pos < nj) st.pos[r] = row[pos];
-            if (m == -std::numeric_limits<double>::infinity()) continue;  // only the excluded key
-            const double m_new = std::max(st.max[r], m);
-            double acc = 0;
-            const T mt = static_cast<T>(m_new);
-            for (std::int64_t j = 0; j < nj; ++j)
-              if (j != ex) acc += static_cast<double>(std::exp(row[j] - mt));
-            st.sum[r] = st.sum[r] * std::exp(st.max[r] - m_new) + acc;
-            st.max[r] = m_new;
-          }
+          const detail::Tile t = tile_of(h, j0, nj, bq, own);
+          if (kind_ == Kind::siglip)
+            st.loss += detail::siglip_tile_loss(t, s.view());
+          else
+            detail::fold_tile(kind_, t, s.view(), st.rows);
         }
     }
   }
@@ -191,13 +172,7 @@ class Engine {
   // After every block: log-sum-exps and the weighted loss terms of these query rows.
   double finish(Stats& st) const {
     if (kind_ == Kind::siglip) return weight_ * st.loss;
-    st.lse.resize(st.max.size());
-    double total = 0;
-    for (std::size_t r = 0; r < st.max.size(); ++r) {
-      st.lse[r] = st.max[r] + std::log(st.sum[r]);
-      total += st.lse[r] - st.pos[r];
-    }
-    return weight_ * total;
+    return weight_ * detail::finish_rows(st.rows);
   }
 
   // The gradient of the block: dxq += d/dxq, dxk += d/dxk (either may be null: not wanted), and
@@ -224,39 +199,14 @@ class Engine {
             g = scratch.slice(0, Shape{h.nq, nj});
             logits(h, j0, nj, xq, xk, g);
           }
-          T* p = g.data();
-          double sum_gs = 0, sum_g = 0;
-          for (std::int64_t i = 0; i < h.nq; ++i) {
-            T* row = p + i * nj;
-            const std::int64_t r = h.q0 + i;
-            const std::int64_t pos = own ? positive(h.i0 + i, bq) - j0 : -1;
-            const std::int64_t ex = own && excluded(h.i0 + i) >= 0 ? excluded(h.i0 + i) - j0 : -1;
-            if (kind_ == Kind::siglip) {
-              for (std::int64_t j = 0; j < nj; ++j) {
-                const double l = row[j];
-                const double z = j == pos ? 1.0 : -1.0;
-                // d/dl of -log sigmoid(z l) = -z sigmoid(-z l)
-                const double x = -z * l;
-                const double sig =
-                    x >= 0 ? 1.0 / (1.0 + std::exp(-x)) : std::exp(x) / (1.0 + std::exp(x));
-                const double gij = -w * z * sig;
-                sum_gs += gij * (l - bias_);
-                sum_g += gij;
-                row[j] = static_cast<T>(gij);
-              }
-              continue;
-            }
-            const T lse = static_cast<T>(st.lse[r]);
-            for (std::int64_t j = 0; j < nj; ++j) {
-              const double l = row[j];
-              double gij = j == ex ? 0.0 : w * static_cast<double>(std::exp(row[j] - lse));
-              if (j == pos) gij -= w;
-              sum_gs += gij * l;
-              row[j] = static_cast<T>(gij);
-            }
-          }
-          dt += sum_gs;
-          dbias += sum_g;
+          if (static_cast<std::int64_t>(partial_.extent(0)) < 2 * h.nq)
+            partial_ = Kokkos::View<double*, MemSpace>(
+                Kokkos::view_alloc(Kokkos::WithoutInitializing, "distop::contrastive::partial"),
+                2 * h.nq);
+          const std::array<double, 2> sums = detail::tile_gradient(
+              kind_, tile_of(h, j0, nj, bq, own), g.view(), st.rows, w, bias_, partial_);
+          dt += sums[0];
+          dbias += sums[1];
           const T alpha = static_cast<T>(alpha_);
           if (dxq) {
             Tensor<T> dq = dxq->slice(h.q0 * d, Shape{h.nq, d});
@@ -284,6 +234,8 @@ class Engine {
   Kind kind_;
   const Layout& layout_;
   double alpha_, bias_, weight_;
+  // Per-row partial sums of tile_gradient, grown to the largest tile seen.
+  mutable Kokkos::View<double*, MemSpace> partial_;
 };
 
 // Counts and displacements (in elements) of every rank's payload of 2 rows[c] rows of D.
@@ -302,18 +254,6 @@ Counts payload_counts(const Layout& l) {
     at += static_cast<int>(n);
   }
   return c;
-}
-
-// The sum of one double per rank, in rank order: the same bits on every rank.
-std::vector<double> gather_doubles(MPI_Comm comm, const std::vector<double>& mine, int size) {
-  std::vector<double> all(mine.size() * size);
-  DISTOP_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_DOUBLE, all.data(),
-                                 static_cast<int>(mine.size()), MPI_DOUBLE, comm),
-                   "contrastive loss");
-  std::vector<double> sum(mine.size(), 0.0);
-  for (int r = 0; r < size; ++r)
-    for (std::size_t k = 0; k < mine.size(); ++k) sum[k] += all[r * mine.size() + k];
-  return sum;
 }
 
 Layout make_layout(MPI_Comm comm, const char* op, std::int64_t rows, std::int64_t dim) {
@@ -349,6 +289,11 @@ struct MoverCache {
     std::shared_ptr<const void> movers;
   };
   std::vector<Entry> entries;  // the most recently used last
+  // Two doubles replicated on every rank of the communicator (a [2] tensor whose one grid axis of
+  // P ranks replicates it) and their AllSumReduce over that axis (self-adjoint): the sums over the
+  // ranks of the loss's partial sums and of the scalar parameters' gradients. One per
+  // communicator, whatever the layouts.
+  std::shared_ptr<const AllSumReduce<double>> sum;
 };
 // Layouts kept per communicator (a training loop uses one or two: the full batch and the last).
 constexpr std::size_t kCachedLayouts = 4;
@@ -374,7 +319,10 @@ MoverCache& mover_cache(MPI_Comm comm, const char* op) {
     // The operators hold Kokkos memory and communicators: release them while Kokkos (which
     // Environment finalises before MPI) and MPI still run.
     Kokkos::push_finalize_hook([] {
-      for (MoverCache* cache : live_caches()) cache->entries.clear();
+      for (MoverCache* cache : live_caches()) {
+        cache->entries.clear();
+        cache->sum.reset();
+      }
     });
   }
   void* attribute = nullptr;
@@ -410,6 +358,19 @@ std::shared_ptr<const Movers<T>> movers(MPI_Comm comm, const char* op, const Lay
   return made;
 }
 
+// The cached AllSumReduce of two doubles over comm (collective over comm when it is made).
+std::shared_ptr<const AllSumReduce<double>> pair_sum(MPI_Comm comm, const char* op) {
+  MoverCache& cache = mover_cache(comm, op);
+  if (!cache.sum) {
+    int size = 1;
+    DISTOP_MPI_CHECK(MPI_Comm_size(comm, &size), op);
+    const Shape line{size};
+    const TensorSpace pair(Partition(comm, line), Decomposition::balanced(Shape{2}, line, {-1}));
+    cache.sum = std::make_shared<const AllSumReduce<double>>(pair, std::vector<int>{0});
+  }
+  return cache.sum;
+}
+
 // t (this rank's box of `space`, or anything when the box is empty) as a DistTensor of space.
 template <class T>
 DistTensor<T> in_space(const TensorSpace& space, const Tensor<T>& t) {
@@ -424,6 +385,19 @@ DistTensor<T> link_buffer(const TensorSpace& space, const Tensor<T>& buffer) {
   return DistTensor<T>::from_local(space, buffer.slice(0, space.local_shape()));
 }
 
+// The sums over the ranks of batch_comm of each rank's x0 and x1 (the loss's partial sums, the
+// scalars' gradients), by batch_comm's AllSumReduce on a [2] tensor in the tensors' memory space.
+// AllSumReduce adds in one order and hands every rank the same sum (MPICH's allreduce adds
+// commutatively, so the ranks agree bit for bit).
+std::array<double, 2> sum_over_ranks(const AllSumReduce<double>& op, double x0, double x1) {
+  const DistTensor<double> mine =
+      DistTensor<double>::from_local(op.domain(), Tensor<double>::from_vector(Shape{2}, {x0, x1}));
+  DistTensor<double> sum = DistTensor<double>::uninitialized(op.range());
+  op.forward(mine, sum);
+  const std::vector<double> v = sum.local().to_vector();
+  return {v[0], v[1]};
+}
+
 // The saved state of one forward pass, shared by the strategies.
 template <class T>
 struct Saved {
@@ -435,6 +409,7 @@ struct Saved {
   Tensor<T> stored;    // allgather: own queries' logits; allgather_nograd and gather: all
   std::vector<typename Engine<T>::Stats> stats;  // per query payload computed here
   std::shared_ptr<const Movers<T>> movers;
+  std::shared_ptr<const AllSumReduce<double>> sum;
 
   Tensor<T> payload_of(int c) const {
     return gathered.slice(counts.displ[c], Shape{2 * layout.rows[c], layout.dim});
@@ -480,11 +455,9 @@ double forward_all(Saved<T>& sv, const Engine<T>& engine) {
 // The loss value; fills sv for the backward pass.
 template <class T>
 double forward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine) {
-  const char* op = kind_name(prm.kind);
   const Layout& l = sv.layout;
   const int p = l.rank, P = l.size;
   const std::int64_t d = l.dim, rows = l.rows[p];
-  MPI_Comm comm = prm.comm;
   switch (prm.strategy) {
     case ContrastiveStrategy::allgather_nograd:
     case ContrastiveStrategy::allgather: {
@@ -508,22 +481,22 @@ double forward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine) {
                              &sv.stored, at, none);
         at += engine.block_entries(rows, l.rows[c]);
       }
-      return gather_doubles(comm, {engine.finish(sv.stats[0])}, P)[0];
+      return sum_over_ranks(*sv.sum, engine.finish(sv.stats[0]), 0.0)[0];
     }
     case ContrastiveStrategy::gather: {
       const LinearOperator<T>& gather = *sv.movers->gather;
       DistTensor<T> all = DistTensor<T>::uninitialized(gather.range());
       gather.forward(in_space(sv.movers->rows, sv.payload), all);
       sv.gathered = all.local();  // empty but on the root
-      double loss = p == prm.root ? forward_all(sv, engine) : 0.0;
-      DISTOP_MPI_CHECK(MPI_Bcast(&loss, 1, MPI_DOUBLE, prm.root, comm), op);
-      return loss;
+      // The root's loss; the other ranks add zeros.
+      const double loss = p == prm.root ? forward_all(sv, engine) : 0.0;
+      return sum_over_ranks(*sv.sum, loss, 0.0)[0];
     }
     case ContrastiveStrategy::ring: {
       const std::int64_t cap = std::max<std::int64_t>(2 * l.max_rows * d, 1);
       Tensor<T> cur = Tensor<T>::uninitialized(Shape{cap}, "distop::contrastive::ring");
       Tensor<T> next = Tensor<T>::uninitialized(Shape{cap}, "distop::contrastive::ring");
-      std::copy(sv.payload.data(), sv.payload.data() + 2 * rows * d, cur.data());
+      if (rows > 0) cur.slice(0, sv.payload.shape()).copy_from(sv.payload);
       Tensor<T> tile = Tensor<T>::uninitialized(Shape{engine.scratch_entries(rows, l.max_rows)},
                                                 "distop::contrastive::tile");
       sv.stats.resize(1);
@@ -548,7 +521,7 @@ double forward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine) {
       }
       // The block held last, rank p + 1's, starts the backward ring.
       sv.ring_end = cur.slice(0, Shape{2 * l.rows[(p + 1) % P], d}).clone();
-      return gather_doubles(comm, {engine.finish(sv.stats[0])}, P)[0];
+      return sum_over_ranks(*sv.sum, engine.finish(sv.stats[0]), 0.0)[0];
     }
   }
   return 0;
@@ -559,12 +532,10 @@ double forward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine) {
 template <class T>
 std::array<double, 2> backward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine,
                                     double seed, Tensor<T>& dx) {
-  const char* op = kind_name(prm.kind);
   const Layout& l = sv.layout;
   const int p = l.rank, P = l.size;
   const std::int64_t d = l.dim, rows = l.rows[p];
   const Counts& counts = sv.counts;
-  MPI_Comm comm = prm.comm;
   double dt = 0, dbias = 0;
   Tensor<T> none;
   // All blocks, from the stored logits: this rank's gradient only (dall null), or every rank's.
@@ -598,10 +569,8 @@ std::array<double, 2> backward_pass(Saved<T>& sv, const Params& prm, const Engin
       gather.adjoint(dall, mine);
       // One rank: the gather is a pass-through, whose adjoint hands back dall's storage instead.
       if (rows > 0 && mine.data() != dx.data())
-        std::copy(mine.data(), mine.data() + 2 * rows * d, dx.data());
-      std::array<double, 2> scalars = {dt, dbias};
-      DISTOP_MPI_CHECK(MPI_Bcast(scalars.data(), 2, MPI_DOUBLE, prm.root, comm), op);
-      return scalars;
+        dx.slice(0, Shape{2 * rows, d}).copy_from(mine.local());
+      return sum_over_ranks(*sv.sum, dt, dbias);  // zeros but on the root
     }
     case ContrastiveStrategy::allgather: {
       const LinearOperator<T>& gather = *sv.movers->gather;
@@ -617,11 +586,11 @@ std::array<double, 2> backward_pass(Saved<T>& sv, const Params& prm, const Engin
       // The adjoint of the all-gather, a reduce-scatter, returns each block's summed copies.
       DistTensor<T> mine = DistTensor<T>::uninitialized(sv.movers->rows);
       gather.adjoint(dall, mine);
-      T* g = dx.data();
-      const T* m = mine.data();  // null on a rank without rows (nothing to add)
-      for (std::int64_t e = 0; e < 2 * rows * d; ++e) g[e] += m[e];
-      const std::vector<double> sum = gather_doubles(comm, {dt, dbias}, P);
-      return {sum[0], sum[1]};
+      if (rows > 0) {  // a rank without rows has nothing to add
+        Tensor<T> g = dx.slice(0, Shape{2 * rows, d});
+        kernels::axpy(T(1), mine.local(), g);
+      }
+      return sum_over_ranks(*sv.sum, dt, dbias);
     }
     case ContrastiveStrategy::ring: {
       // The forward ring replayed in reverse: at step k (k = P-1 .. 0) this rank holds block
@@ -633,7 +602,7 @@ std::array<double, 2> backward_pass(Saved<T>& sv, const Params& prm, const Engin
       Tensor<T> x_next = Tensor<T>::uninitialized(Shape{cap}, "distop::contrastive::ring");
       Tensor<T> g_cur(Shape{cap}, "distop::contrastive::ring_grad");
       Tensor<T> g_next = Tensor<T>::uninitialized(Shape{cap}, "distop::contrastive::ring_grad");
-      std::copy(sv.ring_end.data(), sv.ring_end.data() + sv.ring_end.numel(), x_cur.data());
+      if (sv.ring_end.numel() > 0) x_cur.slice(0, sv.ring_end.shape()).copy_from(sv.ring_end);
       sv.ring_end = Tensor<T>();
       Tensor<T> tile = Tensor<T>::uninitialized(Shape{engine.scratch_entries(rows, l.max_rows)},
                                                 "distop::contrastive::tile");
@@ -672,13 +641,13 @@ std::array<double, 2> backward_pass(Saved<T>& sv, const Params& prm, const Engin
         std::swap(x_cur, x_next);
         std::swap(g_cur, g_next);
         if (cn == p) {  // this rank's own block came home with every other rank's contribution
-          T* gd = dx.data();
-          const T* gs = g_cur.data();
-          for (std::int64_t e = 0; e < 2 * rows * d; ++e) gd[e] += gs[e];
+          if (rows > 0) {
+            Tensor<T> gd = dx.slice(0, Shape{2 * rows, d});
+            kernels::axpy(T(1), g_cur.slice(0, Shape{2 * rows, d}), gd);
+          }
         }
       }
-      const std::vector<double> sum = gather_doubles(comm, {dt, dbias}, P);
-      return {sum[0], sum[1]};
+      return sum_over_ranks(*sv.sum, dt, dbias);
     }
   }
   return {0, 0};
@@ -701,8 +670,6 @@ Var<T> contrastive(Tape& tape, Kind kind, Var<T> a, Var<T> b, const Var<T>* scal
               lb.shape().str();
   else if (la.extent(1) < 1)
     problem = "the embedding dimension D must be at least 1, found " + la.shape().str();
-  else if (!kHostAccessible)
-    problem = "the contrastive losses need host tensors";
   for (const Var<T>* v : {scale_var, bias_var})
     if (v && problem.empty() && v->value().local_numel() != 1)
       problem = std::string("expected ") + (v == scale_var ? "logit_scale" : "logit_bias") +
@@ -720,6 +687,7 @@ Var<T> contrastive(Tape& tape, Kind kind, Var<T> a, Var<T> b, const Var<T>* scal
                op, "root ", options.root, " is not a rank of batch_comm (size ", l.size, ")");
   saved->counts = payload_counts(l);
   saved->movers = movers<T>(comm, op, l, options.strategy, options.root);
+  saved->sum = pair_sum(comm, op);
 
   if (options.normalize) {
     a = nn::normalize(tape, a);
@@ -746,9 +714,10 @@ Var<T> contrastive(Tape& tape, Kind kind, Var<T> a, Var<T> b, const Var<T>* scal
   saved->payload = Tensor<T>::uninitialized(Shape{std::max<std::int64_t>(2 * rows * d, 1)},
                                             "distop::contrastive::payload");
   saved->payload = saved->payload.slice(0, Shape{2 * rows, d});
-  std::copy(a.value().local().data(), a.value().local().data() + rows * d, saved->payload.data());
-  std::copy(b.value().local().data(), b.value().local().data() + rows * d,
-            saved->payload.data() + rows * d);
+  if (rows > 0) {
+    saved->payload.slice(0, Shape{rows, d}).copy_from(a.value().local());
+    saved->payload.slice(rows * d, Shape{rows, d}).copy_from(b.value().local());
+  }
 
   const Engine<T> engine(kind, saved->layout, prm.alpha, prm.bias, prm.weight);
   const double loss = forward_pass(*saved, prm, engine);
@@ -776,10 +745,12 @@ Var<T> contrastive(Tape& tape, Kind kind, Var<T> a, Var<T> b, const Var<T>* scal
     if (prm.has_bias) add_scalar(prm.has_scale ? 3 : 2, scalars[1] * share);
     for (std::size_t set = 0; set < 2; ++set)
       grads.accumulate(set, [&](T beta, Tensor<T>& g) {
-        T* out = g.data();
-        const T* in = dx.data() + set * (n / 2);
-        for (std::int64_t e = 0; e < n / 2; ++e)
-          out[e] = (beta == T(0) ? T(0) : beta * out[e]) + in[e];
+        if (n == 0) return;  // no rows here
+        const Tensor<T> in = dx.slice(static_cast<std::int64_t>(set) * (n / 2), g.shape());
+        if (beta == T(0))
+          g.copy_from(in);
+        else
+          kernels::axpby(T(1), in, beta, g);
       });
   };
   return make_function<T>(tape, op, std::move(inputs), std::move(value), std::move(backward),
