@@ -7,16 +7,16 @@
 
 #include "distop/kernels/conv.hpp"
 #include "space.hpp"
+#include "tuning.hpp"
 
 namespace distop::kernels::conv_detail {
 
 // How many samples share one im2col matrix and one GEMM. A GEMM per sample reads the samples in
 // place (no permutation of y or dy), but once a sample has few output positions its GEMM is too
 // narrow for BLAS to run well, so samples are grouped until the matrix has about kMinColumns
-// columns, within kMaxScratchBytes of scratch. A GPU wants the whole batch in one GEMM.
-constexpr std::int64_t kMinColumns = kHostKernels ? 1024 : (std::int64_t{1} << 40);
-constexpr std::int64_t kMaxScratchBytes =
-    kHostKernels ? (std::int64_t{64} << 20) : (std::int64_t{512} << 20);
+// columns, within kMaxScratchBytes of scratch (settings per execution space, tuning.hpp).
+constexpr std::int64_t kMinColumns = kTuning.min_columns;
+constexpr std::int64_t kMaxScratchBytes = kTuning.max_scratch_bytes;
 
 // The geometry padded to 3 spatial axes: a 1-D or 2-D window gets leading axes of extent 1, so
 // that one set of kernels serves every dimension.

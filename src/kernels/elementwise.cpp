@@ -7,6 +7,7 @@
 #include "host/fast_path.hpp"
 #include "kokkos_math.hpp"
 #include "space.hpp"
+#include "tuning.hpp"
 
 namespace distop::kernels {
 
@@ -84,9 +85,8 @@ void map_grad(const char* op, const Tensor<T>& saved, const Tensor<T>& dy, Tenso
       KOKKOS_LAMBDA(std::int64_t i) { dxv(i) = g(sv(i), dyv(i)); });
 }
 
-// Columns per work item of sum_rows: a tile on the host; one per thread on a GPU, which keeps the
-// reads coalesced across threads.
-constexpr int kSumTile = kHostKernels ? 16 : 1;
+// Columns per work item of sum_rows (tuning.hpp).
+constexpr int kSumTile = kTuning.sum_tile;
 
 // s[c] = the sum over rows i of dy[i, j0 + c], c < W, of a row-major dy with n columns, in
 // double: the even rows and the odd rows are summed in row order into two partial sums, which are

@@ -1,10 +1,8 @@
 #include "distop/kernels/pool.hpp"
 
 #include <Kokkos_Core.hpp>
-#include <bit>
 #include <cstdint>
 #include <limits>
-#include <type_traits>
 #include <vector>
 
 #include "distop/core/error.hpp"
@@ -44,18 +42,6 @@ std::int64_t check_shapes(const Tensor<T>& x, const Tensor<T>& y, const WindowGe
   return x.extent(0) * x.extent(1);
 }
 
-// take ? a : b, computed on the bits without a branch (compilers otherwise branch, and on which
-// of two values is larger the branch is mispredicted half the time: 3x slower on random data).
-template <class T>
-inline T select_bits(bool take, T a, T b) {
-  using Bits = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
-  static_assert(sizeof(T) == sizeof(Bits));
-  const auto ab = std::bit_cast<Bits>(a);
-  const auto bb = std::bit_cast<Bits>(b);
-  const Bits keep_b = static_cast<Bits>(take) - Bits{1};  // all ones unless take
-  return std::bit_cast<T>(static_cast<Bits>(ab ^ ((ab ^ bb) & keep_b)));
-}
-
 // The max over the window of output (o0, o1, o2) of the plane starting at x[base]: its value and
 // index into x. Taps in row-major order; a later tap wins only when strictly larger (ties to the
 // first), and a NaN, once taken, stays (it propagates, as in PyTorch).
@@ -74,11 +60,7 @@ KOKKOS_INLINE_FUNCTION void window_max(const Geometry3& g, const View& x, std::i
       for (std::int64_t j2 = 0; j2 < g.kernel[2]; ++j2) {
         if (!tap(g, 2, o2, j2, &i2)) continue;
         const T v = x(row + i2);
-        if constexpr (kHostKernels) {
-          const bool take = (at_b < 0) | (v > b) | ((v != v) & (b == b));
-          b = select_bits(take, v, b);
-          at_b = select_bits(take, row + i2, at_b);
-        } else if (at_b < 0 || v > b || (v != v && b == b)) {
+        if (at_b < 0 || v > b || (v != v && b == b)) {
           b = v;
           at_b = row + i2;
         }
@@ -111,8 +93,8 @@ KOKKOS_INLINE_FUNCTION double window_sum(const Geometry3& g, const View& x, std:
 // outputs, base = the plane's first input entry: a work item per output, over (plane and output
 // row, position in the row) with the last index along memory (Iterate::Right), so that on a GPU
 // neighbouring threads take neighbouring outputs and on the host the inner loop runs along a row
-// with the row's indices decoded once. (The host fast paths of the forward passes,
-// host_fast_path::max_pool_forward and avg_pool_forward, take the windows of up to 64 taps.)
+// with the row's indices decoded once. (On the host, the fast paths of the forward passes,
+// host_fast_path::max_pool_forward and avg_pool_forward, run instead.)
 template <class F>
 void for_each_output(const char* name, const Geometry3& g, std::int64_t planes, const F& f) {
   using Policy =

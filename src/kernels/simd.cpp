@@ -2,6 +2,8 @@
 
 #include <Kokkos_Core.hpp>
 #include <atomic>
+#include <cstdlib>
+#include <string_view>
 #include <type_traits>
 
 namespace distop::kernels {
@@ -38,7 +40,18 @@ bool host_kernels_enabled() {
 #if defined(DISTOP_HOST_KERNELS) && !DISTOP_HOST_KERNELS
   return false;
 #else
-  return std::is_same_v<Kokkos::DefaultExecutionSpace::memory_space, Kokkos::HostSpace>;
+  if constexpr (!std::is_same_v<Kokkos::DefaultExecutionSpace::memory_space, Kokkos::HostSpace>) {
+    return false;
+  } else {
+    // Read once, at the first call: DISTOP_HOST_KERNELS=off (or 0) switches the fast paths off.
+    static const bool on = [] {
+      const char* v = std::getenv("DISTOP_HOST_KERNELS");
+      if (v == nullptr) return true;
+      const std::string_view s(v);
+      return !(s == "off" || s == "OFF" || s == "0");
+    }();
+    return on;
+  }
 #endif
 }
 

@@ -1,8 +1,9 @@
 #pragma once
-// Internal: whether distop's kernels run on the host. Host kernels give each work item a run of
-// contiguous entries (a row), decoded from the work index once, so that the inner loops are plain
-// strided loops; device kernels give each thread one entry, so that neighbouring threads touch
-// neighbouring memory.
+// Internal: whether the host fast paths of the kernels (host/fast_path.hpp) are compiled: a build
+// whose kernels run on the host, with DISTOP_ENABLE_HOST_KERNELS=ON. Only the fast-path layer
+// tests it; whether they run is kernels::host_kernels_enabled() (also false under the environment
+// variable DISTOP_HOST_KERNELS=off). The portable kernels' settings per execution space are in
+// tuning.hpp.
 
 #include <type_traits>
 

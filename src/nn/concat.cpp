@@ -1,8 +1,13 @@
 #include "distop/nn/concat.hpp"
 
+#include <Kokkos_Core.hpp>
 #include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "distop/autodiff/function.hpp"
 #include "distop/kernels/box.hpp"
@@ -20,12 +25,49 @@ Box slab(const Shape& box, int axis, std::int64_t offset, std::int64_t extent) {
   return b;
 }
 
+// The BoxPlans of the boxes concat and split copy, built at the first call that copies a box of
+// a shape and shared by every later one (a model calls them with the same shapes step after
+// step): the copies then allocate nothing and copy nothing from the host per call, also on a
+// device, where a Box-taking kernel builds its plan on every call. Bounded: past kMaxPlans
+// entries the cache starts again. Emptied when Kokkos finalizes (the plans hold Views).
+class PlanCache {
+ public:
+  static kernels::BoxPlan plan(const Shape& shape, const Box& box) {
+    static PlanCache* cache = [] {
+      auto* c = new PlanCache;
+      Kokkos::push_finalize_hook([c] {
+        const std::lock_guard<std::mutex> lock(c->mutex_);
+        c->plans_.clear();
+      });
+      return c;
+    }();
+    return cache->find_or_build(shape, box);
+  }
+
+ private:
+  static constexpr std::size_t kMaxPlans = 256;
+
+  kernels::BoxPlan find_or_build(const Shape& shape, const Box& box) {
+    std::vector<std::int64_t> key(shape.begin(), shape.end());
+    key.insert(key.end(), box.offset.begin(), box.offset.end());
+    key.insert(key.end(), box.extent.begin(), box.extent.end());
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (const auto it = plans_.find(key); it != plans_.end()) return it->second;
+    if (plans_.size() >= kMaxPlans) plans_.clear();
+    return plans_.emplace(std::move(key), kernels::BoxPlan(shape, box)).first->second;
+  }
+
+  std::mutex mutex_;
+  std::map<std::vector<std::int64_t>, kernels::BoxPlan> plans_;
+};
+
 // dst[dst_box] = src[src_box] + beta dst[dst_box] for beta 0 or 1 (accumulate).
 template <class T>
 void copy_slab(const Tensor<T>& src, const Box& src_box, Tensor<T>& dst, const Box& dst_box,
                T beta) {
   if (src_box.empty()) return;
-  kernels::copy_box(src, src_box, dst, dst_box, beta != T(0));
+  kernels::copy_box(src, PlanCache::plan(src.shape(), src_box), dst,
+                    PlanCache::plan(dst.shape(), dst_box), beta != T(0));
 }
 
 }  // namespace
@@ -117,7 +159,8 @@ std::vector<Var<T>> split(Tape& tape, const Var<T>& x, const std::vector<std::in
             if (dys[o])
               copy_slab(dys[o]->local(), whole(dys[o]->local().shape()), g, part, beta);
             else if (beta == T(0) && !part.empty())
-              kernels::fill_box(g, part, T(0));  // fresh storage: no gradient reached this piece
+              kernels::fill_box(g, PlanCache::plan(g.shape(), part),
+                                T(0));  // fresh storage: no gradient reached this piece
           }
         });
       });

@@ -1,16 +1,18 @@
 // kernels::BoxPlan: pack, unpack, fill and copy through a plan (its host form and the portable form
 // a GPU runs) give the same entries as the Box-taking kernels, and allocate nothing per call.
-#include <Kokkos_Core.hpp>
 #include <gtest/gtest.h>
 
+#include <Kokkos_Core.hpp>
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "distop/core/error.hpp"
 #include "distop/kernels/box.hpp"
+#include "distop/kernels/simd.hpp"
 
 using distop::Box;
 using distop::Shape;
@@ -32,8 +34,8 @@ std::vector<std::pair<Shape, Box>> cases() {
           {Shape{3, 4, 5}, Box{{1, 1, 1}, {2, 3, 3}}},
           {Shape{2, 3, 4, 5}, Box{{1, 0, 2, 1}, {1, 3, 2, 4}}},
           {Shape{2, 3, 4, 5}, Box{{0, 0, 0, 0}, {2, 3, 4, 5}}},  // everything
-          {Shape{4, 40, 40}, Box{{0, 3, 5}, {4, 30, 33}}},      // runs long enough for SIMD
-          {Shape{2, 3}, Box{{1, 1}, {0, 2}}}};                  // empty
+          {Shape{4, 40, 40}, Box{{0, 3, 5}, {4, 30, 33}}},       // runs long enough for SIMD
+          {Shape{2, 3}, Box{{1, 1}, {0, 2}}}};                   // empty
 }
 
 // The forms under test: the dispatching one (host copies here) and the portable one.
@@ -61,9 +63,7 @@ struct KokkosEventCounter {
     allocations = 0;
     deep_copies = 0;
     Kokkos::Tools::Experimental::set_allocate_data_callback(
-        [](Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t) {
-          ++allocations;
-        });
+        [](Kokkos::Tools::SpaceHandle, const char*, const void*, std::uint64_t) { ++allocations; });
     Kokkos::Tools::Experimental::set_begin_deep_copy_callback(
         [](Kokkos::Tools::SpaceHandle, const char*, const void*, Kokkos::Tools::SpaceHandle,
            const char*, const void*, std::uint64_t) { ++deep_copies; });
@@ -165,4 +165,18 @@ TEST(BoxPlan, RefusesAnotherShapeOrOneTensor) {
   const kernels::BoxPlan left(Shape{4, 6}, Box{{0, 0}, {3, 3}});
   EXPECT_THROW(kernels::copy_box(u, left, u, plan), distop::Error);
   EXPECT_THROW(kernels::BoxPlan(Shape{4, 6}, Box{{2, 2}, {3, 3}}), distop::Error);
+}
+
+// The environment variable DISTOP_HOST_KERNELS=off switches the host fast paths off at run time
+// (the ctest entry portable_kernels sets it): host_kernels_enabled() reports it, and the
+// hand-vectorised kernels see no vector width.
+TEST(HostKernels, EnvironmentSwitchIsReported) {
+  const char* v = std::getenv("DISTOP_HOST_KERNELS");
+  if (v != nullptr && std::string(v) == "off") {
+    EXPECT_FALSE(kernels::host_kernels_enabled());
+    EXPECT_EQ(kernels::host_simd_bytes(), 0);
+  }
+  if (!kernels::host_kernels_enabled()) {
+    EXPECT_EQ(kernels::host_simd_bytes(), 0);
+  }
 }

@@ -4,8 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <Kokkos_Core.hpp>
+#include <cstdint>
+#include <string_view>
 #include <vector>
 
+#include "distop/autodiff/apply.hpp"
 #include "distop/nn/arithmetic.hpp"
 #include "distop/nn/reduction.hpp"
 #include "gradcheck.hpp"
@@ -172,6 +176,65 @@ TEST(Split, BadSizesAreErrors) {
   EXPECT_THROW(nn::chunk(tape, x, 0, 1), Error);        // no chunks
   EXPECT_THROW(nn::chunk(tape, x, -2, 0), Error);
   EXPECT_EQ(tape.size(), 0u);
+}
+
+// Counts, while it lives, the Kokkos allocations of BoxPlans' run offsets and the deep copies into
+// them (Kokkos' profiling hooks, as in box_plan_test.cpp).
+struct PlanEventCounter {
+  static inline std::int64_t allocations = 0;
+  static inline std::int64_t deep_copies = 0;
+  static bool is_plan(const char* label) {
+    return std::string_view(label) == "distop::BoxPlan::starts";
+  }
+  PlanEventCounter() {
+    allocations = 0;
+    deep_copies = 0;
+    Kokkos::Tools::Experimental::set_allocate_data_callback(
+        [](Kokkos::Tools::SpaceHandle, const char* label, const void*, std::uint64_t) {
+          allocations += is_plan(label);
+        });
+    Kokkos::Tools::Experimental::set_begin_deep_copy_callback(
+        [](Kokkos::Tools::SpaceHandle, const char* dst, const void*, Kokkos::Tools::SpaceHandle,
+           const char*, const void*, std::uint64_t) { deep_copies += is_plan(dst); });
+  }
+  ~PlanEventCounter() {
+    Kokkos::Tools::Experimental::set_allocate_data_callback(nullptr);
+    Kokkos::Tools::Experimental::set_begin_deep_copy_callback(nullptr);
+  }
+  PlanEventCounter(const PlanEventCounter&) = delete;
+  PlanEventCounter& operator=(const PlanEventCounter&) = delete;
+};
+
+// concat's and split's copies (forward and backward, the zero fill of a piece no gradient
+// reached included) go through BoxPlans built at the first call of a shape: a later step with the
+// same shapes builds none, so it allocates nothing and copies nothing from the host for them (on a
+// device, a Box-taking copy describes its box on the device on every call).
+TEST(Concat, RepeatedStepsBuildNoBoxPlans) {
+  Var<double> a(random_tensor<double>(local_space(Shape{4, 5, 6}), 10), true);
+  Var<double> b(random_tensor<double>(local_space(Shape{4, 3, 6}), 11), true);
+  const auto r = random_tensor<double>(local_space(Shape{4, 4, 6}), 12);
+  auto step = [&] {
+    Tape tape;
+    auto parts = nn::split(tape, nn::concat(tape, {a, b}, 1), {2, 4, 2}, 1);
+    auto loss = test::weighted_sum(tape, parts[1], r);  // pieces 0 and 2 unused
+    distop::backward(tape, loss);
+  };
+  {
+    PlanEventCounter counter;
+    step();
+    ASSERT_GE(PlanEventCounter::allocations, 1) << "the profiling hook saw no plan built";
+  }
+  const auto ga = a.grad().local().to_vector();
+  a.zero_grad();
+  b.zero_grad();
+  PlanEventCounter counter;
+  for (int i = 0; i < 3; ++i) step();
+  EXPECT_EQ(PlanEventCounter::allocations, 0);
+  EXPECT_EQ(PlanEventCounter::deep_copies, 0);
+  // The same gradient, three times over: rows 2 to 4 of a's axis 1 get r's first three rows.
+  const auto ga3 = a.grad().local().to_vector();
+  ASSERT_EQ(ga3.size(), ga.size());
+  for (std::size_t i = 0; i < ga.size(); ++i) EXPECT_DOUBLE_EQ(ga3[i], 3 * ga[i]) << i;
 }
 
 }  // namespace

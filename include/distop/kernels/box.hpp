@@ -60,9 +60,7 @@ class BoxPlan {
   // The box as rows() runs of run() contiguous entries, run i starting at run_starts()(i).
   std::int64_t rows() const noexcept { return runs_.rows; }
   std::int64_t run() const noexcept { return runs_.run; }
-  const Kokkos::View<const std::int64_t*, MemSpace>& run_starts() const noexcept {
-    return starts_;
-  }
+  const Kokkos::View<const std::int64_t*, MemSpace>& run_starts() const noexcept { return starts_; }
   const detail::BoxRuns& runs() const noexcept { return runs_; }
   // The same runs in a packed buffer (run i at i * run()).
   const detail::BoxRuns& packed_runs() const noexcept { return packed_; }
@@ -91,9 +89,10 @@ void copy_box(const Tensor<T>& src, const BoxPlan& src_plan, Tensor<T>& dst,
 
 // The portable forms of the plan kernels: one work item per entry, reading the run starts from
 // the plan's View; what a GPU runs. The plan-taking functions above call them where the kernels
-// do not run on the host, or where the build turns the host fast paths off
-// (DISTOP_ENABLE_HOST_KERNELS=OFF), and run the host's run-by-run copies otherwise; callable on
-// any build, so that tests run them on the host.
+// do not run on the host, or where the host fast paths are off (the build option
+// DISTOP_ENABLE_HOST_KERNELS=OFF, or the environment variable DISTOP_HOST_KERNELS=off), and run
+// the host's run-by-run copies otherwise; callable on any build, so that tests run them on the
+// host.
 namespace portable {
 template <class T>
 void pack(const Tensor<T>& src, const BoxPlan& plan, T* out);

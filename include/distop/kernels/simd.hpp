@@ -8,11 +8,13 @@ namespace distop::kernels {
 // x86-64, an older CPU, or a device build's kernels), after the cap below. Detected once, at the
 // first call. Where a kernel has no form for the width found, the portable kernels run instead.
 int host_simd_bytes();
-// Whether this build runs the host fast paths of the kernels (src/kernels/host/: the
-// hand-vectorised and host-only scalar forms): the build option DISTOP_ENABLE_HOST_KERNELS (ON by
-// default) in a build whose kernels run on the host. False in a device build, and where the
-// option is OFF: then the portable Kokkos kernels, the ones a GPU runs, run on the host too, and
-// host_simd_bytes() is 0.
+// Whether the host fast paths of the kernels run (src/kernels/host/: the hand-vectorised and
+// host-only scalar forms): compiled in, by the build option DISTOP_ENABLE_HOST_KERNELS (ON by
+// default) in a build whose kernels run on the host, and not switched off at run time by the
+// environment variable DISTOP_HOST_KERNELS=off (or 0), which is read once, at the first call
+// (any kernel with a fast path makes it). False in a device build, where the option is OFF and
+// where the variable says off: then the portable Kokkos kernels, the ones a GPU runs, run on the
+// host too, and host_simd_bytes() is 0.
 bool host_kernels_enabled();
 
 // Caps that width: 32 runs the AVX2 forms even on an AVX-512 CPU, 16 or less turns the

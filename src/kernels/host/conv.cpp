@@ -126,68 +126,109 @@ BandDims band_dims(const Geo& g, std::int64_t c, std::int64_t nb) {
   return d;
 }
 
-// R from the nb samples of x [nb, C, in...] starting at x: a work item per row of R.
-template <class T>
-void band_im2col(const T* x, std::int64_t nb, std::int64_t channels, const Geo& g,
-                 const BandDims& d, T* r) {
+// The runs of one row of an im2col-style matrix (im2col's, kBands false, or the band matrix R,
+// kBands true), each out[2] entries long. Run (nl, o0, u) holds sample nl's outputs along the last
+// axis at o0 and u, where u is the output row o1 (im2col) or the band row i1p (bands), and reads
+// input row i0 = o0 s0 - off0 + j0 d0, i1 = u s1 - off1 + j1 d1 of the row's tap (the bands have
+// s1 = 1 and j1 = 0: their kernel rows are shifts of R's columns). In the row the runs lie in the
+// order (nl, o0, u) in im2col's matrix (its columns are (n, o0, o1, o2)) and (u, nl, o0) in R.
+template <bool kBands>
+struct RowRuns {
+  std::int64_t nb, out0, u_n;  // samples, outputs along axis 0, values of u
+
+  // The run's place in the row, in runs.
+  KOKKOS_INLINE_FUNCTION std::int64_t index(std::int64_t nl, std::int64_t o0,
+                                            std::int64_t u) const {
+    return kBands ? (u * nb + nl) * out0 + o0 : (nl * out0 + o0) * u_n + u;
+  }
+  // f(nl, o0, u) for every run, in the row's order.
+  template <class F>
+  KOKKOS_INLINE_FUNCTION void for_each(const F& f) const {
+    for (std::int64_t v = 0; v < (kBands ? u_n : nb); ++v)
+      for (std::int64_t w = 0; w < (kBands ? nb : out0); ++w)
+        for (std::int64_t z = 0; z < (kBands ? out0 : u_n); ++z) kBands ? f(w, z, v) : f(v, w, z);
+  }
+  // f(o0, u) for every run of sample nl, in the row's order.
+  template <class F>
+  KOKKOS_INLINE_FUNCTION void for_each_of_sample(const F& f) const {
+    for (std::int64_t v = 0; v < (kBands ? u_n : out0); ++v)
+      for (std::int64_t z = 0; z < (kBands ? out0 : u_n); ++z) kBands ? f(z, v) : f(v, z);
+  }
+};
+
+// The tap (channel, j0, j1, j2) of row r of an im2col-style matrix: rows ((ch k0 + j0) K1 + j1) k2
+// + j2, with K1 = k1 in im2col's matrix and 1 in R (j1 = 0).
+struct RowTap {
+  std::int64_t ch, j0, j1, j2;
+};
+template <bool kBands>
+KOKKOS_INLINE_FUNCTION RowTap row_tap(const Geo& g, std::int64_t r) {
+  const std::int64_t k1 = kBands ? 1 : g.k[1];
+  return {r / (g.k[2] * k1 * g.k[0]), (r / (g.k[2] * k1)) % g.k[0], (r / g.k[2]) % k1, r % g.k[2]};
+}
+
+// The input row a run of tap t reads inside x's plane (i0 in[1] + i1) in[2], or -1 where it lies
+// outside (then the run reads padding).
+KOKKOS_INLINE_FUNCTION std::int64_t input_row(const Geo& g, const RowTap& t, std::int64_t o0,
+                                              std::int64_t u) {
+  const std::int64_t i0 = o0 * g.s[0] - g.off[0] + t.j0 * g.dil[0];
+  const std::int64_t i1 = u * g.s[1] - g.off[1] + t.j1 * g.dil[1];
+  const bool inside = i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1];
+  return inside ? (i0 * g.in[1] + i1) * g.in[2] : -1;
+}
+
+// The matrix of the nb samples of x [nb, C, in...] starting at x (im2col's, u_n = out1, or R,
+// u_n = its band rows): a work item per row, its runs written in order, each read from one input
+// row (or zero). The indices are decoded once per row (64-bit divisions cost as much as copying a
+// short run); the tap's valid range along the last axis is the same for every run of the row.
+template <bool kBands, class T>
+void gather_rows(const char* name, const T* x, std::int64_t nb, std::int64_t channels, const Geo& g,
+                 std::int64_t u_n, T* out) {
+  const RowRuns<kBands> runs{nb, g.out[0], u_n};
+  const std::int64_t m = g.out[2], len = nb * g.out[0] * u_n * m;
+  const std::int64_t rows = channels * g.k[0] * (kBands ? 1 : g.k[1]) * g.k[2];
   Kokkos::parallel_for(
-      "distop::conv_bands", Kokkos::RangePolicy<ExecSpace>(0, d.kb), KOKKOS_LAMBDA(std::int64_t q) {
-        const std::int64_t j2 = q % g.k[2];
-        const std::int64_t j0 = (q / g.k[2]) % g.k[0];
-        const std::int64_t ch = q / (g.k[2] * g.k[0]);
-        const std::int64_t m = g.out[2], s2 = g.s[2];
-        const std::int64_t b = j2 * g.dil[2] - g.off[2];
+      name, Kokkos::RangePolicy<ExecSpace>(0, rows), KOKKOS_LAMBDA(std::int64_t r) {
+        const RowTap t = row_tap<kBands>(g, r);
+        const std::int64_t b = t.j2 * g.dil[2] - g.off[2];
         std::int64_t lo = 0, hi = 0;
-        valid_range(b, s2, g.in[2], m, lo, hi);
-        T* dst = r + q * d.cols;
-        for (std::int64_t i1p = 0; i1p < d.h; ++i1p) {
-          const std::int64_t i1 = i1p - g.off[1];
-          const bool in1 = i1 >= 0 && i1 < g.in[1];
-          for (std::int64_t nl = 0; nl < nb; ++nl) {
-            const T* xs = x + (nl * channels + ch) * g.in_n;
-            for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0, dst += m) {
-              const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
-              const bool inside = in1 && i0 >= 0 && i0 < g.in[0];
-              read_run(dst, inside ? xs + (i0 * g.in[1] + i1) * g.in[2] : nullptr, m, lo, hi, b,
-                       s2);
-            }
-          }
-        }
+        valid_range(b, g.s[2], g.in[2], m, lo, hi);
+        T* dst = out + r * len;
+        runs.for_each([&](std::int64_t nl, std::int64_t o0, std::int64_t u) {
+          const std::int64_t at = input_row(g, t, o0, u);
+          read_run(dst, at < 0 ? nullptr : x + (nl * channels + t.ch) * g.in_n + at, m, lo, hi, b,
+                   g.s[2]);
+          dst += m;
+        });
       });
 }
 
-// dx = beta dx + the adjoint of band_im2col applied to dR: a work item per (sample, channel)
-// plane of dx, which gathers the runs of dR that were read from it (no two work items write the
-// same entry).
-template <class T>
-void band_col2im(const T* dr, std::int64_t nb, std::int64_t channels, const Geo& g,
-                 const BandDims& d, T beta, T* dx) {
+// dx = beta dx + the adjoint of gather_rows applied to the matrix in: a work item per (sample,
+// channel) plane of dx, which walks the rows of its channel in order and adds each of the
+// plane's runs (a sequential stream within the row) back to the input row it was read from (no
+// two work items write the same entry).
+template <bool kBands, class T>
+void scatter_rows(const char* name, const T* in, std::int64_t nb, std::int64_t channels,
+                  const Geo& g, std::int64_t u_n, T beta, T* dx) {
+  const RowRuns<kBands> runs{nb, g.out[0], u_n};
+  const std::int64_t m = g.out[2], len = nb * g.out[0] * u_n * m;
+  const std::int64_t row_taps = g.k[0] * (kBands ? 1 : g.k[1]) * g.k[2];
   Kokkos::parallel_for(
-      "distop::conv_bands_adjoint", Kokkos::RangePolicy<ExecSpace>(0, nb * channels),
-      KOKKOS_LAMBDA(std::int64_t w) {
+      name, Kokkos::RangePolicy<ExecSpace>(0, nb * channels), KOKKOS_LAMBDA(std::int64_t w) {
         const std::int64_t ch = w % channels;
         const std::int64_t nl = w / channels;
         T* dxs = dx + w * g.in_n;
         scale_or_zero_run(dxs, g.in_n, beta);
-        const std::int64_t m = g.out[2], s2 = g.s[2];
-        for (std::int64_t j0 = 0; j0 < g.k[0]; ++j0) {
-          for (std::int64_t j2 = 0; j2 < g.k[2]; ++j2) {
-            const std::int64_t q = (ch * g.k[0] + j0) * g.k[2] + j2;
-            const std::int64_t b = j2 * g.dil[2] - g.off[2];
-            std::int64_t lo = 0, hi = 0;
-            valid_range(b, s2, g.in[2], m, lo, hi);
-            for (std::int64_t i1p = 0; i1p < d.h; ++i1p) {
-              const std::int64_t i1 = i1p - g.off[1];
-              if (i1 < 0 || i1 >= g.in[1]) continue;
-              const T* src = dr + q * d.cols + (i1p * nb + nl) * g.out[0] * m;
-              for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0, src += m) {
-                const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
-                if (i0 < 0 || i0 >= g.in[0]) continue;
-                T* dst = dxs + (i0 * g.in[1] + i1) * g.in[2];
-                add_back_run(dst, src, lo, hi, b, s2);
-              }
-            }
-          }
+        for (std::int64_t r = ch * row_taps; r < (ch + 1) * row_taps; ++r) {
+          const RowTap t = row_tap<kBands>(g, r);
+          const std::int64_t b = t.j2 * g.dil[2] - g.off[2];
+          std::int64_t lo = 0, hi = 0;
+          valid_range(b, g.s[2], g.in[2], m, lo, hi);
+          const T* row = in + r * len;
+          runs.for_each_of_sample([&](std::int64_t o0, std::int64_t u) {
+            const std::int64_t at = input_row(g, t, o0, u);
+            if (at >= 0) add_back_run(dxs + at, row + runs.index(nl, o0, u) * m, lo, hi, b, g.s[2]);
+          });
         }
       });
 }
@@ -266,7 +307,7 @@ void to_band_layout(const T* dy, std::int64_t nb, std::int64_t o_n, const Geo& g
       });
 }
 
-// The band forms of the three passes (see band_im2col). Chunks of nb samples as in the im2col
+// The band forms of the three passes (R: gather_rows<true>). Chunks of nb samples as in the im2col
 // forms; the band matrices of the whole batch are kept for the weight gradient within
 // kMaxKeptColumnsBytes.
 template <class T>
@@ -289,7 +330,7 @@ void band_forward(const T* xp, const T* wp, const T* bp, std::int64_t n, std::in
     const std::int64_t m = std::min(nb, n - s);
     const BandDims d = band_dims(g, c, m);
     T* r = kept ? keep->data.data() + per_sample * s : scratch.data();
-    band_im2col(xp + s * c * g.in_n, m, c, g, d, r);
+    gather_rows<true>("distop::conv_bands", xp + s * c * g.in_n, m, c, g, d.h, r);
     for (std::int64_t j1 = 0; j1 < g.k[1]; ++j1)
       gemm_raw(Op::N, Op::N, o, d.block, d.kb, T(1), wr.data() + j1 * o * d.kb, d.kb,
                r + j1 * g.dil[1] * d.slot, d.cols, j1 == 0 ? T(0) : T(1), tmp.data(), d.block);
@@ -322,7 +363,7 @@ void band_backward_input(const T* dyp, const T* wp, std::int64_t n, std::int64_t
       gemm_raw(Op::T, Op::N, d.kb, d.block, o, T(1), wr.data() + j1 * o * d.kb, d.kb, tmp.data(),
                d.block, j1 == 0 ? T(0) : T(1), r + at, d.cols);
     }
-    band_col2im(r, m, c, g, d, beta, dxp + s * c * g.in_n);
+    scatter_rows<true>("distop::conv_bands_adjoint", r, m, c, g, d.h, beta, dxp + s * c * g.in_n);
   }
 }
 
@@ -341,7 +382,8 @@ void band_backward_weight(const T* dyp, const T* xp, std::int64_t n, std::int64_
     const std::int64_t m = std::min(nb, n - s);
     const BandDims d = band_dims(g, c, m);
     const T* r = reuse ? kept->data.data() + per_sample * s : scratch.data();
-    if (!reuse) band_im2col(xp + s * c * g.in_n, m, c, g, d, scratch.data());
+    if (!reuse)
+      gather_rows<true>("distop::conv_bands", xp + s * c * g.in_n, m, c, g, d.h, scratch.data());
     to_band_layout(dyp + s * o * g.out_n, m, o, g, tmp.data());
     // dW_j1 [O, Kb] += tmp R[:, block j1]^T (OpenBLAS runs these narrow products faster in this
     // orientation than as dW^T with the long side as m: 87 against 72 GFLOP/s on LeNet's conv2).
@@ -363,6 +405,7 @@ bool conv_forward(const T* xp, const T* wp, const T* bp, T* yp, std::int64_t n, 
   if constexpr (!kHostKernels) {
     return false;
   } else {
+    if (!host_kernels_enabled()) return false;
     if (use_direct<T>(geo, c, o, Pass::forward)) {
       const detail::DirectGeo dg = direct_geo(geo);
       T* frames = nullptr;
@@ -388,6 +431,7 @@ bool conv_backward_input(const T* dyp, const T* wp, T beta, T* dxp, std::int64_t
   if constexpr (!kHostKernels) {
     return false;
   } else {
+    if (!host_kernels_enabled()) return false;
     if (use_direct<T>(geo, c, o, Pass::input)) {
       detail::direct_conv_backward_input(dyp, wp, beta, dxp, n, c, o, direct_geo(geo));
       return true;
@@ -405,6 +449,7 @@ bool conv_backward_weight(const T* dyp, const T* xp, T beta, T* dwp, std::int64_
   if constexpr (!kHostKernels) {
     return false;
   } else {
+    if (!host_kernels_enabled()) return false;
     if (use_direct<T>(geo, c, o, Pass::weight)) {
       detail::direct_conv_backward_weight(dyp, xp, beta, dwp, n, c, o, direct_geo(geo),
                                           kept_frames(kept, direct_geo(geo), n, c));
@@ -424,6 +469,7 @@ bool conv_backward(const T* dyp, const T* xp, const T* wp, const ConvGradients<T
   if constexpr (!kHostKernels) {
     return false;
   } else {
+    if (!host_kernels_enabled()) return false;
     // The direct kernels in one pass over the samples where they take the weight gradient and,
     // if wanted, the input gradient: dy padded once for both, the bias summed on the way, x's
     // frames from the forward pass.
@@ -447,37 +493,8 @@ bool im2col(const T* x, std::int64_t nb, std::int64_t channels, const Geo& g, T*
   if constexpr (!kHostKernels) {
     return false;
   } else {
-    const std::int64_t len = nb * g.out_n;  // row length of col
-    const std::int64_t rows_k = channels * g.taps;
-    // One work item per row of col: for each sample, out[0] out[1] runs of out[2] entries, each
-    // read from one input row (or zero). The indices are decoded once per row (64-bit divisions
-    // cost as much as copying a short run) and then advance incrementally; the tap's valid range
-    // along the last axis is the same for every run.
-    Kokkos::parallel_for(
-        "distop::im2col", Kokkos::RangePolicy<ExecSpace>(0, rows_k), KOKKOS_LAMBDA(std::int64_t r) {
-          const std::int64_t j2 = r % g.k[2];
-          const std::int64_t j1 = (r / g.k[2]) % g.k[1];
-          const std::int64_t j0 = (r / (g.k[2] * g.k[1])) % g.k[0];
-          const std::int64_t ch = r / g.taps;
-          const std::int64_t m = g.out[2], s2 = g.s[2];
-          const std::int64_t b = j2 * g.dil[2] - g.off[2];
-          std::int64_t lo = 0, hi = 0;
-          valid_range(b, s2, g.in[2], m, lo, hi);
-          T* dst = col + r * len;
-          for (std::int64_t nl = 0; nl < nb; ++nl) {
-            const T* xs = x + (nl * channels + ch) * g.in_n;
-            for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
-              const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
-              const bool in0 = i0 >= 0 && i0 < g.in[0];
-              for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1, dst += m) {
-                const std::int64_t i1 = o1 * g.s[1] - g.off[1] + j1 * g.dil[1];
-                const bool inside = in0 && i1 >= 0 && i1 < g.in[1];
-                read_run(dst, inside ? xs + (i0 * g.in[1] + i1) * g.in[2] : nullptr, m, lo, hi, b,
-                         s2);
-              }
-            }
-          }
-        });
+    if (!host_kernels_enabled()) return false;
+    gather_rows<false>("distop::im2col", x, nb, channels, g, g.out[1], col);
     return true;
   }
 }
@@ -487,40 +504,8 @@ bool col2im(const T* col, std::int64_t nb, std::int64_t channels, const Geo& g, 
   if constexpr (!kHostKernels) {
     return false;
   } else {
-    const std::int64_t len = nb * g.out_n;
-    // One work item per sample and channel: it owns the entries dx[n, c, ...] and walks the
-    // rows of col that read them in im2col's order (each row a sequential stream), adding each
-    // run of out[2] entries to the input row it was read from.
-    Kokkos::parallel_for(
-        "distop::col2im", Kokkos::RangePolicy<ExecSpace>(0, nb * channels),
-        KOKKOS_LAMBDA(std::int64_t w) {
-          const std::int64_t ch = w % channels;
-          const std::int64_t nl = w / channels;
-          T* dxs = dx + w * g.in_n;
-          scale_or_zero_run(dxs, g.in_n, beta);
-          const std::int64_t m = g.out[2], s2 = g.s[2];
-          for (std::int64_t j0 = 0; j0 < g.k[0]; ++j0) {
-            for (std::int64_t j1 = 0; j1 < g.k[1]; ++j1) {
-              for (std::int64_t j2 = 0; j2 < g.k[2]; ++j2) {
-                const std::int64_t r = ch * g.taps + (j0 * g.k[1] + j1) * g.k[2] + j2;
-                const std::int64_t b = j2 * g.dil[2] - g.off[2];
-                std::int64_t lo = 0, hi = 0;
-                valid_range(b, s2, g.in[2], m, lo, hi);
-                const T* src = col + r * len + nl * g.out_n;
-                for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
-                  const std::int64_t i0 = o0 * g.s[0] - g.off[0] + j0 * g.dil[0];
-                  const bool in0 = i0 >= 0 && i0 < g.in[0];
-                  for (std::int64_t o1 = 0; o1 < g.out[1]; ++o1, src += m) {
-                    const std::int64_t i1 = o1 * g.s[1] - g.off[1] + j1 * g.dil[1];
-                    if (!in0 || i1 < 0 || i1 >= g.in[1]) continue;
-                    T* dst = dxs + (i0 * g.in[1] + i1) * g.in[2];
-                    add_back_run(dst, src, lo, hi, b, s2);
-                  }
-                }
-              }
-            }
-          }
-        });
+    if (!host_kernels_enabled()) return false;
+    scatter_rows<false>("distop::col2im", col, nb, channels, g, g.out[1], beta, dx);
     return true;
   }
 }

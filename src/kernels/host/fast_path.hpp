@@ -19,17 +19,21 @@
 // on one thread, and the row-folded im2col, "bands", elsewhere; host/conv.cpp), and max and
 // average pooling (blocked rows, AVX-512 for 2-wide windows; host/pool.cpp), and the portable
 // convolution's im2col and col2im (a work item per row; host/conv.cpp), and the bias rows
-// (add_row_vector, fill_rows, sum_rows: plain loops and rows_simd.hpp; host/rows.cpp). The
-// hand-vectorised box copies (box_simd.hpp), the box kernels' run loops and max pooling's
-// branchless window max are still chosen inside their kernels, behind kernels::kHostKernels and
-// host_simd_bytes(), which the option switches off as well.
+// (add_row_vector, fill_rows, sum_rows: plain loops and rows_simd.hpp; host/rows.cpp), and the
+// box kernels (pack, unpack, copy_box, fill_box: run by run, AVX-512/AVX2 sweeps of
+// host/box_simd.hpp; host/box.cpp). Each function returns false first thing where
+// kernels::host_kernels_enabled() is false: the environment variable DISTOP_HOST_KERNELS=off
+// switches the layer off at run time in a build that compiled it, so that one build tests both
+// forms.
 
 #include <cstdint>
 
 #include "../conv_internal.hpp"
 #include "../pool_internal.hpp"
 #include "../space.hpp"
+#include "distop/kernels/box.hpp"
 #include "distop/kernels/conv.hpp"
+#include "distop/kernels/simd.hpp"
 
 namespace distop::kernels::host_fast_path {
 
@@ -72,13 +76,27 @@ template <class T>
 bool sum_rows(const T* dy, std::int64_t rows, std::int64_t n, T beta, T* db);
 
 // kernels::max_pool_forward and avg_pool_forward on checked raw pointers: `planes` planes (N C)
-// of x [in...] into y [out...] (and argmax, y's indices into x), windows of at most 64 taps.
+// of x [in...] into y [out...] (and argmax, y's indices into x).
 template <class T>
 bool max_pool_forward(const pool_detail::Geometry3& g, std::int64_t planes, const T* x, T* y,
                       std::int64_t* argmax);
 template <class T>
 bool avg_pool_forward(const pool_detail::Geometry3& g, std::int64_t planes, const T* x, T* y,
                       double scale);
+
+// The box kernels of box.cpp on checked boxes: d's runs (as dst_runs) = s's runs (as src_runs,
+// the same iterated extents and run length), or += when accumulate (pack and unpack, with a
+// packed buffer's runs on one side, box_detail::packed_like); dst_box of d (dst_shape) =
+// src_box of s (false where s and d are one tensor: the boxes may overlap); every run of d =
+// value.
+template <class T>
+bool copy_runs(const detail::BoxRuns& dst_runs, T* d, const detail::BoxRuns& src_runs, const T* s,
+               bool accumulate);
+template <class T>
+bool copy_box(const Shape& src_shape, const Box& src_box, const T* s, const Shape& dst_shape,
+              const Box& dst_box, T* d, bool accumulate);
+template <class T>
+bool fill_runs(const detail::BoxRuns& runs, T* d, T value);
 
 #else
 
@@ -131,6 +149,19 @@ bool max_pool_forward(const pool_detail::Geometry3&, std::int64_t, const T*, T*,
 }
 template <class T>
 bool avg_pool_forward(const pool_detail::Geometry3&, std::int64_t, const T*, T*, double) {
+  return false;
+}
+
+template <class T>
+bool copy_runs(const detail::BoxRuns&, T*, const detail::BoxRuns&, const T*, bool) {
+  return false;
+}
+template <class T>
+bool copy_box(const Shape&, const Box&, const T*, const Shape&, const Box&, T*, bool) {
+  return false;
+}
+template <class T>
+bool fill_runs(const detail::BoxRuns&, T*, T) {
   return false;
 }
 

@@ -29,6 +29,7 @@ bool add_row_vector(T* y, const T* b, std::int64_t rows, std::int64_t n) {
   if constexpr (!kHostKernels) {
     return false;
   } else {
+    if (!host_kernels_enabled()) return false;
     // Rows of at most 64 bytes (a narrow layer's: 10 outputs) in AVX-512 or AVX2 registers, as one
     // flat array; longer rows in a plain loop whose inner loop the compiler vectorises. (A
     // Kokkos::parallel_for with a row per work item took five times as long as the plain loop,
@@ -46,6 +47,7 @@ bool fill_rows(T* y, const T* b, std::int64_t rows, std::int64_t n) {
   if constexpr (!kHostKernels) {
     return false;
   } else {
+    if (!host_kernels_enabled()) return false;
     // Stores only, which the GEMM's beta = 1 pass then reads from cache: b into the first row,
     // then the filled rows copied after themselves, doubling each time (a few long copies rather
     // than a call or a short loop per row; rows are often a few dozen bytes).
@@ -65,6 +67,7 @@ bool sum_rows(const T* dy, std::int64_t rows, std::int64_t n, T beta, T* db) {
   if constexpr (!kHostKernels) {
     return false;
   } else {
+    if (!host_kernels_enabled()) return false;
     // Rows of at most 64 bytes (a narrow layer's) in AVX-512 or AVX2 registers, as one flat array;
     // false for longer rows (the portable form's column tiles suit them).
     if (!detail::simd_short_rows<T>(n)) return false;
