@@ -80,18 +80,35 @@ Var<double> loss_of(Mlp& model, Tape& tape, std::int64_t first, std::int64_t bat
 }
 
 using Factory = parallel::ShardedOptimizer<double>::Factory;
+using GroupFactory = parallel::ShardedOptimizer<double>::GroupFactory;
 
 struct Case {
   std::string name;
   Factory make;
+  // Two parameter groups instead (fc2's parameters, then fc1's, so that the optimizer's order is
+  // not the model's), each with its own options.
+  GroupFactory make_groups = {};
 };
+
+// The groups a case's optimizer takes: every parameter, or fc2's then fc1's.
+std::vector<std::vector<Var<double>>> groups_of(Mlp& model, const Case& c) {
+  auto all = model.parameters();
+  if (!c.make_groups) return {all};
+  return {{all[2], all[3]}, {all[0], all[1]}};
+}
+
+std::unique_ptr<optim::Optimizer<double>> make_unsharded(Mlp& model, const Case& c) {
+  return c.make_groups ? c.make_groups(groups_of(model, c)) : c.make(model.parameters());
+}
 
 std::vector<Case> optimizers() {
   return {
-      {"sgd momentum",
-       [](std::vector<Var<double>> p) -> std::unique_ptr<optim::Optimizer<double>> {
-         return std::make_unique<optim::SGD<double>>(
-             std::move(p), optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-3});
+      {"sgd momentum, two groups", nullptr,
+       [](std::vector<std::vector<Var<double>>> g) -> std::unique_ptr<optim::Optimizer<double>> {
+         using Group = optim::SGD<double>::Group;
+         return std::make_unique<optim::SGD<double>>(std::vector<Group>{
+             {g.at(0), {.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-2}},
+             {g.at(1), {.lr = 0.2, .momentum = 0.5, .weight_decay = 1e-3}}});
        }},
       {"sgd nesterov",
        [](std::vector<Var<double>> p) -> std::unique_ptr<optim::Optimizer<double>> {
@@ -117,6 +134,13 @@ std::vector<Case> optimizers() {
        [](std::vector<Var<double>> p) -> std::unique_ptr<optim::Optimizer<double>> {
          return std::make_unique<optim::Adagrad<double>>(std::move(p),
                                                          optim::AdagradOptions{.lr = 0.05});
+       }},
+      {"adam, two groups", nullptr,
+       [](std::vector<std::vector<Var<double>>> g) -> std::unique_ptr<optim::Optimizer<double>> {
+         using Group = optim::Adam<double>::Group;
+         return std::make_unique<optim::Adam<double>>(
+             std::vector<Group>{{g.at(0), {.lr = 0.02, .weight_decay = 1e-2}},
+                                {g.at(1), {.lr = 0.005, .betas = {0.8, 0.99}}}});
        }},
   };
 }
@@ -164,19 +188,25 @@ TEST(ShardedOptimizer, EveryOptimizerTrainsAsUnshardedDataParallelism) {
       parallel::Replicas replicas(MPI_COMM_WORLD, r);
       Mlp plain(replicas.model_comm());
       parallel::GradientReducer<double> plain_reducer(plain, replicas, kBuckets);
-      auto plain_opt = c.make(plain.parameters());
-      for (int step = 0; step < 4; ++step)
+      auto plain_opt = make_unsharded(plain, c);
+      // Three steps: the buckets are rebuilt from the observed ready order after the first.
+      for (int step = 0; step < 3; ++step)
         train_step(plain, plain_reducer, *plain_opt, replicas, step);
       const auto want = values(plain);
       for (const int stage : {1, 2}) {
         Mlp model(replicas.model_comm());
-        // Stage 2 over one group per layer: the reduction's order, so the result, does not
-        // depend on the layout.
+        // Stage 1 over one group per layer: the reduction's order, so the result, does not
+        // depend on the layout. Stage 2 over rebuilt buckets, whose owned gradients change place.
         parallel::ReducerOptions options = kBuckets;
-        if (stage == 2) options.grouping = parallel::ReducerOptions::Grouping::layers;
+        if (stage == 1) options.grouping = parallel::ReducerOptions::Grouping::layers;
         parallel::GradientReducer<double> reducer(model, replicas, options);
-        parallel::ShardedOptimizer<double> opt(reducer, stage, c.make);
-        for (int step = 0; step < 4; ++step) train_step(model, reducer, opt, replicas, step);
+        auto opt_ptr = c.make_groups ? std::make_unique<parallel::ShardedOptimizer<double>>(
+                                           reducer, stage, groups_of(model, c), c.make_groups)
+                                     : std::make_unique<parallel::ShardedOptimizer<double>>(
+                                           reducer, stage, c.make);
+        parallel::ShardedOptimizer<double>& opt = *opt_ptr;
+        for (int step = 0; step < 3; ++step) train_step(model, reducer, opt, replicas, step);
+        EXPECT_EQ(reducer.rebuilt(), stage == 2);
         expect_close(
             values(model), want, 1e-13,
             c.name + ", " + std::to_string(r) + " replicas, stage " + std::to_string(stage));
@@ -197,11 +227,22 @@ TEST(ShardedOptimizer, EveryOptimizerTrainsAsUnshardedDataParallelism) {
         EXPECT_EQ(opt.state_bytes(), static_cast<std::size_t>(held) * per_param * sizeof(double))
             << c.name;
         EXPECT_LE(held, total / r + static_cast<std::int64_t>(reducer.bucket_count()));
+        // Gradient memory after the step, counted from the reducer's tensors: stage 1 keeps every
+        // bucket whole and its receive buffer (R copies of the owned chunk), stage 2 only the
+        // owned chunks (with one replica, the bucket whole), and the parameters no gradient.
+        const std::int64_t grads = r == 1 ? total : (stage == 1 ? total + r * held : held);
+        EXPECT_EQ(reducer.gradient_bytes(), static_cast<std::size_t>(grads) * sizeof(double))
+            << c.name << ", stage " << stage;
+        EXPECT_GE(reducer.peak_gradient_bytes(), reducer.gradient_bytes());
+        if (stage == 2 && r > 1) {
+          for (const auto& p : model.parameters()) EXPECT_FALSE(p.has_grad());
+        }
         // The assembled state is the unsharded optimizer's.
         opt.gather_state();
         const auto a = opt.state_dict(), u = plain_opt->state_dict();
         ASSERT_EQ(a.params.size(), u.params.size());
-        const auto params = model.parameters();
+        ASSERT_EQ(a.groups, u.groups);
+        const auto params = plain_opt->parameters();  // the groups' order
         for (std::size_t i = 0; i < a.params.size(); ++i) {
           // A rank without a box of the parameter holds no state of it (io::save_checkpoint
           // takes a parameter's state from the ranks holding parts of it).
@@ -214,6 +255,51 @@ TEST(ShardedOptimizer, EveryOptimizerTrainsAsUnshardedDataParallelism) {
                            c.name + " state " + key);
         }
       }
+    }
+  }
+}
+
+TEST(ShardedOptimizer, Stage2AccumulatesWholeGradientsOverMicroBatches) {
+  // backward_no_sync keeps whole local gradients; the backward() that ends the accumulation
+  // reduces their sums into the owned chunks, so the result is unsharded training's.
+  const Case adam = optimizers()[2];
+  for (const int r : replica_counts()) {
+    parallel::Replicas replicas(MPI_COMM_WORLD, r);
+    const std::int64_t b = kGlobal / r, half = b / 2;
+    if (b % 2 != 0) continue;
+    std::vector<double> want;
+    for (const int stage : {0, 2}) {
+      Mlp model(replicas.model_comm());
+      parallel::GradientReducer<double> reducer(model, replicas, kBuckets);
+      std::unique_ptr<optim::Optimizer<double>> opt =
+          stage == 0 ? adam.make(model.parameters())
+                     : std::make_unique<parallel::ShardedOptimizer<double>>(reducer, 2, adam.make);
+      for (int step = 0; step < 2; ++step) {
+        for (int micro = 0; micro < 2; ++micro) {
+          Tape tape;
+          auto loss =
+              loss_of(model, tape, step * kGlobal + replicas.index() * b + micro * half, half);
+          if (micro == 0) {
+            reducer.backward_no_sync(tape, loss);
+            if (stage == 2 && r > 1) {  // the whole local gradients, beside the owned chunks
+              std::size_t local = 0, owned = 0;
+              for (const auto& p : model.parameters())
+                local += static_cast<std::size_t>(p.value().local_numel());
+              for (std::size_t k = 0; k < reducer.bucket_count(); ++k)
+                owned += static_cast<std::size_t>(reducer.owned_gradient(k).numel());
+              EXPECT_EQ(reducer.gradient_bytes(), (local + owned) * sizeof(double));
+            }
+          } else {
+            reducer.backward(tape, loss);
+          }
+        }
+        opt->step();
+        opt->zero_grad();
+      }
+      if (stage == 0)
+        want = values(model);
+      else
+        expect_close(values(model), want, 1e-13, std::to_string(r) + " replicas, accumulated");
     }
   }
 }
@@ -258,6 +344,17 @@ TEST(ShardedOptimizer, StateDictNeedsGatherStateAfterAStep) {
   opt.gather_state();
   EXPECT_NO_THROW((void)opt.state_dict());
   EXPECT_THROW(parallel::ShardedOptimizer<double>(reducer, 3, optimizers()[2].make), Error);
+  // Groups of Vars that are not the model's parameters, or a factory of another group count.
+  Mlp other(replicas.model_comm());
+  EXPECT_THROW(parallel::ShardedOptimizer<double>(reducer, 2, {other.parameters()},
+                                                  optimizers()[0].make_groups),
+               Error);
+  const GroupFactory one_group = [](std::vector<std::vector<Var<double>>> g) {
+    return std::make_unique<optim::SGD<double>>(g.at(0));
+  };
+  EXPECT_THROW(parallel::ShardedOptimizer<double>(
+                   reducer, 2, {{model.parameters()[0]}, {model.parameters()[1]}}, one_group),
+               Error);
 }
 
 // A directory that every rank sees: made by rank 0, its path broadcast.
