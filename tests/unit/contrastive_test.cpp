@@ -5,13 +5,44 @@
 
 #include <gtest/gtest.h>
 
+#include <Kokkos_Core.hpp>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "../../src/loss/contrastive_kernels.hpp"
 #include "distop/core/error.hpp"
 #include "gradcheck.hpp"
+
+// The row kernels also run in a second memory space: in a host build Kokkos' LogicalMemorySpace
+// over HostSpace (as memory_space_test.cpp does; Kokkos has it before 4.3), which the kernels
+// treat as they treat a device space; in a device build the default space is the device itself.
+#if KOKKOS_VERSION < 40300 && !DISTOP_DEVICE_MEMORY_SPACE
+#define DISTOP_CONTRASTIVE_SECOND_SPACE 1
+namespace {
+struct ContrastiveSpaceName {
+  static constexpr const char* get_name() { return "DistopContrastiveTestSpace"; }
+};
+using SecondSpace =
+    Kokkos::Experimental::LogicalMemorySpace<Kokkos::HostSpace, void, ContrastiveSpaceName>;
+}  // namespace
+// Kokkos 3.4 finds two equally good partial specialisations of MemorySpaceAccess between
+// AnonymousSpace and a LogicalMemorySpace (memory_space_test.cpp); these name the answer.
+namespace Kokkos::Impl {
+template <>
+struct MemorySpaceAccess<Kokkos::AnonymousSpace, SecondSpace> {
+  enum : bool { assignable = true, accessible = true, deepcopy = true };
+};
+template <>
+struct MemorySpaceAccess<SecondSpace, Kokkos::AnonymousSpace> {
+  enum : bool { assignable = true, accessible = true, deepcopy = true };
+};
+}  // namespace Kokkos::Impl
+#else
+#define DISTOP_CONTRASTIVE_SECOND_SPACE 0
+#endif
 
 namespace {
 
@@ -257,6 +288,124 @@ TEST(Contrastive, BadInputs) {
                distop::Error);  // root 1 of 1 rank
   auto e = embeddings<double>(0, 4, 4);
   EXPECT_THROW(loss::ntxent(tape, e, e, 0.5, MPI_COMM_SELF), distop::Error);  // empty batch
+}
+
+// The row kernels on a block of logits split into two column tiles, in a given memory space: the
+// loss terms (online log-sum-exp across the tiles, or SigLIP's pair terms), the gradient of the
+// logits and its two sums.
+struct KernelResult {
+  double loss = 0;
+  std::vector<double> grad;  // [nq, ncols], row-major
+  std::array<double, 2> sums = {0, 0};
+};
+
+template <class Space>
+KernelResult run_kernels(loss::detail::ContrastiveKind kind, const std::vector<double>& logits,
+                         std::int64_t nq, std::int64_t ncols, std::int64_t split, std::int64_t n,
+                         double w, double bias) {
+  namespace d = loss::detail;
+  using View = Kokkos::View<double*, Space>;
+  d::RowStatViews<Space> st;
+  st.reset(nq);
+  Kokkos::View<double*, Space> partial("partial", 2 * nq);
+  KernelResult out;
+  out.grad.assign(nq * ncols, 0.0);
+  std::vector<View> tiles;
+  std::vector<d::Tile> where;
+  for (std::int64_t j0 : {std::int64_t(0), split}) {
+    const std::int64_t nj = j0 == 0 ? split : ncols - split;
+    View v("tile", nq * nj);
+    auto h = Kokkos::create_mirror_view(v);
+    for (std::int64_t i = 0; i < nq; ++i)
+      for (std::int64_t j = 0; j < nj; ++j) h(i * nj + j) = logits[i * ncols + j0 + j];
+    Kokkos::deep_copy(v, h);
+    d::Tile t;
+    t.nq = nq;
+    t.nj = nj;
+    t.j0 = j0;
+    t.n = n;
+    t.own = true;
+    tiles.push_back(v);
+    where.push_back(t);
+    if (kind == d::ContrastiveKind::siglip)
+      out.loss += d::siglip_tile_loss(t, v);
+    else
+      d::fold_tile(kind, t, v, st);
+  }
+  if (kind != d::ContrastiveKind::siglip) out.loss = d::finish_rows(st);
+  for (std::size_t k = 0; k < tiles.size(); ++k) {
+    const auto s = d::tile_gradient(kind, where[k], tiles[k], st, w, bias, partial);
+    out.sums[0] += s[0];
+    out.sums[1] += s[1];
+    auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), tiles[k]);
+    for (std::int64_t i = 0; i < nq; ++i)
+      for (std::int64_t j = 0; j < where[k].nj; ++j)
+        out.grad[i * ncols + where[k].j0 + j] = h(i * where[k].nj + j);
+  }
+  return out;
+}
+
+// The same block written out directly: log-sum-exps without the max shift (the logits are small).
+KernelResult reference_kernels(loss::detail::ContrastiveKind kind, const std::vector<double>& l,
+                               std::int64_t nq, std::int64_t ncols, std::int64_t n, double w,
+                               double bias) {
+  using K = loss::detail::ContrastiveKind;
+  KernelResult out;
+  out.grad.assign(nq * ncols, 0.0);
+  for (std::int64_t i = 0; i < nq; ++i) {
+    const std::int64_t pos = kind == K::ntxent ? (i + n) % (2 * n) : i;
+    const std::int64_t ex = kind == K::ntxent ? i : -1;
+    double den = 0;
+    for (std::int64_t j = 0; j < ncols; ++j)
+      if (j != ex) den += std::exp(l[i * ncols + j]);
+    if (kind != K::siglip) out.loss += std::log(den) - l[i * ncols + pos];
+    for (std::int64_t j = 0; j < ncols; ++j) {
+      const double x = l[i * ncols + j];
+      double g;
+      if (kind == K::siglip) {
+        const double z = j == pos ? 1.0 : -1.0;
+        out.loss += std::log(1 + std::exp(-z * x));
+        g = -w * z / (1 + std::exp(z * x));
+        out.sums[0] += g * (x - bias);
+      } else {
+        g = j == ex ? 0.0 : w * std::exp(x) / den - (j == pos ? w : 0.0);
+        out.sums[0] += g * x;
+      }
+      out.sums[1] += g;
+      out.grad[i * ncols + j] = g;
+    }
+  }
+  return out;
+}
+
+// The portable row kernels in the default space and (host builds) in a second memory space, on
+// blocks of two column tiles with the positive and the excluded key in either tile, against the
+// block written out directly.
+TEST(Contrastive, RowKernelsInEveryMemorySpace) {
+  using K = loss::detail::ContrastiveKind;
+  for (K kind : {K::ntxent, K::clip, K::siglip}) {
+    const std::int64_t n = 3, nq = kind == K::ntxent ? 2 * n : n, ncols = nq, split = nq - 2;
+    std::vector<double> l(nq * ncols);
+    for (std::size_t e = 0; e < l.size(); ++e) l[e] = std::sin(1.7 * double(e) + 0.3) * 3.0;
+    const double w = 0.37, bias = kind == K::siglip ? -1.5 : 0.0;
+    const KernelResult ref = reference_kernels(kind, l, nq, ncols, n, w, bias);
+    std::vector<KernelResult> got = {
+        run_kernels<distop::MemSpace>(kind, l, nq, ncols, split, n, w, bias)};
+#if DISTOP_CONTRASTIVE_SECOND_SPACE
+    got.push_back(run_kernels<SecondSpace>(kind, l, nq, ncols, split, n, w, bias));
+#endif
+    for (const KernelResult& r : got) {
+      SCOPED_TRACE("kind " + std::to_string(static_cast<int>(kind)));
+      EXPECT_NEAR(r.loss, ref.loss, 1e-12 * std::abs(ref.loss));
+      for (std::size_t e = 0; e < ref.grad.size(); ++e)
+        EXPECT_NEAR(r.grad[e], ref.grad[e], 1e-14) << "entry " << e;
+      EXPECT_NEAR(r.sums[0], ref.sums[0], 1e-13);
+      EXPECT_NEAR(r.sums[1], ref.sums[1], 1e-13);
+      // The same kernels in either space give the same bits.
+      EXPECT_EQ(r.loss, got[0].loss);
+      EXPECT_EQ(r.grad, got[0].grad);
+    }
+  }
 }
 
 }  // namespace
