@@ -303,6 +303,29 @@ Tensor<T> GradientReducer<T>::take_buffer() {
 }
 
 template <class T>
+void GradientReducer<T>::copy_out(Bucket& b, std::size_t k) {
+  // Parameter k of sharded bucket b: its gradient (zeros without one) into the bucket's send
+  // buffer, taken from the rotating set by the bucket's first, and the gradient freed.
+  const std::size_t i = b.params[k];
+  if (copied_[i]) return;
+  if (b.send.numel() == 0) {
+    b.send = take_buffer();
+    note_bytes();
+  }
+  const Param& p = params_[i];
+  const auto n = static_cast<std::int64_t>(p.elements);
+  Tensor<T> to = b.send.slice(static_cast<std::int64_t>(b.offsets[k]), Shape{n});
+  if (p.var.has_grad())
+    to.copy_from(p.var.grad().local().reshaped(Shape{n}));
+  else
+    to.fill(T(0));
+  p.var.release_grad();
+  copied_[i] = true;
+  if (counted_[i]) loose_bytes_ -= p.elements * sizeof(T);
+  counted_[i] = false;
+}
+
+template <class T>
 void GradientReducer<T>::note_bytes() {
   peak_bytes_ = std::max(peak_bytes_, fixed_bytes_ + loose_bytes_ +
                                           spare_count_ * static_cast<std::size_t>(spare_elements_) *
@@ -317,6 +340,7 @@ void GradientReducer<T>::arm() {
     rebuilt_ = true;
   }
   counted_.assign(params_.size(), false);
+  copied_.assign(params_.size(), false);
   loose_bytes_ = 0;
   if (shard_gradients_)  // accumulated gradients (backward_no_sync) held outside the buckets
     for (std::size_t i = 0; i < params_.size(); ++i)
@@ -346,10 +370,15 @@ void GradientReducer<T>::on_ready(std::size_t param) {
   if (!armed_) return;  // a tape cleared without a backward pass, or reduction not wanted
   ready_order_.push_back(param);
   Bucket& b = buckets_[bucket_of_[param]];
-  if (sharded(b) && !counted_[param] && params_[param].var.has_grad()) {
-    counted_[param] = true;
-    loose_bytes_ += params_[param].elements * sizeof(T);
-    note_bytes();
+  if (sharded(b)) {  // into the bucket's send buffer now, and freed
+    if (!counted_[param] && params_[param].var.has_grad()) {
+      counted_[param] = true;
+      loose_bytes_ += params_[param].elements * sizeof(T);
+      note_bytes();
+    }
+    std::size_t k = 0;
+    while (b.params[k] != param) ++k;
+    copy_out(b, k);
   }
   if (b.pending > 0) --b.pending;
   if (options_.overlap) start_ready_buckets();
@@ -370,22 +399,9 @@ template <class T>
 void GradientReducer<T>::start(std::size_t bucket) {
   Bucket& b = buckets_[bucket];
   // A parameter that received no gradient in this pass contributes zeros (and gets the others').
-  if (sharded(b)) {
-    // The gradients into a send buffer of the rotating set, in the bucket's layout, and freed.
-    b.send = take_buffer();
+  if (sharded(b)) {  // the gradients not copied yet (not ready, or every one without overlap)
+    for (std::size_t k = 0; k < b.params.size(); ++k) copy_out(b, k);
     b.receive = take_buffer();
-    for (std::size_t k = 0; k < b.params.size(); ++k) {
-      const Param& p = params_[b.params[k]];
-      const auto n = static_cast<std::int64_t>(p.elements);
-      Tensor<T> to = b.send.slice(static_cast<std::int64_t>(b.offsets[k]), Shape{n});
-      if (p.var.has_grad())
-        to.copy_from(p.var.grad().local().reshaped(Shape{n}));
-      else
-        to.fill(T(0));
-      p.var.release_grad();
-      if (counted_[b.params[k]]) loose_bytes_ -= p.elements * sizeof(T);
-      counted_[b.params[k]] = false;
-    }
     note_bytes();
   } else {
     for (std::size_t i : b.params) params_[i].var.grad();

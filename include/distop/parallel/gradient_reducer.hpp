@@ -151,10 +151,11 @@ class GradientReducer {
   // into a send buffer taken from a small rotating set of full-size buffers (its receive buffer
   // too), and freed; when its reduce-scatter completes the chunk is summed into the owned shard
   // and both buffers go back to the set for the next bucket. The set grows only while more
-  // buckets are in flight than it holds, and is freed when backward() returns. So during backward
-  // the gradient memory is the owned shards, the gradients of buckets still filling and the
-  // buffers of buckets in flight; after it, the owned shards alone, and the parameters have no
-  // gradient (Var::has_grad is false). The sums are the same operations, so the same bits, as
+  // buckets are in flight than it holds, and is freed when backward() returns. (Each gradient is
+  // copied into its bucket's send buffer, taken at the bucket's first ready gradient, as soon as
+  // it is ready, and freed.) So during backward the gradient memory is the owned shards, the
+  // gradients not yet ready and the buffers of buckets filling or in flight; after it, the owned
+  // shards alone, and the parameters have no gradient (Var::has_grad is false). The sums are the same operations, so the same bits, as
   // with whole buckets. Gradient accumulation: backward_no_sync() keeps every parameter's whole
   // gradient (summed locally, as torch FSDP's no_sync), and the backward() that ends the
   // accumulation reduces the sums. Every backward() replaces the owned gradients (they do not
@@ -225,6 +226,7 @@ class GradientReducer {
   void finish();
   bool sharded(const Bucket& b) const noexcept { return shard_gradients_ && b.two_phase; }
   Tensor<T> take_buffer();
+  void copy_out(Bucket& b, std::size_t k);
   void note_bytes();
 
   const Replicas* replicas_;
@@ -246,6 +248,7 @@ class GradientReducer {
   std::int64_t spare_elements_ = 0;         // each one's size: the largest bucket's
   std::size_t spare_count_ = 0;             // buffers of the set, free or held by a bucket
   std::vector<bool> counted_;               // per parameter: its gradient counted as held
+  std::vector<bool> copied_;                // per parameter: copied into its send buffer
   std::size_t loose_bytes_ = 0;             // gradients held outside buckets, counted
   std::size_t fixed_bytes_ = 0;             // bucket, receive and owned shard buffers
   std::uint64_t reductions_ = 0;
