@@ -23,17 +23,12 @@
 #include <vector>
 
 #include "bench_util.hpp"
-#include "model.hpp"
+#include "cnn_step.hpp"
 
 namespace {
 
 using namespace distop;
-
-double max_over_ranks(double v) {
-  double m = 0;
-  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return m;
-}
+using bench::max_over_ranks;
 
 struct Row {
   std::string mode;
@@ -46,31 +41,19 @@ struct Row {
 
 int main(int argc, char** argv) {
   Environment env(argc, argv);
-  std::int64_t batch = 64;
-  int steps = 30;
-  int warmup = 5;
-  bool csv = false;
+  bench::StepOptions cli{.steps = 30, .warmup = 5};
   CLI::App app{"Data-parallel training step of examples/cnn: compute, reduction, overlap"};
-  app.add_option("--batch", batch, "Examples per replica per step")->capture_default_str();
-  app.add_option("--steps", steps, "Timed steps per mode")->capture_default_str();
-  app.add_option("--warmup", warmup, "Untimed steps first, per mode")->capture_default_str();
-  app.add_flag("--csv", csv, "Comma-separated output");
+  cli.add_to(app);
   if (auto code = bench::parse_args(app, argc, argv)) return *code;
+  const auto [batch, steps, warmup, csv] = cli;
 
   int rank = 0, ranks = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   parallel::Replicas replicas(MPI_COMM_WORLD, ranks);
   examples::ConvNet model(1, 28, 28, 1, replicas.model_comm());
-  std::size_t grad_bytes = 0;
-  for (const auto& p : model.parameters())
-    grad_bytes += static_cast<std::size_t>(p.value().local_numel()) * sizeof(float);
-
-  // A fixed random batch and labels (the data do not change the step's cost).
-  DistTensor<float> x(model.input_space(batch));
-  nn::uniform_init(x, 7, 1.0);
-  std::vector<std::int32_t> labels;
-  for (std::int64_t i = 0; i < batch; ++i) labels.push_back(static_cast<std::int32_t>(i % 10));
+  const std::size_t grad_bytes = bench::parameter_bytes(model);
+  const bench::CnnBatch data(model, batch);
   optim::SGD<float> opt(model.parameters(), {.lr = 1e-4, .momentum = 0.9});
 
   auto measure = [&](const std::string& mode, parallel::ReducerOptions options, bool reduce) {
@@ -80,8 +63,7 @@ int main(int argc, char** argv) {
       MPI_Barrier(MPI_COMM_WORLD);
       const auto t0 = std::chrono::steady_clock::now();
       Tape tape;
-      auto logits = model.forward(tape, Var<float>(x));
-      auto loss = loss::cross_entropy(tape, logits, labels);
+      auto loss = data.loss(tape, model);
       if (reduce)
         reducer.backward(tape, loss);
       else
@@ -108,17 +90,8 @@ int main(int argc, char** argv) {
   rows.push_back(measure("layers", {.grouping = parallel::ReducerOptions::Grouping::layers}, true));
 
   // The all-reduce of the same bytes alone, one message.
-  std::vector<float> buffer(grad_bytes / sizeof(float), 1.0f);
-  std::vector<double> alone;
-  for (int s = 0; s < warmup + steps; ++s) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const auto t0 = std::chrono::steady_clock::now();
-    MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(buffer.size()), MPI_FLOAT, MPI_SUM,
-                  replicas.reduction_comm());
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s >= warmup) alone.push_back(max_over_ranks(t));
-  }
-  const double allreduce_ms = bench::median(alone) * 1e3;
+  const double allreduce_ms =
+      bench::allreduce_alone_ms(grad_bytes, replicas.reduction_comm(), warmup, steps);
   const double compute_ms = rows.front().step_ms;
 
   if (rank != 0) return 0;

@@ -31,17 +31,17 @@
 #include <cstdio>
 #include <distop/distop.hpp>
 #include <functional>
-#include <utility>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "../examples/lenet5/model.hpp"
 #include "bench_mpi.hpp"
 #include "bench_util.hpp"
+#include "cnn_step.hpp"  // examples/cnn's model, by path (examples/lenet5's has the same name)
 #include "distop/ops/cost_model.hpp"
-
-// The two example models; their model.hpp files share one name, so each is included by path.
-#include "../examples/cnn/model.hpp"
-#include "../examples/lenet5/model.hpp"
+#include "injected_compute.hpp"
 
 namespace {
 
@@ -55,6 +55,7 @@ struct Settings {
   int model_ranks = 2;
   std::int64_t bytes = 1 << 20;
   std::size_t bucket_kib = 0;  // 0: the reducer's default caps
+  bool injected = false;       // data_parallel: --compute injected
   cost::Machine machine{1e-6, 1.0 / 25e9, 1.0 / 10e9, 1.0 / 20e9};
 };
 
@@ -62,12 +63,6 @@ parallel::ReducerOptions reducer_options(const Settings& s) {
   parallel::ReducerOptions o;
   if (s.bucket_kib > 0) o.first_bucket_bytes = o.bucket_bytes = s.bucket_kib << 10;
   return o;
-}
-
-double max_over_ranks(double v) {
-  double m = 0;
-  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return m;
 }
 
 // Median over `steps` of the slowest rank's time of fn (after `warmup` untimed calls), in ms.
@@ -78,7 +73,7 @@ double time_steps(const Settings& s, const std::function<void()>& fn) {
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = MPI_Wtime();
     fn();
-    times.push_back(max_over_ranks(MPI_Wtime() - t0));
+    times.push_back(bench::max_over_ranks(MPI_Wtime() - t0));
   }
   return bench::median(times) * 1e3;
 }
@@ -160,16 +155,24 @@ void run_lenet5(const Settings& s, int ranks) {
 void run_data_parallel(const Settings& s, int ranks) {
   parallel::Replicas replicas(MPI_COMM_WORLD, ranks);
   examples::ConvNet model(1, 28, 28, 1, replicas.model_comm());
-  DistTensor<float> x(model.input_space(s.batch));
-  nn::uniform_init(x, 7, 1.0);
-  std::vector<std::int32_t> labels;
-  for (std::int64_t i = 0; i < s.batch; ++i) labels.push_back(static_cast<std::int32_t>(i % 10));
+  const bench::CnnBatch data(model, s.batch);
   optim::SGD<float> opt(model.parameters(), {.lr = 1e-4, .momentum = 0.9});
+  auto real_forward = [&](Tape& tape) { return data.loss(tape, model); };
+  // --compute injected: rank 0 measures the real forward and backward (before the reducer sets
+  // its hooks), every rank replays that profile as injected compute (injected_compute.hpp).
+  std::unique_ptr<bench::InjectedStep> injected;
+  if (s.injected) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    bench::ComputeProfile profile;
+    if (rank == 0) profile = bench::measure_compute(model.parameters(), real_forward, 2, 7);
+    injected = std::make_unique<bench::InjectedStep>(
+        model.parameters(), bench::ComputeProfile::broadcast(profile, 0, MPI_COMM_WORLD));
+  }
   parallel::GradientReducer<float> reducer(model, replicas, reducer_options(s));
   auto step = [&](bool reduce) {
     Tape tape;
-    auto logits = model.forward(tape, Var<float>(x));
-    auto loss = loss::cross_entropy(tape, logits, labels);
+    auto loss = injected ? injected->forward(tape) : real_forward(tape);
     if (reduce)
       reducer.backward(tape, loss);
     else
@@ -204,7 +207,16 @@ void run_data_parallel(const Settings& s, int ranks) {
   const auto [last_ms, all_ms] = last_and_all_ms(ranks);
   std::string sizes;
   for (const auto& b : buckets) sizes += (sizes.empty() ? "" : "+") + std::to_string(b.bytes);
-  const std::string detail = "batch " + std::to_string(s.batch) + " per rank; " +
+  std::string compute = "compute measured";
+  if (injected) {
+    const auto& p = injected->profile();
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "compute injected (forward %.2f ms; backward %.2f ms in %zu entries)",
+                  p.forward_seconds * 1e3, p.backward_seconds() * 1e3, p.entry_seconds.size());
+    compute = buf;
+  }
+  const std::string detail = compute + "; batch " + std::to_string(s.batch) + " per rank; " +
                              std::to_string(buckets.size()) + " buckets (" + sizes + " B); " +
                              std::to_string(bytes) + " B of gradients";
   row("data_parallel", "compute", ranks, compute_ms, compute_ms, detail);
@@ -253,9 +265,17 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--copy-gbs", copy_gbs, "Cost model: local copy rate (GB/s)")
       ->capture_default_str();
+  std::string compute = "measured";
+  app.add_option("--compute", compute,
+                 "data_parallel: measured (every rank computes; SMPI charges its host time) or "
+                 "injected (rank 0 measures forward and backward once, every rank replays them as "
+                 "simulated compute)")
+      ->check(CLI::IsMember({"measured", "injected"}))
+      ->capture_default_str();
   bool header = false;
   app.add_flag("--header", header, "Print the CSV header first");
   if (auto code = bench::parse_args(app, argc, argv)) return *code;
+  s.injected = compute == "injected";
   s.machine = {alpha_us * 1e-6, 1e-9 / bandwidth_gbs, 1e-9 / gamma_gbs, 1e-9 / copy_gbs};
   int rank = 0, ranks = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

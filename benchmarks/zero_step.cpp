@@ -2,13 +2,19 @@
 // replica per rank: the optimizer-state bytes each rank holds, and the training step's time,
 // against unsharded data parallelism in the same run.
 //
-//   mpiexec.mpich -n 2 build/benchmarks/bench_zero [--batch 64] [--steps 20] [--csv]
+//   mpiexec.mpich -n 2 build/benchmarks/bench_zero [--batch 64] [--steps 20] [--bucket-kb 25600]
+//                                                  [--csv]
 //
 // Modes: zero0 (Adam over the whole model, the reducer all-reducing the gradients), zero1
 // (parallel::ShardedOptimizer stage 1: Adam over this replica's chunks, the gradients still
 // all-gathered, the parameters all-gathered after the step) and zero2 (stage 2: no gradient
-// all-gather). state_bytes is the bytes of the optimizer's state tensors allocated on a rank
-// after a step (the largest over the ranks), counted from the tensors themselves; step_ms the
+// all-gather, only the owned chunks of the gradients kept). state_bytes is the bytes of the
+// optimizer's state tensors allocated on a rank after a step (the largest over the ranks), counted
+// from the tensors themselves; grad_bytes the bytes of gradient storage the reducer holds after
+// the step (bucket, receive and owned-shard buffers and parameter gradients outside buckets,
+// counted from the tensors: GradientReducer::gradient_bytes), grad_peak the most it held during
+// the last backward (GradientReducer::peak_gradient_bytes: the same count, sampled at each ready
+// gradient and reduction event, with the rotating full-size buffers of stage 2); step_ms the
 // median over --steps steps of forward, backward with reduction, and optimizer step (the slowest
 // rank's). allreduce is MPI_Allreduce of the gradients' bytes alone, measured in the same run.
 // The modes' steps are interleaved. Inputs are random; the data set is not read.
@@ -22,17 +28,12 @@
 #include <vector>
 
 #include "bench_util.hpp"
-#include "model.hpp"
+#include "cnn_step.hpp"
 
 namespace {
 
 using namespace distop;
-
-double max_over_ranks(double v) {
-  double m = 0;
-  MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return m;
-}
+using bench::max_over_ranks;
 
 std::size_t state_bytes(const optim::OptimizerState<float>& s) {
   std::size_t bytes = 0;
@@ -45,6 +46,8 @@ std::size_t state_bytes(const optim::OptimizerState<float>& s) {
 struct Row {
   int zero = 0;
   double state_bytes = 0;  // the largest over the ranks
+  double grad_bytes = 0;   // after the step, the largest over the ranks
+  double grad_peak = 0;    // during the last backward, the largest over the ranks
   double step_ms = 0;
 };
 
@@ -52,30 +55,24 @@ struct Row {
 
 int main(int argc, char** argv) {
   Environment env(argc, argv);
-  std::int64_t batch = 64;
-  int steps = 20;
-  int warmup = 3;
-  bool csv = false;
+  bench::StepOptions cli{.steps = 20, .warmup = 3};
   CLI::App app{"Sharded optimizer state (ZeRO 1 and 2) on examples/cnn with Adam"};
-  app.add_option("--batch", batch, "Examples per replica per step")->capture_default_str();
-  app.add_option("--steps", steps, "Timed steps per mode")->capture_default_str();
-  app.add_option("--warmup", warmup, "Untimed steps first, per mode")->capture_default_str();
-  app.add_flag("--csv", csv, "Comma-separated output");
+  cli.add_to(app);
+  double bucket_kb = 25600;
+  app.add_option("--bucket-kb", bucket_kb,
+                 "Bucket capacity in KiB (the first bucket at most 1 MiB)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   if (auto code = bench::parse_args(app, argc, argv)) return *code;
+  const auto [batch, steps, warmup, csv] = cli;
 
   int rank = 0, ranks = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   parallel::Replicas replicas(MPI_COMM_WORLD, ranks);
   examples::ConvNet shape(1, 28, 28, 1, replicas.model_comm());
-  std::size_t param_bytes = 0;
-  for (const auto& p : shape.parameters())
-    param_bytes += static_cast<std::size_t>(p.value().local_numel()) * sizeof(float);
-
-  DistTensor<float> x(shape.input_space(batch));
-  nn::uniform_init(x, 7, 1.0);
-  std::vector<std::int32_t> labels;
-  for (std::int64_t i = 0; i < batch; ++i) labels.push_back(static_cast<std::int32_t>(i % 10));
+  const std::size_t param_bytes = bench::parameter_bytes(shape);
+  const bench::CnnBatch data(shape, batch);
   const optim::AdamOptions adam{.lr = 1e-4};
   auto make = [&](std::vector<Var<float>> p) -> std::unique_ptr<optim::Optimizer<float>> {
     return std::make_unique<optim::Adam<float>>(std::move(p), adam);
@@ -94,7 +91,10 @@ int main(int argc, char** argv) {
   for (int zero = 0; zero < 3; ++zero) {
     Run& r = runs[static_cast<std::size_t>(zero)];
     r.model = std::make_unique<examples::ConvNet>(1, 28, 28, 1, replicas.model_comm());
-    r.reducer = std::make_unique<parallel::GradientReducer<float>>(*r.model, replicas);
+    parallel::ReducerOptions options;
+    options.bucket_bytes = static_cast<std::size_t>(bucket_kb * 1024);
+    options.first_bucket_bytes = std::min(options.first_bucket_bytes, options.bucket_bytes);
+    r.reducer = std::make_unique<parallel::GradientReducer<float>>(*r.model, replicas, options);
     if (zero == 0) {
       r.opt = make(r.model->parameters());
     } else {
@@ -108,8 +108,7 @@ int main(int argc, char** argv) {
       MPI_Barrier(MPI_COMM_WORLD);
       const auto t0 = std::chrono::steady_clock::now();
       Tape tape;
-      auto logits = r.model->forward(tape, Var<float>(x));
-      auto loss = loss::cross_entropy(tape, logits, labels);
+      auto loss = data.loss(tape, *r.model);
       r.reducer->backward(tape, loss);
       r.opt->step();
       r.opt->zero_grad();
@@ -122,41 +121,38 @@ int main(int argc, char** argv) {
     Run& r = runs[static_cast<std::size_t>(zero)];
     const std::size_t bytes =
         r.sharded ? r.sharded->state_bytes() : state_bytes(r.opt->state_dict());
-    rows.push_back(
-        Row{zero, max_over_ranks(static_cast<double>(bytes)), bench::median(r.times) * 1e3});
+    rows.push_back(Row{zero, max_over_ranks(static_cast<double>(bytes)),
+                       max_over_ranks(static_cast<double>(r.reducer->gradient_bytes())),
+                       max_over_ranks(static_cast<double>(r.reducer->peak_gradient_bytes())),
+                       bench::median(r.times) * 1e3});
   }
 
-  std::vector<float> buffer(param_bytes / sizeof(float), 1.0f);
-  std::vector<double> alone;
-  for (int s = 0; s < warmup + steps; ++s) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    const auto t0 = std::chrono::steady_clock::now();
-    MPI_Allreduce(MPI_IN_PLACE, buffer.data(), static_cast<int>(buffer.size()), MPI_FLOAT, MPI_SUM,
-                  replicas.reduction_comm());
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s >= warmup) alone.push_back(max_over_ranks(t));
-  }
-  const double allreduce_ms = bench::median(alone) * 1e3;
+  const double allreduce_ms =
+      bench::allreduce_alone_ms(param_bytes, replicas.reduction_comm(), warmup, steps);
 
   if (rank != 0) return 0;
   const double unsharded = rows.front().state_bytes;
   if (csv) {
     std::printf(
-        "mode,ranks,batch_per_replica,param_bytes,state_bytes_per_rank,state_ratio,step_ms\n");
+        "mode,ranks,batch_per_replica,bucket_kb,param_bytes,state_bytes_per_rank,state_ratio,"
+        "grad_bytes_per_rank,grad_peak_per_rank,step_ms\n");
     for (const auto& r : rows)
-      std::printf("zero%d,%d,%lld,%zu,%.0f,%.4f,%.4f\n", r.zero, ranks,
-                  static_cast<long long>(batch), param_bytes, r.state_bytes,
-                  r.state_bytes / unsharded, r.step_ms);
-    std::printf("allreduce,%d,%lld,%zu,0,0,%.4f\n", ranks, static_cast<long long>(batch),
-                param_bytes, allreduce_ms);
+      std::printf("zero%d,%d,%lld,%.0f,%zu,%.0f,%.4f,%.0f,%.0f,%.4f\n", r.zero, ranks,
+                  static_cast<long long>(batch), bucket_kb, param_bytes, r.state_bytes,
+                  r.state_bytes / unsharded, r.grad_bytes, r.grad_peak, r.step_ms);
+    std::printf("allreduce,%d,%lld,%.0f,%zu,0,0,0,0,%.4f\n", ranks, static_cast<long long>(batch),
+                bucket_kb, param_bytes, allreduce_ms);
     return 0;
   }
-  std::printf("examples/cnn with Adam, %d replicas, batch %lld per replica, %zu parameter bytes\n",
-              ranks, static_cast<long long>(batch), param_bytes);
-  std::printf("%-10s %18s %12s %9s\n", "mode", "state_bytes/rank", "vs unsharded", "step_ms");
+  std::printf(
+      "examples/cnn with Adam, %d replicas, batch %lld per replica, %zu parameter bytes, buckets "
+      "%.0f KiB\n",
+      ranks, static_cast<long long>(batch), param_bytes, bucket_kb);
+  std::printf("%-10s %18s %12s %17s %17s %9s\n", "mode", "state_bytes/rank", "vs unsharded",
+              "grad_bytes/rank", "grad_peak/rank", "step_ms");
   for (const auto& r : rows)
-    std::printf("zero%-6d %18.0f %12.3f %9.3f\n", r.zero, r.state_bytes, r.state_bytes / unsharded,
-                r.step_ms);
-  std::printf("%-10s %18s %12s %9.3f\n", "allreduce", "-", "-", allreduce_ms);
+    std::printf("zero%-6d %18.0f %12.3f %17.0f %17.0f %9.3f\n", r.zero, r.state_bytes,
+                r.state_bytes / unsharded, r.grad_bytes, r.grad_peak, r.step_ms);
+  std::printf("%-10s %18s %12s %17s %17s %9.3f\n", "allreduce", "-", "-", "-", "-", allreduce_ms);
   return 0;
 }

@@ -20,6 +20,13 @@
 #   DISTOP_SIM_ARGS      further arguments to bench_simulated (e.g. "--batch 32")
 #   DISTOP_SIM_CSV       also append the raw rows (with platform and wall seconds) to this file
 #   DISTOP_SIM_SMPI_ARGS further smpirun arguments (e.g. --cfg=smpi/allreduce:rdb)
+#   DISTOP_SIM_COMPUTE   data_parallel's compute: measured (default: every rank computes for
+#                        real and SMPI charges its host time) or injected (rank 0 measures the
+#                        forward and backward pass once, every rank replays them as simulated
+#                        compute; the communication, loss seed and optimizer step stay real)
+#   DISTOP_SIM_SHARED_BYTES  tensors of this many bytes and more live in SMPI's shared malloc,
+#                        one physical copy for all ranks (contents meaningless; timing only).
+#                        Default 65536 with DISTOP_SIM_COMPUTE=injected, else 0 (off)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -82,27 +89,34 @@ smpi_args=(
   -platform "$platform" -hostfile "$hostfile"
   "--cfg=smpi/privatize-libs:$kokkos;$(dirname "$libdistop")/$soname"
   --cfg=smpi/allreduce:rab_rdb --cfg=smpi/reduce:scatter_gather
-  --cfg=smpi/test:1e-7 --cfg=smpi/iprobe:1e-7
+  --cfg=smpi/test:1e-7 --cfg=smpi/iprobe:1e-7 --cfg=smpi/shared-malloc:global
   --cfg=smpi/display-timing:yes
   --log=root.thres:warning --log=smpi_config.thres:error --log=xbt_cfg.thres:warning
 )
 # shellcheck disable=SC2206
 smpi_args+=(${DISTOP_SIM_SMPI_ARGS:-})
 steps=${DISTOP_SIM_STEPS:-3}
+compute=${DISTOP_SIM_COMPUTE:-measured}
+case $compute in
+  measured) shared_bytes=${DISTOP_SIM_SHARED_BYTES:-0} ;;
+  injected) shared_bytes=${DISTOP_SIM_SHARED_BYTES:-65536} ;;
+  *) echo "simulate.sh: DISTOP_SIM_COMPUTE must be measured or injected" >&2; exit 2 ;;
+esac
 # shellcheck disable=SC2206
 extra=(${DISTOP_SIM_ARGS:-})
 
 rows=$(mktemp)
 trap 'rm -rf "$hostfile" "$tmpdir" "$rows"' EXIT
 run() {  # program ranks
-  local n=$2 log=$tmpdir/log.$1.$2 t0=$SECONDS
+  local n=$2 log=$tmpdir/log.$1.$2 t0=$SECONDS args=()
+  [ "$1" != data_parallel ] || args=(--compute "$compute")
   if [ "$n" -gt "$hosts" ]; then
     echo "simulate.sh: $n ranks, but $platform has $hosts hosts" >&2
     exit 1
   fi
   # smpirun 3.32 takes -tmpdir's value for the program: the per-rank copies go to TMPDIR instead.
-  if ! TMPDIR=$tmpdir OPENBLAS_NUM_THREADS=1 DISTOP_YIELD_WHEN_IDLE=0 DISTOP_WATCHDOG_SECONDS=0 \
-    smpirun -np "$n" "${smpi_args[@]}" "$program" --program "$1" --steps "$steps" "${extra[@]}" \
+  if ! TMPDIR=$tmpdir DISTOP_SMPI_SHARED_BYTES=$shared_bytes OPENBLAS_NUM_THREADS=1 DISTOP_YIELD_WHEN_IDLE=0 DISTOP_WATCHDOG_SECONDS=0 \
+    smpirun -np "$n" "${smpi_args[@]}" "$program" --program "$1" --steps "$steps" "${args[@]}" "${extra[@]}" \
     >"$log" 2>&1; then
     echo "simulate.sh: $1 at $n ranks failed:" >&2
     tail -n 30 "$log" >&2
@@ -114,8 +128,8 @@ run() {  # program ranks
     grep "^$1," "$log" | sed "s|\$|,$(basename "$platform"),$wall|" >>"$DISTOP_SIM_CSV"
 }
 
-printf '# platform %s, %s steps per run (median), bench_simulated %s\n' \
-  "$(basename "$platform")" "$steps" "${extra[*]}"
+printf '# platform %s, %s steps per run (median), data_parallel compute %s, shared from %s B, bench_simulated %s\n' \
+  "$(basename "$platform")" "$steps" "$compute" "$shared_bytes" "${extra[*]}"
 printf '%-14s %-21s %6s %11s %6s %11s %6s %7s\n' program case ranks step_ms eff model_ms \
   m_eff wall_s
 for p in "${programs[@]}"; do

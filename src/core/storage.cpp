@@ -13,6 +13,10 @@
 #include <thread>
 #include <vector>
 
+#ifdef DISTOP_SMPI
+#include <smpi/smpi.h>
+#endif
+
 namespace distop::detail {
 
 namespace {
@@ -178,7 +182,32 @@ class HostPool {
 
 }  // namespace
 
+#ifdef DISTOP_SMPI
+namespace {
+// SimGrid SMPI builds only (scripts/simulate.sh, docs/scaling.md): with DISTOP_SMPI_SHARED_BYTES=N
+// (N > 0), blocks of N bytes and more come from SMPI's shared malloc, whose pages every simulated
+// rank shares (their contents are then meaningless; timing runs only). Read once per privatised
+// copy of the library, i.e. once per simulated rank.
+std::size_t smpi_shared_threshold() {
+  static const std::size_t threshold = [] {
+    const char* s = std::getenv("DISTOP_SMPI_SHARED_BYTES");
+    return s == nullptr ? std::size_t{0}
+                        : static_cast<std::size_t>(std::strtoull(s, nullptr, 10));
+  }();
+  return threshold;
+}
+}  // namespace
+#endif
+
 std::shared_ptr<void> allocate_host_storage(std::size_t bytes) {
+#ifdef DISTOP_SMPI
+  const std::size_t threshold = smpi_shared_threshold();
+  if (threshold > 0 && bytes >= threshold) {
+    void* p = smpi_shared_malloc(bytes, __FILE__, __LINE__);
+    if (p == nullptr) throw std::bad_alloc();
+    return std::shared_ptr<void>(p, [](void* q) { smpi_shared_free(q); });
+  }
+#endif
   return HostPool::instance().allocate(bytes);
 }
 
