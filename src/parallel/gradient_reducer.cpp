@@ -166,8 +166,7 @@ void GradientReducer<T>::build(const std::vector<std::size_t>& order) {
   // Each bucket's flat buffer, and its parameters' gradients as views of it (in bucket order).
   const int r = replicas_->count();
   spare_.clear();
-  spare_count_ = 0;
-  spare_elements_ = 0;
+  spare_bytes_ = 0;
   fixed_bytes_ = 0;
   for (auto& b : buckets_) {
     std::size_t total = 0;
@@ -182,8 +181,6 @@ void GradientReducer<T>::build(const std::vector<std::size_t>& order) {
       const int mine = b.counts[static_cast<std::size_t>(replicas_->index())];
       if (sharded(b)) {  // the owned chunk only; the rest from the rotating set in each pass
         b.shard = Tensor<T>(Shape{mine}, "distop::GradientReducer");
-        spare_elements_ = std::max({spare_elements_, static_cast<std::int64_t>(total),
-                                    static_cast<std::int64_t>(mine) * r});
       } else {
         b.received = Tensor<T>::uninitialized(Shape{static_cast<std::int64_t>(mine) * r});
       }
@@ -282,7 +279,7 @@ Tensor<T> GradientReducer<T>::owned_gradient(std::size_t bucket) const {
 
 template <class T>
 std::size_t GradientReducer<T>::gradient_bytes() const {
-  std::size_t elements = spare_count_ * static_cast<std::size_t>(spare_elements_);
+  std::size_t elements = spare_bytes_ / sizeof(T);
   for (const auto& b : buckets_)
     elements += static_cast<std::size_t>(b.buffer.numel() + b.received.numel() + b.shard.numel());
   for (const auto& p : params_)
@@ -292,13 +289,17 @@ std::size_t GradientReducer<T>::gradient_bytes() const {
 }
 
 template <class T>
-Tensor<T> GradientReducer<T>::take_buffer() {
-  if (spare_.empty()) {
-    ++spare_count_;
-    return Tensor<T>::uninitialized(Shape{spare_elements_}, "distop::GradientReducer");
+Tensor<T> GradientReducer<T>::take_buffer(std::int64_t elements) {
+  // The smallest free buffer of the set that holds `elements`, else a new one of that size.
+  auto best = spare_.end();
+  for (auto it = spare_.begin(); it != spare_.end(); ++it)
+    if (it->numel() >= elements && (best == spare_.end() || it->numel() < best->numel())) best = it;
+  if (best == spare_.end()) {
+    spare_bytes_ += static_cast<std::size_t>(elements) * sizeof(T);
+    return Tensor<T>::uninitialized(Shape{elements}, "distop::GradientReducer");
   }
-  Tensor<T> t = std::move(spare_.back());
-  spare_.pop_back();
+  Tensor<T> t = std::move(*best);
+  spare_.erase(best);
   return t;
 }
 
@@ -309,7 +310,7 @@ void GradientReducer<T>::copy_out(Bucket& b, std::size_t k) {
   const std::size_t i = b.params[k];
   if (copied_[i]) return;
   if (b.send.numel() == 0) {
-    b.send = take_buffer();
+    b.send = take_buffer(b.bounds.back());
     note_bytes();
   }
   const Param& p = params_[i];
@@ -327,9 +328,7 @@ void GradientReducer<T>::copy_out(Bucket& b, std::size_t k) {
 
 template <class T>
 void GradientReducer<T>::note_bytes() {
-  peak_bytes_ = std::max(peak_bytes_, fixed_bytes_ + loose_bytes_ +
-                                          spare_count_ * static_cast<std::size_t>(spare_elements_) *
-                                              sizeof(T));
+  peak_bytes_ = std::max(peak_bytes_, fixed_bytes_ + loose_bytes_ + spare_bytes_);
 }
 
 template <class T>
@@ -401,7 +400,8 @@ void GradientReducer<T>::start(std::size_t bucket) {
   // A parameter that received no gradient in this pass contributes zeros (and gets the others').
   if (sharded(b)) {  // the gradients not copied yet (not ready, or every one without overlap)
     for (std::size_t k = 0; k < b.params.size(); ++k) copy_out(b, k);
-    b.receive = take_buffer();
+    b.receive =
+        take_buffer(static_cast<std::int64_t>(b.received_counts.at(0)) * replicas_->count());
     note_bytes();
   } else {
     for (std::size_t i : b.params) params_[i].var.grad();
@@ -494,7 +494,7 @@ void GradientReducer<T>::finish() {
   armed_ = false;
   ++reductions_;
   spare_.clear();  // the rotating set is freed between passes
-  spare_count_ = 0;
+  spare_bytes_ = 0;
   const int r = replicas_->count();
   if (r > 1) {
     // Buckets that hold parameters not summed over the replicas (tied ones): their summed

@@ -106,9 +106,9 @@ std::vector<Case> optimizers() {
       {"sgd momentum, two groups", nullptr,
        [](std::vector<std::vector<Var<double>>> g) -> std::unique_ptr<optim::Optimizer<double>> {
          using Group = optim::SGD<double>::Group;
-         return std::make_unique<optim::SGD<double>>(std::vector<Group>{
-             {g.at(0), {.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-2}},
-             {g.at(1), {.lr = 0.2, .momentum = 0.5, .weight_decay = 1e-3}}});
+         return std::make_unique<optim::SGD<double>>(
+             std::vector<Group>{{g.at(0), {.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-2}},
+                                {g.at(1), {.lr = 0.2, .momentum = 0.5, .weight_decay = 1e-3}}});
        }},
       {"sgd nesterov",
        [](std::vector<Var<double>> p) -> std::unique_ptr<optim::Optimizer<double>> {

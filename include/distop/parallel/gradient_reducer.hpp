@@ -147,22 +147,22 @@ class GradientReducer {
   // ZeRO stage 2's gradient memory (ShardedOptimizer stage 2 turns it on). With true, the buckets
   // summed over the replicas keep no whole buffer: each holds only this replica's chunk of the
   // mean (owned_gradient), about 1/R of the gradients' bytes. Backward writes the parameters'
-  // gradients into storage of their own; when a bucket's last gradient is ready they are copied
-  // into a send buffer taken from a small rotating set of full-size buffers (its receive buffer
-  // too), and freed; when its reduce-scatter completes the chunk is summed into the owned shard
-  // and both buffers go back to the set for the next bucket. The set grows only while more
-  // buckets are in flight than it holds, and is freed when backward() returns. (Each gradient is
-  // copied into its bucket's send buffer, taken at the bucket's first ready gradient, as soon as
-  // it is ready, and freed.) So during backward the gradient memory is the owned shards, the
-  // gradients not yet ready and the buffers of buckets filling or in flight; after it, the owned
-  // shards alone, and the parameters have no gradient (Var::has_grad is false). The sums are the same operations, so the same bits, as
+  // gradients into storage of their own. As soon as a gradient is ready it is copied into its
+  // bucket's send buffer (taken at the bucket's first ready gradient) and freed; when the bucket's
+  // last one is, a receive buffer is taken and the reduce-scatter starts; when that completes the
+  // chunk is summed into the owned shard and both buffers go back for the next buckets. The
+  // buffers come from a small rotating set: a bucket takes the smallest free buffer that holds
+  // it, the set grows only while none does, and it is freed when backward() returns. So during
+  // backward the gradient memory is the owned shards, the gradients not yet ready and the buffers
+  // of the buckets filling or in flight; after it, the owned shards alone, and the parameters have
+  // no gradient (Var::has_grad is false). The sums are the same operations, so the same bits, as
   // with whole buckets. Gradient accumulation: backward_no_sync() keeps every parameter's whole
   // gradient (summed locally, as torch FSDP's no_sync), and the backward() that ends the
   // accumulation reduces the sums. Every backward() replaces the owned gradients (they do not
   // add up across reduced passes). The first layout's rebuild from the observed ready order is
   // made at the start of the next backward() (the owned gradients stay in the layout they were
   // reduced in until then). Buckets holding parameters not summed over the replicas (tied ones)
-  // stay whole. Collective-free; call between passes.
+  // stay whole. Not collective; call it between passes.
   void set_shard_gradients(bool shard);
   bool shard_gradients() const noexcept { return shard_gradients_; }
   // Whether bucket b keeps only this replica's chunk of its gradient (set_shard_gradients).
@@ -225,7 +225,7 @@ class GradientReducer {
   void gather_ready(bool block);
   void finish();
   bool sharded(const Bucket& b) const noexcept { return shard_gradients_ && b.two_phase; }
-  Tensor<T> take_buffer();
+  Tensor<T> take_buffer(std::int64_t elements);
   void copy_out(Bucket& b, std::size_t k);
   void note_bytes();
 
@@ -245,8 +245,7 @@ class GradientReducer {
   bool shard_gradients_ = false;
   std::vector<std::size_t> pending_order_;  // a rebuild deferred to the next pass (sharded)
   std::vector<Tensor<T>> spare_;            // the rotating set's free buffers
-  std::int64_t spare_elements_ = 0;         // each one's size: the largest bucket's
-  std::size_t spare_count_ = 0;             // buffers of the set, free or held by a bucket
+  std::size_t spare_bytes_ = 0;             // buffers of the set, free or held by a bucket
   std::vector<bool> counted_;               // per parameter: its gradient counted as held
   std::vector<bool> copied_;                // per parameter: copied into its send buffer
   std::size_t loose_bytes_ = 0;             // gradients held outside buckets, counted

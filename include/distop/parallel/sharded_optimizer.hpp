@@ -127,7 +127,7 @@ class ShardedOptimizer final : public optim::Optimizer<T> {
   struct Piece {
     std::size_t parameter;  // model parameter
     std::size_t index;      // optimized parameter (the groups in order)
-    std::int64_t start;  // in the parameter's flat box
+    std::int64_t start;     // in the parameter's flat box
     std::int64_t count;
   };
   // Replica q's part of parameter i: [first, first + count) of its flat box.
