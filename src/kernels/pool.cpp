@@ -15,6 +15,7 @@ namespace distop::kernels {
 
 namespace {
 
+using pool_detail::for_each_tap;
 using pool_detail::geometry3;
 using pool_detail::Geometry3;
 using pool_detail::output_row;
@@ -51,22 +52,13 @@ KOKKOS_INLINE_FUNCTION void window_max(const Geometry3& g, const View& x, std::i
                                        std::int64_t* best_at) {
   T b = T(0);
   std::int64_t at_b = -1;
-  std::int64_t i0 = 0, i1 = 0, i2 = 0;
-  for (std::int64_t j0 = 0; j0 < g.kernel[0]; ++j0) {
-    if (!tap(g, 0, o0, j0, &i0)) continue;
-    for (std::int64_t j1 = 0; j1 < g.kernel[1]; ++j1) {
-      if (!tap(g, 1, o1, j1, &i1)) continue;
-      const std::int64_t row = base + (i0 * g.in[1] + i1) * g.in[2];
-      for (std::int64_t j2 = 0; j2 < g.kernel[2]; ++j2) {
-        if (!tap(g, 2, o2, j2, &i2)) continue;
-        const T v = x(row + i2);
-        if (at_b < 0 || v > b || (v != v && b == b)) {
-          b = v;
-          at_b = row + i2;
-        }
-      }
+  for_each_tap(g, base, o0, o1, o2, [&](std::int64_t i) {
+    const T v = x(i);
+    if (at_b < 0 || v > b || (v != v && b == b)) {
+      b = v;
+      at_b = i;
     }
-  }
+  });
   *best = b;
   *best_at = at_b;
 }
@@ -76,16 +68,7 @@ template <class View>
 KOKKOS_INLINE_FUNCTION double window_sum(const Geometry3& g, const View& x, std::int64_t base,
                                          std::int64_t o0, std::int64_t o1, std::int64_t o2) {
   double sum = 0;
-  std::int64_t i0 = 0, i1 = 0, i2 = 0;
-  for (std::int64_t j0 = 0; j0 < g.kernel[0]; ++j0) {
-    if (!tap(g, 0, o0, j0, &i0)) continue;
-    for (std::int64_t j1 = 0; j1 < g.kernel[1]; ++j1) {
-      if (!tap(g, 1, o1, j1, &i1)) continue;
-      const std::int64_t row = base + (i0 * g.in[1] + i1) * g.in[2];
-      for (std::int64_t j2 = 0; j2 < g.kernel[2]; ++j2)
-        if (tap(g, 2, o2, j2, &i2)) sum += static_cast<double>(x(row + i2));
-    }
-  }
+  for_each_tap(g, base, o0, o1, o2, [&](std::int64_t i) { sum += static_cast<double>(x(i)); });
   return sum;
 }
 

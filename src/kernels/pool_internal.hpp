@@ -41,6 +41,23 @@ KOKKOS_INLINE_FUNCTION bool tap(const Geometry3& g, int a, std::int64_t o, std::
   return *i >= 0 && *i < g.in[a];
 }
 
+// Calls f(i) with the index i into x of every tap of the window of output (o0, o1, o2) that reads
+// inside the input, for the plane starting at x[base], in row-major tap order.
+template <class F>
+KOKKOS_INLINE_FUNCTION void for_each_tap(const Geometry3& g, std::int64_t base, std::int64_t o0,
+                                         std::int64_t o1, std::int64_t o2, const F& f) {
+  std::int64_t i0 = 0, i1 = 0, i2 = 0;
+  for (std::int64_t j0 = 0; j0 < g.kernel[0]; ++j0) {
+    if (!tap(g, 0, o0, j0, &i0)) continue;
+    for (std::int64_t j1 = 0; j1 < g.kernel[1]; ++j1) {
+      if (!tap(g, 1, o1, j1, &i1)) continue;
+      const std::int64_t row = base + (i0 * g.in[1] + i1) * g.in[2];
+      for (std::int64_t j2 = 0; j2 < g.kernel[2]; ++j2)
+        if (tap(g, 2, o2, j2, &i2)) f(row + i2);
+    }
+  }
+}
+
 // Row r of the outputs (planes x out[0] x out[1] rows of out[2]): its indices along the two
 // leading spatial axes and the offset of its plane in x.
 struct OutputRow {

@@ -292,21 +292,12 @@ void max_pool_windows(const Geometry3& g, std::int64_t planes, const T* x, T* y,
         for (std::int64_t o2 = 0; o2 < m; ++o2) {
           T b = T(0);
           std::int64_t at_b = -1;
-          std::int64_t i0 = 0, i1 = 0, i2 = 0;
-          for (std::int64_t j0 = 0; j0 < g.kernel[0]; ++j0) {
-            if (!tap(g, 0, o0, j0, &i0)) continue;
-            for (std::int64_t j1 = 0; j1 < g.kernel[1]; ++j1) {
-              if (!tap(g, 1, o1, j1, &i1)) continue;
-              const std::int64_t row = base + (i0 * g.in[1] + i1) * g.in[2];
-              for (std::int64_t j2 = 0; j2 < g.kernel[2]; ++j2) {
-                if (!tap(g, 2, o2, j2, &i2)) continue;
-                const T v = x[row + i2];
-                const bool take = (at_b < 0) | (v > b) | ((v != v) & (b == b));
-                b = select_bits(take, v, b);
-                at_b = select_bits(take, row + i2, at_b);
-              }
-            }
-          }
+          pool_detail::for_each_tap(g, base, o0, o1, o2, [&](std::int64_t i) {
+            const T v = x[i];
+            const bool take = (at_b < 0) | (v > b) | ((v != v) & (b == b));
+            b = select_bits(take, v, b);
+            at_b = select_bits(take, i, at_b);
+          });
           y[r * m + o2] = b;
           argmax[r * m + o2] = at_b;
         }
