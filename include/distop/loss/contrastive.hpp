@@ -53,29 +53,32 @@ struct ContrastiveOptions {
 // images for NT-Xent; image and text embeddings for CLIP and SigLIP), each a Var whose local
 // tensor is [b_p, D], with the same b_p for a and b, the same D on every rank, and any b_p >= 0
 // (unbalanced blocks; a rank may hold no rows). The global batch is the rows of the ranks of
-// `batch_comm` stacked in rank order (B = sum of b_p, at least 1). The local tensors must be host
-// memory. Row i of a is paired with row i of b.
+// `batch_comm` stacked in rank order (B = sum of b_p, at least 1). The local tensors live in the
+// default memory space (a GPU's in a CUDA build): the arithmetic runs there, as Kokkos kernels and
+// kernels::gemm. Row i of a is paired with row i of b.
 //
 // Result: a Var of shape [1] on a's partition holding the global batch's loss L, the same value on
-// every rank (the reduction is fixed, so the ranks agree bitwise).
+// every rank (the ranks' partial sums are added by one AllSumReduce, which hands every rank the
+// same sum).
 //
 // Gradients: backward with seed s on every rank (backward(tape, loss) seeds 1) adds to each rank's
 // a and b the gradient of s L with respect to its own rows, exactly, whatever the strategy. The
 // seed must be the same on every rank. The learnable scalars (logit_scale, logit_bias) are
 // replicas of one parameter, one copy per rank, which must hold the same value: each rank's copy
-// receives 1/P of s dL/d(scalar). So on every input, the gradients summed over the ranks are the
-// gradient of s L with respect to parameters shared by all ranks: a data-parallel reducer that
-// sums gradients over the ranks needs seed 1; one that averages over R = P replicas (as
-// parallel::GradientReducer does) needs seed P (backward(tape, loss, s) with s filled with P) to
-// give dL/dtheta. The seed is read on every rank; the ranks' backward calls are collective.
+// receives 1/P of s dL/d(scalar) (the ranks' partial gradients summed by an AllSumReduce, then
+// shared out equally). So on every input, the gradients summed over the ranks are the gradient of
+// s L with respect to parameters shared by all ranks: a data-parallel reducer that sums gradients
+// over the ranks needs seed 1; one that averages over R = P replicas (as parallel::GradientReducer
+// does) needs seed P (backward(tape, loss, s) with s filled with P) to give dL/dtheta. The seed is read on every rank; the ranks' backward calls are collective.
 //
 // Collective over batch_comm (in forward and backward; every rank calls with the same strategy,
 // root and loss arguments). Invalid inputs on any rank (a wrong rank of tensor, b_p differing
 // between a and b, D differing between ranks, an empty global batch, a non-positive temperature,
 // a root outside batch_comm) raise the same Error on every rank. The rows move through distop's
-// operators (AllGather, Gather, Repartition, SendRecv: docs/contrastive.md), built on the first
-// call with a batch layout (rows per rank, D, strategy, root, precision) and cached on batch_comm
-// (a few layouts; freed with batch_comm or when Kokkos finalises).
+// operators (AllGather, Gather, Repartition, SendRecv; the loss's partial sums and the scalars'
+// gradients by AllSumReduce: docs/contrastive.md), built on the first call with a batch layout
+// (rows per rank, D, strategy, root, precision) and cached on batch_comm (a few layouts; freed
+// with batch_comm or when Kokkos finalises).
 
 // NT-Xent (SimCLR): the 2B rows z = [a; b] (normalised), s_ij = z_i . z_j / temperature; each row's
 // positive is its other view and the row itself is left out of the denominator:
