@@ -69,7 +69,8 @@ struct ContrastiveOptions {
 // shared out equally). So on every input, the gradients summed over the ranks are the gradient of
 // s L with respect to parameters shared by all ranks: a data-parallel reducer that sums gradients
 // over the ranks needs seed 1; one that averages over R = P replicas (as parallel::GradientReducer
-// does) needs seed P (backward(tape, loss, s) with s filled with P) to give dL/dtheta. The seed is read on every rank; the ranks' backward calls are collective.
+// does) needs seed P (backward(tape, loss, s) with s filled with P) to give dL/dtheta. The seed is
+// read on every rank; the ranks' backward calls are collective.
 //
 // Collective over batch_comm (in forward and backward; every rank calls with the same strategy,
 // root and loss arguments). Invalid inputs on any rank (a wrong rank of tensor, b_p differing
