@@ -10,10 +10,10 @@
 // Host fast path: on the host each kernel first tries its form in namespace host_rows below, a
 // plain loop per row over raw pointers, with the excluded key split out of the loops. The team
 // form's inner loops (a runtime stride) kept the running maximum in memory on the host and made
-// NT-Xent and CLIP 15-20 % slower (bench_contrastive, B = 4096, D = 128). The host forms do the same arithmetic
-// in the same order (the unit test compares the two forms bit for bit); like the other kernels'
-// host fast paths they are compiled only with DISTOP_ENABLE_HOST_KERNELS=ON and skipped under
-// DISTOP_HOST_KERNELS=off (kernels::host_kernels_enabled()).
+// NT-Xent and CLIP 15-20 % slower (bench_contrastive, B = 4096, D = 128). The host forms do the
+// same arithmetic in the same order (the unit test compares the two forms bit for bit); like the
+// other kernels' host fast paths they are compiled only with DISTOP_ENABLE_HOST_KERNELS=ON and
+// skipped under DISTOP_HOST_KERNELS=off (kernels::host_kernels_enabled()).
 
 #include <Kokkos_Core.hpp>
 #include <algorithm>
