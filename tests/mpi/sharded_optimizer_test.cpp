@@ -350,6 +350,24 @@ TEST(ShardedOptimizer, StateDictNeedsGatherStateAfterAStep) {
   EXPECT_THROW(parallel::ShardedOptimizer<double>(
                    reducer, 2, {{model.parameters()[0]}, {model.parameters()[1]}}, one_group),
                Error);
+  // Two groups with options of their own (the docs' example), stepping after the first optimizer.
+  // [groups]
+  const auto p = model.parameters();  // fc1.weight, fc1.bias, fc2.weight, fc2.bias
+  parallel::ShardedOptimizer<double> grouped(
+      reducer, /*stage=*/2, {{p[2], p[3]}, {p[0], p[1]}},
+      [](std::vector<std::vector<Var<double>>> g) -> std::unique_ptr<optim::Optimizer<double>> {
+        using Group = optim::SGD<double>::Group;
+        return std::make_unique<optim::SGD<double>>(std::vector<Group>{
+            {g.at(0), {.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-2, .nesterov = true}},
+            {g.at(1), {.lr = 0.2, .momentum = 0.5, .weight_decay = 1e-3}}});
+      });
+  // [groups]
+  EXPECT_EQ(grouped.group_count(), 2u);
+  EXPECT_EQ(grouped.lr(1), 0.2);
+  EXPECT_EQ(grouped.group_options(0).at("nesterov"), 1.0);
+  train_step(model, reducer, grouped, replicas, 1);
+  grouped.gather_state();
+  EXPECT_EQ(grouped.state_dict().params.size(), 4u);
 }
 
 // A directory that every rank sees: made by rank 0, its path broadcast.
