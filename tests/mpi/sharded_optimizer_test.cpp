@@ -256,13 +256,15 @@ TEST(ShardedOptimizer, EveryOptimizerTrainsAsUnshardedDataParallelism) {
 
 TEST(ShardedOptimizer, Stage2AccumulatesWholeGradientsOverMicroBatches) {
   // backward_no_sync keeps whole local gradients; the backward() that ends the accumulation
-  // reduces their sums into the owned chunks, so the result is unsharded training's.
+  // reduces their sums into the owned chunks, the same bits as the whole buckets' chunks, so the
+  // result is unsharded training's.
   const Case adam = optimizers()[1];
   for (const int r : replica_counts()) {
     parallel::Replicas replicas(MPI_COMM_WORLD, r);
     const std::int64_t b = kGlobal / r, half = b / 2;
     if (b % 2 != 0) continue;
     std::vector<double> want;
+    std::vector<std::vector<double>> chunks;  // unsharded: the owned chunks of the second step
     for (const int stage : {0, 2}) {
       Mlp model(replicas.model_comm());
       parallel::GradientReducer<double> reducer(model, replicas, kBuckets);
@@ -286,6 +288,15 @@ TEST(ShardedOptimizer, Stage2AccumulatesWholeGradientsOverMicroBatches) {
             }
           } else {
             reducer.backward(tape, loss);
+            // At the second step, when both reducers have rebuilt their buckets (stage 2 at the
+            // start of the pass, unsharded after the first).
+            for (std::size_t k = 0; step == 1 && k < reducer.bucket_count(); ++k) {
+              const auto got = reducer.owned_gradient(k).to_vector();
+              if (stage == 0)
+                chunks.push_back(got);
+              else
+                EXPECT_EQ(got, chunks.at(k)) << r << " replicas, bucket " << k;
+            }
           }
         }
         opt->step();
