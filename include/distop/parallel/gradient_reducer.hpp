@@ -63,7 +63,9 @@ struct ReducerOptions {
 // not: MPICH picks its summation tree by message size and rank count.) distop's ReduceScatter
 // operator is not used for the first phase: it is blocking, and it adds each chunk's owner's copy
 // first, so a sum's order would depend on which replica owns the entry, that is on the bucketing.
-// The reduction keeps a receive buffer of each bucket's size (R chunks of N / R entries).
+// The reduction keeps a receive buffer of each bucket's size (R chunks of N / R entries), or, with
+// set_shard_gradients (ZeRO stage 2), takes it from a rotating set only while the bucket is in
+// flight.
 //
 // Overlap. Each parameter's gradient is ready when the last tape entry that uses it has run
 // (Var::Use). A bucket's reduce-scatter starts as soon as all its gradients are ready and every
@@ -124,7 +126,8 @@ class GradientReducer {
   };
   std::size_t bucket_count() const noexcept { return buckets_.size(); }
   std::vector<Slot> bucket_slots(std::size_t bucket) const;
-  // The bucket's flat buffer (shares its storage: the parameters' gradients are views of it).
+  // The bucket's flat buffer (shares its storage: the parameters' gradients are views of it);
+  // empty for a bucket that keeps only its owned chunk (bucket_sharded).
   const Tensor<T>& bucket_buffer(std::size_t bucket) const { return buckets_.at(bucket).buffer; }
   // Chunk q of the bucket, the entries [bounds[q], bounds[q + 1]) that replica q sums: R + 1
   // offsets from 0 to the bucket's size.
