@@ -132,29 +132,6 @@ BandDims band_dims(const Geo& g, std::int64_t c, std::int64_t nb) {
 // input row i0 = o0 s0 - off0 + j0 d0, i1 = u s1 - off1 + j1 d1 of the row's tap (the bands have
 // s1 = 1 and j1 = 0: their kernel rows are shifts of R's columns). In the row the runs lie in the
 // order (nl, o0, u) in im2col's matrix (its columns are (n, o0, o1, o2)) and (u, nl, o0) in R.
-template <bool kBands>
-struct RowRuns {
-  std::int64_t nb, out0, u_n;  // samples, outputs along axis 0, values of u
-
-  // The run's place in the row, in runs.
-  KOKKOS_INLINE_FUNCTION std::int64_t index(std::int64_t nl, std::int64_t o0,
-                                            std::int64_t u) const {
-    return kBands ? (u * nb + nl) * out0 + o0 : (nl * out0 + o0) * u_n + u;
-  }
-  // f(nl, o0, u) for every run, in the row's order.
-  template <class F>
-  KOKKOS_INLINE_FUNCTION void for_each(const F& f) const {
-    for (std::int64_t v = 0; v < (kBands ? u_n : nb); ++v)
-      for (std::int64_t w = 0; w < (kBands ? nb : out0); ++w)
-        for (std::int64_t z = 0; z < (kBands ? out0 : u_n); ++z) kBands ? f(w, z, v) : f(v, w, z);
-  }
-  // f(o0, u) for every run of sample nl, in the row's order.
-  template <class F>
-  KOKKOS_INLINE_FUNCTION void for_each_of_sample(const F& f) const {
-    for (std::int64_t v = 0; v < (kBands ? u_n : out0); ++v)
-      for (std::int64_t z = 0; z < (kBands ? out0 : u_n); ++z) kBands ? f(z, v) : f(v, z);
-  }
-};
 
 // The tap (channel, j0, j1, j2) of row r of an im2col-style matrix: rows ((ch k0 + j0) K1 + j1) k2
 // + j2, with K1 = k1 in im2col's matrix and 1 in R (j1 = 0).
@@ -162,29 +139,57 @@ struct RowTap {
   std::int64_t ch, j0, j1, j2;
 };
 template <bool kBands>
-KOKKOS_INLINE_FUNCTION RowTap row_tap(const Geo& g, std::int64_t r) {
+RowTap row_tap(const Geo& g, std::int64_t r) {
   const std::int64_t k1 = kBands ? 1 : g.k[1];
   return {r / (g.k[2] * k1 * g.k[0]), (r / (g.k[2] * k1)) % g.k[0], (r / g.k[2]) % k1, r % g.k[2]};
 }
 
-// The input row a run of tap t reads inside x's plane (i0 in[1] + i1) in[2], or -1 where it lies
-// outside (then the run reads padding).
-KOKKOS_INLINE_FUNCTION std::int64_t input_row(const Geo& g, const RowTap& t, std::int64_t o0,
-                                              std::int64_t u) {
-  const std::int64_t i0 = o0 * g.s[0] - g.off[0] + t.j0 * g.dil[0];
-  const std::int64_t i1 = u * g.s[1] - g.off[1] + t.j1 * g.dil[1];
-  const bool inside = i0 >= 0 && i0 < g.in[0] && i1 >= 0 && i1 < g.in[1];
-  return inside ? (i0 * g.in[1] + i1) * g.in[2] : -1;
+// Calls f(nl, o0, u, inside, at) for the runs of one row of tap t in the row's order, with at the
+// offset of the input row the run reads in its plane of x, (i0 in[1] + i1) in[2], where inside
+// (else the run reads padding); with kSample, only the runs of sample nl_only that read inside.
+// The indices advance with the loops (no division per run: runs are short, an output row of often
+// 10-30 entries), and the loops are inlined into the caller's work item.
+template <bool kBands, bool kSample, class F>
+[[gnu::always_inline]] inline void for_each_run(const Geo& g, const RowTap& t, std::int64_t nb,
+                                                std::int64_t u_n, std::int64_t nl_only,
+                                                const F& f) {
+  const std::int64_t n_lo = kSample ? nl_only : 0, n_hi = kSample ? nl_only + 1 : nb;
+  const std::int64_t i0_start = t.j0 * g.dil[0] - g.off[0];
+  const std::int64_t i1_start = t.j1 * g.dil[1] - g.off[1];
+  if constexpr (kBands) {
+    for (std::int64_t u = 0; u < u_n; ++u) {
+      const std::int64_t i1 = i1_start + u * g.s[1];
+      const bool in1 = i1 >= 0 && i1 < g.in[1];
+      if (kSample && !in1) continue;
+      for (std::int64_t nl = n_lo; nl < n_hi; ++nl)
+        for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+          const std::int64_t i0 = i0_start + o0 * g.s[0];
+          const bool inside = in1 && i0 >= 0 && i0 < g.in[0];
+          if (!kSample || inside) f(nl, o0, u, inside, (i0 * g.in[1] + i1) * g.in[2]);
+        }
+    }
+  } else {
+    for (std::int64_t nl = n_lo; nl < n_hi; ++nl)
+      for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
+        const std::int64_t i0 = i0_start + o0 * g.s[0];
+        const bool in0 = i0 >= 0 && i0 < g.in[0];
+        if (kSample && !in0) continue;
+        for (std::int64_t u = 0; u < u_n; ++u) {
+          const std::int64_t i1 = i1_start + u * g.s[1];
+          const bool inside = in0 && i1 >= 0 && i1 < g.in[1];
+          if (!kSample || inside) f(nl, o0, u, inside, (i0 * g.in[1] + i1) * g.in[2]);
+        }
+      }
+  }
 }
 
 // The matrix of the nb samples of x [nb, C, in...] starting at x (im2col's, u_n = out1, or R,
 // u_n = its band rows): a work item per row, its runs written in order, each read from one input
-// row (or zero). The indices are decoded once per row (64-bit divisions cost as much as copying a
-// short run); the tap's valid range along the last axis is the same for every run of the row.
+// row (or zero). The tap is decoded once per row (64-bit divisions cost as much as copying a
+// short run); its valid range along the last axis is the same for every run of the row.
 template <bool kBands, class T>
 void gather_rows(const char* name, const T* x, std::int64_t nb, std::int64_t channels, const Geo& g,
                  std::int64_t u_n, T* out) {
-  const RowRuns<kBands> runs{nb, g.out[0], u_n};
   const std::int64_t m = g.out[2], len = nb * g.out[0] * u_n * m;
   const std::int64_t rows = channels * g.k[0] * (kBands ? 1 : g.k[1]) * g.k[2];
   Kokkos::parallel_for(
@@ -194,23 +199,24 @@ void gather_rows(const char* name, const T* x, std::int64_t nb, std::int64_t cha
         std::int64_t lo = 0, hi = 0;
         valid_range(b, g.s[2], g.in[2], m, lo, hi);
         T* dst = out + r * len;
-        runs.for_each([&](std::int64_t nl, std::int64_t o0, std::int64_t u) {
-          const std::int64_t at = input_row(g, t, o0, u);
-          read_run(dst, at < 0 ? nullptr : x + (nl * channels + t.ch) * g.in_n + at, m, lo, hi, b,
-                   g.s[2]);
-          dst += m;
-        });
+        const T* xc = x + t.ch * g.in_n;
+        for_each_run<kBands, false>(
+            g, t, nb, u_n, 0,
+            [&](std::int64_t nl, std::int64_t, std::int64_t, bool inside, std::int64_t at) {
+              read_run(dst, inside ? xc + nl * channels * g.in_n + at : nullptr, m, lo, hi, b,
+                       g.s[2]);
+              dst += m;
+            });
       });
 }
 
 // dx = beta dx + the adjoint of gather_rows applied to the matrix in: a work item per (sample,
 // channel) plane of dx, which walks the rows of its channel in order and adds each of the
-// plane's runs (a sequential stream within the row) back to the input row it was read from (no
-// two work items write the same entry).
+// plane's runs (in the row's order) back to the input row it was read from (no two work items
+// write the same entry).
 template <bool kBands, class T>
 void scatter_rows(const char* name, const T* in, std::int64_t nb, std::int64_t channels,
                   const Geo& g, std::int64_t u_n, T beta, T* dx) {
-  const RowRuns<kBands> runs{nb, g.out[0], u_n};
   const std::int64_t m = g.out[2], len = nb * g.out[0] * u_n * m;
   const std::int64_t row_taps = g.k[0] * (kBands ? 1 : g.k[1]) * g.k[2];
   Kokkos::parallel_for(
@@ -225,10 +231,13 @@ void scatter_rows(const char* name, const T* in, std::int64_t nb, std::int64_t c
           std::int64_t lo = 0, hi = 0;
           valid_range(b, g.s[2], g.in[2], m, lo, hi);
           const T* row = in + r * len;
-          runs.for_each_of_sample([&](std::int64_t o0, std::int64_t u) {
-            const std::int64_t at = input_row(g, t, o0, u);
-            if (at >= 0) add_back_run(dxs + at, row + runs.index(nl, o0, u) * m, lo, hi, b, g.s[2]);
-          });
+          for_each_run<kBands, true>(
+              g, t, nb, u_n, nl,
+              [&](std::int64_t, std::int64_t o0, std::int64_t u, bool, std::int64_t at) {
+                const std::int64_t k =
+                    kBands ? (u * nb + nl) * g.out[0] + o0 : (nl * g.out[0] + o0) * u_n + u;
+                add_back_run(dxs + at, row + k * m, lo, hi, b, g.s[2]);
+              });
         }
       });
 }
