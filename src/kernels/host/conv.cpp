@@ -144,9 +144,10 @@ RowTap row_tap(const Geo& g, std::int64_t r) {
   return {r / (g.k[2] * k1 * g.k[0]), (r / (g.k[2] * k1)) % g.k[0], (r / g.k[2]) % k1, r % g.k[2]};
 }
 
-// Calls f(nl, o0, u, inside, at) for the runs of one row of tap t in the row's order, with at the
-// offset of the input row the run reads in its plane of x, (i0 in[1] + i1) in[2], where inside
-// (else the run reads padding); with kSample, only the runs of sample nl_only that read inside.
+// Calls f(nl, k, inside, at) for the runs of one row of tap t in the row's order: k the run's place
+// in the row (in runs), at the offset of the input row it reads in its plane of x,
+// (i0 in[1] + i1) in[2], where inside (else it reads padding); with kSample, only the runs of
+// sample nl_only that read inside.
 // The indices advance with the loops (no division per run: runs are short, an output row of often
 // 10-30 entries), and the loops are inlined into the caller's work item.
 template <bool kBands, bool kSample, class F>
@@ -161,12 +162,14 @@ template <bool kBands, bool kSample, class F>
       const std::int64_t i1 = i1_start + u * g.s[1];
       const bool in1 = i1 >= 0 && i1 < g.in[1];
       if (kSample && !in1) continue;
-      for (std::int64_t nl = n_lo; nl < n_hi; ++nl)
+      for (std::int64_t nl = n_lo; nl < n_hi; ++nl) {
+        const std::int64_t k0 = (u * nb + nl) * g.out[0];
         for (std::int64_t o0 = 0; o0 < g.out[0]; ++o0) {
           const std::int64_t i0 = i0_start + o0 * g.s[0];
           const bool inside = in1 && i0 >= 0 && i0 < g.in[0];
-          if (!kSample || inside) f(nl, o0, u, inside, (i0 * g.in[1] + i1) * g.in[2]);
+          if (!kSample || inside) f(nl, k0 + o0, inside, (i0 * g.in[1] + i1) * g.in[2]);
         }
+      }
     }
   } else {
     for (std::int64_t nl = n_lo; nl < n_hi; ++nl)
@@ -174,10 +177,11 @@ template <bool kBands, bool kSample, class F>
         const std::int64_t i0 = i0_start + o0 * g.s[0];
         const bool in0 = i0 >= 0 && i0 < g.in[0];
         if (kSample && !in0) continue;
+        const std::int64_t k0 = (nl * g.out[0] + o0) * u_n;
         for (std::int64_t u = 0; u < u_n; ++u) {
           const std::int64_t i1 = i1_start + u * g.s[1];
           const bool inside = in0 && i1 >= 0 && i1 < g.in[1];
-          if (!kSample || inside) f(nl, o0, u, inside, (i0 * g.in[1] + i1) * g.in[2]);
+          if (!kSample || inside) f(nl, k0 + u, inside, (i0 * g.in[1] + i1) * g.in[2]);
         }
       }
   }
@@ -200,13 +204,15 @@ void gather_rows(const char* name, const T* x, std::int64_t nb, std::int64_t cha
         valid_range(b, g.s[2], g.in[2], m, lo, hi);
         T* dst = out + r * len;
         const T* xc = x + t.ch * g.in_n;
-        for_each_run<kBands, false>(
-            g, t, nb, u_n, 0,
-            [&](std::int64_t nl, std::int64_t, std::int64_t, bool inside, std::int64_t at) {
-              read_run(dst, inside ? xc + nl * channels * g.in_n + at : nullptr, m, lo, hi, b,
-                       g.s[2]);
-              dst += m;
-            });
+        // By value: copy_run's stores (bytes) may alias anything the loop reads through a
+        // reference, which would then be reloaded for every run.
+        const std::int64_t s2 = g.s[2], plane = channels * g.in_n;
+        auto read = [ =, &dst ](std::int64_t nl, std::int64_t, bool inside, std::int64_t at)
+            __attribute__((always_inline)) {
+          read_run(dst, inside ? xc + nl * plane + at : nullptr, m, lo, hi, b, s2);
+          dst += m;
+        };
+        for_each_run<kBands, false>(g, t, nb, u_n, 0, read);
       });
 }
 
@@ -231,13 +237,12 @@ void scatter_rows(const char* name, const T* in, std::int64_t nb, std::int64_t c
           std::int64_t lo = 0, hi = 0;
           valid_range(b, g.s[2], g.in[2], m, lo, hi);
           const T* row = in + r * len;
-          for_each_run<kBands, true>(
-              g, t, nb, u_n, nl,
-              [&](std::int64_t, std::int64_t o0, std::int64_t u, bool, std::int64_t at) {
-                const std::int64_t k =
-                    kBands ? (u * nb + nl) * g.out[0] + o0 : (nl * g.out[0] + o0) * u_n + u;
-                add_back_run(dxs + at, row + k * m, lo, hi, b, g.s[2]);
-              });
+          const std::int64_t s2 = g.s[2];
+          auto add_back = [=](std::int64_t, std::int64_t k, bool, std::int64_t at)
+              __attribute__((always_inline)) {
+            add_back_run(dxs + at, row + k * m, lo, hi, b, s2);
+          };
+          for_each_run<kBands, true>(g, t, nb, u_n, nl, add_back);
         }
       });
 }
