@@ -43,7 +43,7 @@ struct BoxRuns {
 // contiguous buffer, unpack it back and fill it: its runs, and the tensor offset of every run in
 // a Kokkos View in MemSpace (device memory in a CUDA build). The operators that move boxes (halo
 // exchange, repartition and the operators built on its plan) build one per box when they are
-// built; pack, unpack, fill and copy through a plan then allocate no Kokkos memory and copy
+// built (nn::concat and nn::split keep theirs in a cache per shape and box); pack, unpack, fill and copy through a plan then allocate no Kokkos memory and copy
 // nothing from the host, where the Box-taking forms above describe the box again (on the device,
 // in a View of their own) on every call. Copies share the View. Not collective.
 class BoxPlan {
