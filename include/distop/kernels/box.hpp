@@ -43,9 +43,10 @@ struct BoxRuns {
 // contiguous buffer, unpack it back and fill it: its runs, and the tensor offset of every run in
 // a Kokkos View in MemSpace (device memory in a CUDA build). The operators that move boxes (halo
 // exchange, repartition and the operators built on its plan) build one per box when they are
-// built (nn::concat and nn::split keep theirs in a cache per shape and box); pack, unpack, fill and copy through a plan then allocate no Kokkos memory and copy
-// nothing from the host, where the Box-taking forms above describe the box again (on the device,
-// in a View of their own) on every call. Copies share the View. Not collective.
+// built (nn::concat and nn::split keep theirs in a cache per shape and box); pack, unpack, fill and
+// copy through a plan then allocate no Kokkos memory and copy nothing from the host, where the
+// Box-taking forms above describe the box again (on the device, in a View of their own) on every
+// call. Copies share the View. Not collective.
 class BoxPlan {
  public:
   // An empty box of a rank-0 shape: the kernels do nothing.
