@@ -69,6 +69,10 @@ int main(int argc, char** argv) {
       DISTOP_CHECK(train_set.channels == 1 && train_set.rows == 28 && train_set.cols == 28, "cnn",
                    "Fashion-MNIST has 1 x 28 x 28 images, found ", train_set.channels, " x ",
                    train_set.rows, " x ", train_set.cols, " in ", o.data);
+    // The model and a batch must fit in memory, checked before anything large is allocated.
+    train::check_training_fits(
+        "cnn", examples::ConvNet::footprint(train_set.channels, train_set.rows, train_set.cols),
+        (o.batch_size + o.replicas - 1) / o.replicas, o, o.replicas, "the model");
     examples::ConvNet model(train_set.channels, train_set.rows, train_set.cols, o.seed,
                             replicas.model_comm());
     return train::fit("cnn", model, o, train_set, test_set, load_rows,

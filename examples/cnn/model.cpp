@@ -54,6 +54,18 @@ Var<float> ConvNet::forward(Tape& tape, const Var<float>& x) {
   return fc2_->forward(tape, dropout_->forward(tape, h));
 }
 
+train::ModelFootprint ConvNet::footprint(std::int64_t channels, std::int64_t rows,
+                                         std::int64_t cols) {
+  train::ModelFootprint m;
+  m.input(static_cast<double>(channels * rows * cols));
+  ConvFeatures::add_footprint(m, channels, rows, cols);
+  m.linear("fc1", 128 * (rows / 8) * (cols / 8), 1024);
+  m.elementwise("relu", 1024);
+  m.elementwise("dropout", 2 * 1024);  // its output and its mask
+  m.linear("fc2", 1024, kClasses);
+  return m;
+}
+
 std::string ConvNet::describe() const {
   std::string s("  data parallel: the batch split over ");
   s += batch_grid_.str();

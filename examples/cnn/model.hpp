@@ -47,6 +47,11 @@ class ConvNet : public nn::Module<float> {
   Var<float> forward(Tape& tape, const Var<float>& x);
   // One line per layer.
   std::string describe() const;
+  // The model's memory on one rank (train/memory.hpp) for images of `channels` x `rows` x `cols`,
+  // from the shapes alone, before anything is built: the input, the convolutions, fc1 with its
+  // ReLU and dropout (output and mask), fc2, every rank holding the whole model.
+  static train::ModelFootprint footprint(std::int64_t channels, std::int64_t rows,
+                                         std::int64_t cols);
 
   // fc1's input features: 128 x (rows / 8) x (cols / 8).
   std::int64_t features() const noexcept { return fc1_->in_features(); }

@@ -49,6 +49,24 @@ class ConvFeatures : public nn::Module<float> {
     return nn::flatten(tape, h);
   }
 
+  // Adds the layers' memory on one rank (train/memory.hpp) to `model`, from the shapes alone (before
+  // anything is built): conv1..conv3 with their pools and ReLUs, for images of `channels` x `rows`
+  // x `cols`, each rank holding the whole of every layer.
+  static void add_footprint(train::ModelFootprint& model, std::int64_t channels, std::int64_t rows,
+                            std::int64_t cols) {
+    std::int64_t in = channels, r = rows, c = cols;
+    for (int k = 1; k <= 3; ++k) {
+      const std::int64_t out = 16 << k;  // 32, 64, 128
+      const std::string n = std::to_string(k);
+      model.conv("conv" + n, in, out, 9, r * c);
+      r /= 2;
+      c /= 2;
+      model.elementwise("pool" + n, static_cast<double>(out * r * c));
+      model.elementwise("relu" + n, static_cast<double>(out * r * c));
+      in = out;
+    }
+  }
+
   // map_channels() x (rows / 8) x (cols / 8), channel-major.
   std::int64_t features() const noexcept { return map_channels() * (rows_ / 8) * (cols_ / 8); }
   // The channels of the last feature map (conv3's outputs).

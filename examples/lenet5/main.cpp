@@ -42,6 +42,12 @@ int main(int argc, char** argv) {
         train_set.rows == examples::LeNet5::kRows && train_set.cols == examples::LeNet5::kCols,
         "lenet5", "LeNet-5 takes 28 x 28 images, found ", train_set.rows, " x ", train_set.cols);
     parallel::Replicas replicas(MPI_COMM_WORLD, o.replicas);
+    // The model and a batch must fit in memory, checked before anything large is allocated.
+    int model_ranks = 1;
+    MPI_Comm_size(replicas.model_comm(), &model_ranks);
+    train::check_training_fits("lenet5", examples::LeNet5::footprint(model_ranks),
+                               (o.batch_size + o.replicas - 1) / o.replicas, o, o.replicas,
+                               "the model");
     examples::LeNet5 model(o.seed, replicas.model_comm());
     return train::fit("lenet5", model, o, train_set, test_set, load_block, {{"model", "lenet5"}},
                       &replicas);

@@ -1,5 +1,7 @@
 #include "model.hpp"
 
+#include <algorithm>
+
 #include "grids.hpp"
 
 namespace distop::examples {
@@ -77,6 +79,25 @@ Var<float> LeNet5::forward(Tape& tape, const Var<float>& x) {
     if (l + 1 < fc_.size()) h = nn::relu(tape, h);
   }
   return h;
+}
+
+train::ModelFootprint LeNet5::footprint(int ranks) {
+  const double share = 1.0 / std::max(ranks, 1);
+  train::ModelFootprint m;
+  m.input(static_cast<double>(kRows * kCols), share);
+  m.conv("conv1", 1, 6, 25, kRows * kCols, share);
+  m.elementwise("pool1", 6 * 14 * 14, share);
+  m.elementwise("relu1", 6 * 14 * 14, share);
+  m.conv("conv2", 6, 16, 25, 10 * 10, share);
+  m.elementwise("pool2", 16 * 5 * 5, share);
+  m.elementwise("relu2", 16 * 5 * 5, share);
+  m.elementwise("repartition", 16 * 5 * 5, share);
+  const std::int64_t sizes[] = {400, 120, 84, kClasses};
+  for (int l = 0; l < 3; ++l) {
+    m.linear("fc" + std::to_string(l + 1), sizes[l], sizes[l + 1], share);
+    if (l < 2) m.elementwise("relu", static_cast<double>(sizes[l + 1]), share);
+  }
+  return m;
 }
 
 std::string LeNet5::describe() const {

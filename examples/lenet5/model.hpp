@@ -40,6 +40,11 @@ class LeNet5 : public nn::Module<float> {
   Var<float> forward(Tape& tape, const Var<float>& x);
   // One line per layer: its shape and partition.
   std::string describe() const;
+  // The model's memory on one of `ranks` ranks (train/memory.hpp), from the shapes alone, before
+  // anything is built: the input, conv1 and conv2 with their pools and ReLUs, fc1..fc3 with their
+  // ReLUs, each layer's share 1 / ranks (the convolutions' maps split spatially, the fully
+  // connected layers' weights over their grids).
+  static train::ModelFootprint footprint(int ranks);
 
  private:
   // fc1-fc3 on linear_chain_grids(R, 3), registered as children.

@@ -161,6 +161,20 @@ int run(train::TrainOptions& o, SimclrSettings& s, bool replicas_given, bool tem
   const int r_index = replicas.index();
   const auto train_set = data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, true);
   const auto test_set = data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, false);
+  {
+    // The model and the two views of a batch must fit in memory, checked before anything large is
+    // allocated: the encoder, the projection head and the views' projections.
+    train::ModelFootprint footprint;
+    const std::int64_t c = train_set.channels, h = train_set.rows, w = train_set.cols;
+    footprint.input(static_cast<double>(c * h * w));
+    examples::ConvFeatures::add_footprint(footprint, c, h, w);
+    footprint.linear("head.fc1", examples::ConvFeatures::map_channels() * (h / 8) * (w / 8),
+                     SimCLRNet::kHidden);
+    footprint.elementwise("head.relu", SimCLRNet::kHidden);
+    footprint.linear("head.fc2", SimCLRNet::kHidden, SimCLRNet::kEmbedding);
+    train::check_training_fits(kProgram, footprint, 2 * (o.batch_size / ranks), o, ranks,
+                               "the model");
+  }
   SimCLRNet model(train_set.channels, train_set.rows, train_set.cols, o.seed, scalars_of(s.loss),
                   replicas.model_comm());
   if (talk)  // train::fit describes the model and the data when it trains

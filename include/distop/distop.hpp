@@ -112,6 +112,7 @@
 #include "distop/testing/adjoint_test.hpp"
 #include "distop/testing/linearisation.hpp"
 #include "distop/train/cli.hpp"
+#include "distop/train/memory.hpp"
 #include "distop/train/metrics.hpp"
 #include "distop/train/options.hpp"
 #include "distop/train/profile.hpp"

@@ -212,3 +212,11 @@ TEST_F(Cnn, TrainsAsOneReplicaPerRank) {
   expect_clean_failure(run_cnn("--steps 1 --replicas 1", 2),
                        "examples/cnn is purely data parallel: --replicas must be the rank count 2");
 }
+
+// A batch too large for the machine's memory is an error naming --batch-size and the bytes, on
+// every rank alike (no abort), before the model or a batch is allocated.
+TEST_F(Cnn, ABatchTooLargeForTheMemoryIsAnErrorNamingTheFlag) {
+  const auto o = run_cnn("--steps 1 --batch-size 100000000", 2);
+  expect_clean_failure(o, "--batch-size 100000000 needs ");
+  EXPECT_NE(o.output.find("bytes of memory"), std::string::npos) << o.output;
+}

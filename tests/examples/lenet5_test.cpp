@@ -101,3 +101,11 @@ TEST_F(Lenet5, WritesOneMetricsRowPerEpoch) {
   EXPECT_EQ(l[0], "epoch,train_loss,train_accuracy,test_accuracy,seconds");
   EXPECT_EQ(l.size(), 1u) << "a row for an epoch that did not finish";
 }
+
+// A batch too large for the machine's memory is an error naming --batch-size and the bytes, on
+// every rank alike (no abort), before the model or a batch is allocated.
+TEST_F(Lenet5, ABatchTooLargeForTheMemoryIsAnErrorNamingTheFlag) {
+  const auto o = run_lenet(2, "--steps 1 --batch-size 100000000");
+  expect_clean_failure(o, "--batch-size 100000000 needs ");
+  EXPECT_NE(o.output.find("bytes of memory"), std::string::npos) << o.output;
+}
