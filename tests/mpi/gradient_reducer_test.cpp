@@ -20,57 +20,20 @@
 #include "distop/nn/distributed_linear.hpp"
 #include "distop/nn/linear.hpp"
 #include "mpi_test_util.hpp"
+#include "replica_mlp.hpp"
 
 using namespace distop;
 using distop::test::world_size;
 
 namespace {
 
-constexpr std::int64_t kIn = 6, kHidden = 10, kClasses = 4;
-constexpr std::uint64_t kSeed = 3;
+constexpr std::uint64_t kSeed = 3, kDataSeed = 77;
 
-// Inputs and labels of the global batch: example n's features and class.
-double feature(std::int64_t n, std::int64_t j) {
-  return random::uniform(77, static_cast<std::uint64_t>(n * kIn + j)) * 2 - 1;
-}
-std::int32_t label(std::int64_t n) { return static_cast<std::int32_t>(n % kClasses); }
-
-// An MLP whose layers run on one replica's ranks: fc1 split by columns over them, fc2 on the first.
-class Mlp : public nn::Module<double> {
- public:
-  Mlp(MPI_Comm model, std::uint64_t seed) {
-    int m = 0;
-    MPI_Comm_size(model, &m);
-    fc1_ = register_module("fc1", std::make_shared<nn::DistributedLinear<double>>(
-                                      kIn, kHidden, Partition(model, Shape{1, m > 2 ? 2 : m}),
-                                      nn::LinearOptions{.seed = seed}));
-    fc2_ = register_module("fc2", std::make_shared<nn::DistributedLinear<double>>(
-                                      kHidden, kClasses, Partition(model, Shape{1, 1}),
-                                      nn::LinearOptions{.seed = seed + 1}));
-  }
-  Var<double> forward(Tape& t, const Var<double>& x) {
-    return fc2_->forward(t, nn::relu(t, fc1_->forward(t, x)));
-  }
-  TensorSpace input_space(std::int64_t batch) const { return fc1_->input_space(batch); }
-
- private:
-  std::shared_ptr<nn::DistributedLinear<double>> fc1_, fc2_;
-};
+using Mlp = distop::test::ReplicaMlp;
 
 // The loss of examples [first, first + batch) on `model`, recorded on `tape`.
 Var<double> loss_of(Mlp& model, Tape& tape, std::int64_t first, std::int64_t batch) {
-  DistTensor<double> x(model.input_space(batch));
-  std::vector<double> v;
-  const auto& sp = x.space();
-  for (std::int64_t i = 0; i < sp.local_shape()[0]; ++i)
-    for (std::int64_t j = 0; j < sp.local_shape()[1]; ++j)
-      v.push_back(feature(first + i, sp.local_offset()[1] + j));
-  if (!v.empty()) x.local().copy_from(Tensor<double>::from_vector(sp.local_shape(), v));
-  auto logits = model.forward(tape, Var<double>(x));
-  std::vector<std::int32_t> labels;
-  for (std::int64_t i = 0; i < logits.space().local_shape()[0]; ++i)
-    labels.push_back(label(first + logits.space().local_offset()[0] + i));
-  return loss::cross_entropy(tape, logits, labels);
+  return distop::test::replica_mlp_loss(model, tape, kDataSeed, first, batch);
 }
 
 // The gradients of the one-rank model over the whole global batch, by name.

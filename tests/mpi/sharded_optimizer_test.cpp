@@ -26,6 +26,7 @@
 #include "distop/optim/rmsprop.hpp"
 #include "distop/optim/sgd.hpp"
 #include "mpi_test_util.hpp"
+#include "replica_mlp.hpp"
 #include "temp_dir.hpp"
 
 using namespace distop;
@@ -34,49 +35,17 @@ using distop::test::world_size;
 
 namespace {
 
-constexpr std::int64_t kIn = 6, kHidden = 10, kClasses = 4, kGlobal = 24;
-constexpr std::uint64_t kSeed = 5;
+constexpr std::int64_t kGlobal = 24;
+constexpr std::uint64_t kSeed = 5, kDataSeed = 91;
 
-double feature(std::int64_t n, std::int64_t j) {
-  return random::uniform(91, static_cast<std::uint64_t>(n * kIn + j)) * 2 - 1;
-}
-std::int32_t label(std::int64_t n) { return static_cast<std::int32_t>(n % kClasses); }
-
-// An MLP over one replica's ranks: fc1 split by columns over up to two of them, fc2 on the first.
-class Mlp : public nn::Module<double> {
+// The shared MLP, every replica's copy initialized from kSeed.
+class Mlp : public distop::test::ReplicaMlp {
  public:
-  explicit Mlp(MPI_Comm model) {
-    int m = 0;
-    MPI_Comm_size(model, &m);
-    fc1_ = register_module("fc1", std::make_shared<nn::DistributedLinear<double>>(
-                                      kIn, kHidden, Partition(model, Shape{1, m > 2 ? 2 : m}),
-                                      nn::LinearOptions{.seed = kSeed}));
-    fc2_ = register_module("fc2", std::make_shared<nn::DistributedLinear<double>>(
-                                      kHidden, kClasses, Partition(model, Shape{1, 1}),
-                                      nn::LinearOptions{.seed = kSeed + 1}));
-  }
-  Var<double> forward(Tape& t, const Var<double>& x) {
-    return fc2_->forward(t, nn::relu(t, fc1_->forward(t, x)));
-  }
-  TensorSpace input_space(std::int64_t batch) const { return fc1_->input_space(batch); }
-
- private:
-  std::shared_ptr<nn::DistributedLinear<double>> fc1_, fc2_;
+  explicit Mlp(MPI_Comm model) : ReplicaMlp(model, kSeed) {}
 };
 
 Var<double> loss_of(Mlp& model, Tape& tape, std::int64_t first, std::int64_t batch) {
-  DistTensor<double> x(model.input_space(batch));
-  std::vector<double> v;
-  const auto& sp = x.space();
-  for (std::int64_t i = 0; i < sp.local_shape()[0]; ++i)
-    for (std::int64_t j = 0; j < sp.local_shape()[1]; ++j)
-      v.push_back(feature(first + i, sp.local_offset()[1] + j));
-  if (!v.empty()) x.local().copy_from(Tensor<double>::from_vector(sp.local_shape(), v));
-  auto logits = model.forward(tape, Var<double>(x));
-  std::vector<std::int32_t> labels;
-  for (std::int64_t i = 0; i < logits.space().local_shape()[0]; ++i)
-    labels.push_back(label(first + logits.space().local_offset()[0] + i));
-  return loss::cross_entropy(tape, logits, labels);
+  return distop::test::replica_mlp_loss(model, tape, kDataSeed, first, batch);
 }
 
 using Factory = parallel::ShardedOptimizer<double>::Factory;
