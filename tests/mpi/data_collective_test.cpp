@@ -12,6 +12,7 @@
 #include "distop/data/cifar.hpp"
 #include "distop/data/idx.hpp"
 #include "mpi_test_util.hpp"
+#include "ramp_dataset.hpp"
 #include "temp_dir.hpp"
 
 using namespace distop;
@@ -76,14 +77,7 @@ TEST(DataCollective, MnistLikeShapesDifferingBetweenRanks) {
 // Each rank's box of a batch, split along the image's spatial axes, the batch axis or the
 // flattened features, holds the entries of the whole batch (batch_images) at its global indices.
 TEST(DataCollective, LoadBatchFillsEveryBox) {
-  data::Dataset d;
-  d.size = 7;
-  d.channels = 4;
-  d.rows = 3;
-  d.cols = 5;
-  for (std::int64_t i = 0; i < d.size * d.pixels(); ++i)
-    d.images.push_back(static_cast<float>(i) * 0.5f);
-  d.labels.assign(static_cast<std::size_t>(d.size), 0);
+  const data::Dataset d = test::ramp_dataset(7, 4, 3, 5, 0.5f, std::vector<std::int32_t>(7, 0));
   const std::vector<std::int64_t> examples{4, 0, 6, 2, 5};
   const auto whole = data::batch_images(d, examples).to_vector();
   const std::int64_t n = 5, p = world_size();

@@ -22,6 +22,7 @@
 #include "distop/io/checkpoint.hpp"
 #include "distop/io/safetensors.hpp"
 #include "distop/optim/sgd.hpp"
+#include "ramp_dataset.hpp"
 #include "temp_dir.hpp"
 
 #if KOKKOS_VERSION < 40300
@@ -258,13 +259,7 @@ TEST(MemorySpace, CheckpointRoundTripThroughTheHostPath) {
 }
 
 TEST(MemorySpace, BatchImagesAndLoadBatch) {
-  data::Dataset d;
-  d.size = 3;
-  d.channels = 2;
-  d.rows = 1;
-  d.cols = 2;
-  for (int i = 0; i < 12; ++i) d.images.push_back(static_cast<float>(i));
-  d.labels = {0, 1, 2};
+  const data::Dataset d = test::ramp_dataset(3, 2, 1, 2, 1.0f, {0, 1, 2});
   const std::vector<std::int64_t> examples{2, 0};
   const HostTensor<float> b = data::batch_images(d, examples);
   EXPECT_EQ(b.shape(), (Shape{2, 2, 1, 2}));
