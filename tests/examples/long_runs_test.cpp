@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -422,16 +423,29 @@ TEST_F(LongRuns, ANonFiniteLossStopsTrainingNamingTheStep) {
   EXPECT_EQ(going_on.status, 0) << going_on.output;
 }
 
-// A data directory that exists but cannot be read says so. Root reads every directory, so the
-// check can only fail for another user.
+// A data directory that exists but cannot be read says so. Root reads every directory, so as
+// root the job runs as the unprivileged user nobody (setpriv, util-linux), where that user can
+// reach the program and the test's directory.
 TEST_F(LongRuns, AnUnreadableDataDirectorySaysPermissionDenied) {
-  if (::geteuid() == 0) GTEST_SKIP() << "running as root, who may read any directory";
   const auto locked = dir_ / "locked";
   fs::create_directories(locked);
+  std::string mpiexec = DISTOP_MPIEXEC;
+  if (::geteuid() == 0) {
+    const std::string as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+    const std::string probe = as_nobody + "test -x " + std::string(DISTOP_MLP) + " -a -x " +
+                              locked.string() + " > /dev/null 2>&1";
+    if (std::system(probe.c_str()) != 0)
+      GTEST_SKIP() << "running as root, and the user nobody cannot run the program or reach "
+                   << locked << " (or setpriv is missing)";
+    mpiexec = as_nobody + mpiexec;
+  }
   fs::permissions(locked, fs::perms::none);
-  const auto o = run("--steps 1 --data " + locked.string());
+  const auto o = distop::test::run_example(
+      mpiexec, DISTOP_MLP, 2,
+      "--quiet --hidden 32 --batch-size 32 --steps 1 --data " + locked.string(), 120);
   fs::permissions(locked, fs::perms::owner_all);
   expect_clean_failure(o, "permission denied");
+  EXPECT_NE(o.output.find("cannot read data set directory"), std::string::npos) << o.output;
 }
 
 // --trace writes a Chrome trace: one track per rank, the steps with their phases, the operators'
