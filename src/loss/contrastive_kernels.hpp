@@ -53,6 +53,18 @@ KOKKOS_INLINE_FUNCTION std::int64_t excluded_key(ContrastiveKind kind, std::int6
   return kind == ContrastiveKind::ntxent ? i : -1;
 }
 
+// Head row `row`'s positive and left-out keys as columns of a tile whose first key is j0 (-1: none,
+// and both -1 in a tile of another rank's keys, own false).
+struct TileKeys {
+  std::int64_t pos, ex;
+};
+KOKKOS_INLINE_FUNCTION TileKeys tile_keys(ContrastiveKind kind, bool own, std::int64_t row,
+                                          std::int64_t n, std::int64_t j0) {
+  if (!own) return {-1, -1};
+  const std::int64_t ex = excluded_key(kind, row);
+  return {positive_key(kind, row, n) - j0, ex >= 0 ? ex - j0 : -1};
+}
+
 // Per statistics row: the running maximum and sum of exp(l - max) of the online log-sum-exp, the
 // positive logit, and after finish_rows the log-sum-exp.
 template <class Space>
@@ -165,14 +177,13 @@ void fold_tile(ContrastiveKind kind, const Tile& t, const SView& s, const RowSta
     if (kernels::host_kernels_enabled()) {
       T* p = s.data();
       double *mx = vmax.data(), *sm = vsum.data(), *ps = vpos.data();
-      Kokkos::parallel_for(
-          "distop::contrastive::fold_host", Kokkos::RangePolicy<ExecSpace>(0, t.nq),
-          [=](const std::int64_t i) {
-            const std::int64_t pos = own ? positive_key(kind, i0 + i, n) - j0 : -1;
-            const std::int64_t ex =
-                own && excluded_key(kind, i0 + i) >= 0 ? excluded_key(kind, i0 + i) - j0 : -1;
-            host_rows::fold_row(p + i * nj, nj, pos, ex, mx[r0 + i], sm[r0 + i], ps[r0 + i]);
-          });
+      Kokkos::parallel_for("distop::contrastive::fold_host",
+                           Kokkos::RangePolicy<ExecSpace>(0, t.nq), [=](const std::int64_t i) {
+                             const TileKeys keys = tile_keys(kind, own, i0 + i, n, j0);
+                             const std::int64_t pos = keys.pos, ex = keys.ex;
+                             host_rows::fold_row(p + i * nj, nj, pos, ex, mx[r0 + i], sm[r0 + i],
+                                                 ps[r0 + i]);
+                           });
       return;
     }
   }
@@ -181,9 +192,8 @@ void fold_tile(ContrastiveKind kind, const Tile& t, const SView& s, const RowSta
       KOKKOS_LAMBDA(const kernels::TeamMember& team) {
         const std::int64_t i = team.league_rank();
         const std::int64_t base = i * nj, r = r0 + i;
-        const std::int64_t pos = own ? positive_key(kind, i0 + i, n) - j0 : -1;
-        const std::int64_t ex =
-            own && excluded_key(kind, i0 + i) >= 0 ? excluded_key(kind, i0 + i) - j0 : -1;
+        const TileKeys keys = tile_keys(kind, own, i0 + i, n, j0);
+        const std::int64_t pos = keys.pos, ex = keys.ex;
         const double none = Kokkos::reduction_identity<double>::max();
         const double m = kernels::team_max(team, nj, [&](const std::int64_t j) {
           return j == ex ? none : static_cast<double>(s(base + j));
@@ -277,15 +287,14 @@ std::array<double, 2> tile_gradient(ContrastiveKind kind, const Tile& t, const S
       T* p = s.data();
       double* pr = partial.data();
       const double* lse = vlse.data();
-      Kokkos::parallel_for(
-          "distop::contrastive::gradient_host", Kokkos::RangePolicy<ExecSpace>(0, t.nq),
-          [=](const std::int64_t i) {
-            const std::int64_t pos = own ? positive_key(kind, i0 + i, n) - j0 : -1;
-            const std::int64_t ex =
-                own && excluded_key(kind, i0 + i) >= 0 ? excluded_key(kind, i0 + i) - j0 : -1;
-            host_rows::gradient_row(kind, p + i * nj, nj, pos, ex, siglip ? 0.0 : lse[r0 + i], w,
-                                    bias, pr + 2 * i);
-          });
+      Kokkos::parallel_for("distop::contrastive::gradient_host",
+                           Kokkos::RangePolicy<ExecSpace>(0, t.nq), [=](const std::int64_t i) {
+                             const TileKeys keys = tile_keys(kind, own, i0 + i, n, j0);
+                             const std::int64_t pos = keys.pos, ex = keys.ex;
+                             host_rows::gradient_row(kind, p + i * nj, nj, pos, ex,
+                                                     siglip ? 0.0 : lse[r0 + i], w, bias,
+                                                     pr + 2 * i);
+                           });
       done = true;
     }
   }
@@ -295,9 +304,8 @@ std::array<double, 2> tile_gradient(ContrastiveKind kind, const Tile& t, const S
         KOKKOS_LAMBDA(const kernels::TeamMember& team) {
           const std::int64_t i = team.league_rank();
           const std::int64_t base = i * nj;
-          const std::int64_t pos = own ? positive_key(kind, i0 + i, n) - j0 : -1;
-          const std::int64_t ex =
-              own && excluded_key(kind, i0 + i) >= 0 ? excluded_key(kind, i0 + i) - j0 : -1;
+          const TileKeys keys = tile_keys(kind, own, i0 + i, n, j0);
+          const std::int64_t pos = keys.pos, ex = keys.ex;
           const T lse = siglip ? T(0) : static_cast<T>(vlse(r0 + i));
           double sum_gs = 0, sum_g = 0;
           for (std::int64_t j = team.team_rank(); j < nj; j += team.team_size()) {
