@@ -59,15 +59,19 @@ std::shared_ptr<State<T>> started(Tape& tape, std::string name, const Var<T>& x,
   s->range = std::move(range);
   s->post_adjoint = std::move(post_adjoint);
   if (x.requires_grad()) {
-    tape.record(s->name + ".start", [s, use = x.use()]() {
-      DISTOP_CHECK(s->posted, s->name + ".start",
-                   "backward reached a transfer whose wait was not recorded on the same tape after "
-                   "its start");
-      s->backward.wait();
-      s->x.accumulate_grad(std::move(s->dx));
-      s->dx = DistTensor<T>();
-      s->dy = DistTensor<T>();
-    });
+    tape.record(
+        s->name + ".start",
+        [s, use = x.use()]() {
+          DISTOP_CHECK(
+              s->posted, s->name + ".start",
+              "backward reached a transfer whose wait was not recorded on the same tape after "
+              "its start");
+          s->backward.wait();
+          s->x.accumulate_grad(std::move(s->dx));
+          s->dx = DistTensor<T>();
+          s->dy = DistTensor<T>();
+        },
+        Tape::Kind::operator_adjoint);
   }
   return s;
 }
@@ -124,14 +128,17 @@ Var<T> wait(Tape& tape, Pending<T>& pending) {
   if (!s->x.requires_grad()) return y;
   // wait's entry, the adjoint of the wait: post the reverse transfer of dy (zeros if no gradient
   // reached y, so that the partner's transfer is matched all the same).
-  tape.record(op, [s, y]() {
-    s->dy = y.has_grad() ? y.grad() : DistTensor<T>(s->range);
-    s->dx = DistTensor<T>::uninitialized(s->domain);
-    s->backward = s->post_adjoint(s->dy, s->dx);
-    s->backward.keep_alive(hold(s->dy));
-    s->backward.keep_alive(hold(s->dx));
-    s->posted = true;
-  });
+  tape.record(
+      op,
+      [s, y]() {
+        s->dy = y.has_grad() ? y.grad() : DistTensor<T>(s->range);
+        s->dx = DistTensor<T>::uninitialized(s->domain);
+        s->backward = s->post_adjoint(s->dy, s->dx);
+        s->backward.keep_alive(hold(s->dy));
+        s->backward.keep_alive(hold(s->dx));
+        s->posted = true;
+      },
+      Tape::Kind::operator_adjoint);
   return y;
 }
 

@@ -1,9 +1,12 @@
 #include "distop/autodiff/tape.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <string>
 #include <utility>
 
 #include "distop/core/timers.hpp"
+#include "distop/core/trace.hpp"
 
 namespace distop {
 
@@ -75,8 +78,19 @@ void Tape::backward() {
       if (!timed) {
         e.run(e.closure);
       } else {
-        const timers::Scope timer(e.name + ".adjoint");
+        const auto begin = std::chrono::steady_clock::now();
         e.run(e.closure);
+        const auto end = std::chrono::steady_clock::now();
+        // The timers keep every entry as "<name>.adjoint"; the trace tells operators' adjoints
+        // from computation (core/trace.hpp).
+        std::string name = e.name + ".adjoint";
+        timers::add(name, std::chrono::duration<double>(end - begin).count());
+        if (trace::active()) {
+          if (e.kind == Kind::operator_adjoint)
+            trace::record("adjoint", name, begin, end);
+          else
+            trace::record("compute", e.label.empty() ? e.name : e.label, begin, end);
+        }
       }
       e.destroy(e.closure);
       if (progress_) progress_();

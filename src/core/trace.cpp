@@ -19,9 +19,10 @@ struct Event {
   std::string name;
   double begin_us;
   double dur_us;
+  int tid;
 };
 
-bool g_active = false;
+using detail::g_active;
 std::chrono::steady_clock::time_point g_origin;
 std::vector<Event> g_events;
 std::size_t g_max = 0;
@@ -58,6 +59,7 @@ double us(std::chrono::steady_clock::duration d) {
 
 void start(MPI_Comm comm, std::size_t max_events) {
   g_events.clear();
+  detail::g_label = nullptr;
   g_dropped = 0;
   g_max = max_events;
   timers::enable(true);
@@ -66,21 +68,20 @@ void start(MPI_Comm comm, std::size_t max_events) {
   g_active = true;
 }
 
-bool active() noexcept { return g_active; }
-
 void record(const char* category, const std::string& name,
-            std::chrono::steady_clock::time_point begin,
-            std::chrono::steady_clock::time_point end) {
+            std::chrono::steady_clock::time_point begin, std::chrono::steady_clock::time_point end,
+            int tid) {
   if (!g_active) return;
   if (g_events.size() >= g_max) {
     ++g_dropped;
     return;
   }
-  g_events.push_back({category, name, us(begin - g_origin), us(end - begin)});
+  g_events.push_back({category, name, us(begin - g_origin), us(end - begin), tid});
 }
 
 void stop_and_write(const std::string& path, MPI_Comm comm) {
   g_active = false;
+  detail::g_label = nullptr;
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
@@ -104,15 +105,28 @@ void stop_and_write(const std::string& path, MPI_Comm comm) {
       mine.push_back(',');
       mine += dropped.dump();
     }
-    char buf[96];
+    // The rows' names: row 1 only where it holds events.
+    bool buckets = false;
+    for (const Event& e : g_events) buckets = buckets || e.tid == 1;
+    for (int tid = 0; tid < (buckets ? 2 : 1); ++tid) {
+      nlohmann::json row = {{"name", "thread_name"},
+                            {"ph", "M"},
+                            {"pid", rank},
+                            {"tid", tid},
+                            {"args", {{"name", tid == 0 ? "steps" : "gradient buckets"}}}};
+      mine.push_back(',');
+      mine += row.dump();
+    }
+    char buf[112];
     for (const Event& e : g_events) {
       mine += ",{\"name\":";
       mine += nlohmann::json(e.name).dump();
       mine += ",\"cat\":\"";
       mine += e.category;
       mine.push_back('"');
-      std::snprintf(buf, sizeof buf, ",\"ph\":\"X\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f}",
-                    rank, e.begin_us, e.dur_us);
+      std::snprintf(buf, sizeof buf,
+                    ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}", rank, e.tid,
+                    e.begin_us, e.dur_us);
       mine += buf;
     }
   }
@@ -167,6 +181,36 @@ Span::~Span() {
   const auto end = std::chrono::steady_clock::now();
   if (timers::enabled()) timers::add(name_, std::chrono::duration<double>(end - begin_).count());
   record(category_, name_, begin_, end);
+}
+
+void Compute::open(const char* name, bool labels) {
+  name_ = name;
+  labels_ = labels || detail::g_label == nullptr;
+  outer_ = detail::g_label;
+  if (labels_) detail::g_label = name_.c_str();
+  begin_ = std::chrono::steady_clock::now();
+}
+
+void Compute::open(const char* type, const std::string& path) {
+  if (path.empty()) {
+    name_ = type;
+  } else {
+    const auto dot = path.rfind('.');
+    const auto last = dot == std::string::npos ? 0 : dot + 1;
+    bool number = last < path.size();
+    for (auto i = last; i < path.size(); ++i) number = number && path[i] >= '0' && path[i] <= '9';
+    name_ = number ? path + " " + type : path;
+  }
+  labels_ = true;
+  outer_ = detail::g_label;
+  detail::g_label = name_.c_str();
+  begin_ = std::chrono::steady_clock::now();
+}
+
+void Compute::close() {
+  const auto end = std::chrono::steady_clock::now();
+  if (labels_) detail::g_label = outer_;
+  record("compute", name_, begin_, end);
 }
 
 }  // namespace distop::trace

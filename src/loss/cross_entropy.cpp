@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "distop/comm/agree.hpp"
+#include "distop/core/trace.hpp"
 #include "distop/kernels/softmax.hpp"
 #include "scalar.hpp"
 
@@ -34,6 +35,7 @@ std::string label_problem(const Shape& local, const std::vector<std::int32_t>& l
 
 template <class T>
 Var<T> cross_entropy(Tape& tape, const Var<T>& logits, const std::vector<std::int32_t>& labels) {
+  const trace::Compute span("cross_entropy");
   const char* op = "cross_entropy";
   const TensorSpace& s = logits.space();
   check_logits_space(s, op);

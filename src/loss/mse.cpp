@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "distop/core/trace.hpp"
 #include "distop/kernels/axpy.hpp"
 #include "distop/kernels/reduce.hpp"
 #include "scalar.hpp"
@@ -10,6 +11,7 @@ namespace distop::loss {
 
 template <class T>
 Var<T> mse(Tape& tape, const Var<T>& x, const DistTensor<T>& target) {
+  const trace::Compute span("mse");
   check_space(target, x.space(), "mse", "the target");
   const double numel = static_cast<double>(x.space().global_shape().numel());
   DistTensor<T> diff = x.value().clone();

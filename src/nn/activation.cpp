@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "distop/core/trace.hpp"
 #include "distop/kernels/elementwise.hpp"
 
 namespace distop::nn {
@@ -17,6 +18,7 @@ using Backward = void (*)(const Tensor<T>&, const Tensor<T>&, Tensor<T>&);
 template <class T>
 Var<T> activation(Tape& tape, const Var<T>& x, const char* name, Forward<T> forward,
                   Backward<T> backward, bool save_output) {
+  const trace::Compute span(name);
   auto y_value = DistTensor<T>::uninitialized(x.space());
   forward(x.value().local(), y_value.local());
   Var<T> y(std::move(y_value), x.requires_grad());

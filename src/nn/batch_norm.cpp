@@ -5,6 +5,7 @@
 
 #include "common.hpp"
 #include "distop/comm/collectives.hpp"
+#include "distop/core/trace.hpp"
 #include "distop/kernels/axpy.hpp"
 #include "distop/kernels/batch_norm.hpp"
 
@@ -43,6 +44,7 @@ void sum_over(MPI_Comm comm, Tensor<double>& t) {
 template <class T>
 Var<T> normalize(Tape& tape, const Var<T>& x, const Var<T>& weight, const Var<T>& bias,
                  DistTensor<T>& running_mean, DistTensor<T>& running_var, const Context& ctx) {
+  const trace::Compute span("batch_norm");
   const std::int64_t C = ctx.channels;
   const auto c = static_cast<std::size_t>(C);
   const bool has_data = x.value().local_numel() > 0;
@@ -211,6 +213,7 @@ Var<T>& BatchNorm<T>::bias() {
 
 template <class T>
 Var<T> BatchNorm<T>::forward(Tape& tape, const Var<T>& x) {
+  const trace::Compute span("BatchNorm", this->registered_path());
   const TensorSpace& xs = x.space();
   check_input(xs, channels_, "BatchNorm");
   const bool has_data = x.value().local_numel() > 0;
@@ -254,6 +257,7 @@ Var<T>& DistributedBatchNorm<T>::bias() {
 
 template <class T>
 Var<T> DistributedBatchNorm<T>::forward(Tape& tape, const Var<T>& x) {
+  const trace::Compute span("DistributedBatchNorm", this->registered_path());
   constexpr const char* op = "DistributedBatchNorm";
   const TensorSpace& xs = x.space();
   check_input(xs, channels_, op);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common.hpp"
+#include "distop/core/trace.hpp"
 #include "distop/kernels/conv.hpp"
 #include "distop/nn/init.hpp"
 
@@ -31,6 +32,7 @@ Shape with_leading(std::int64_t a, std::int64_t b, const std::vector<std::int64_
 template <class T>
 Var<T> conv(Tape& tape, const Var<T>& x, const Var<T>& w, const Var<T>& b,
             const kernels::WindowGeometry& g, const TensorSpace& out_space) {
+  const trace::Compute span("conv");
   constexpr const char* kOp = "nn::conv";
   DISTOP_CHECK(x.defined() && w.defined(), kOp, "x and w must be defined Vars");
   // Whether this rank holds a box of the input (and so computes); a rank outside the partition
@@ -183,6 +185,7 @@ TensorSpace Conv<T>::output_space(const TensorSpace& in) const {
 
 template <class T>
 Var<T> Conv<T>::forward(Tape& tape, const Var<T>& x) const {
+  const trace::Compute span("Conv", this->registered_path());
   const TensorSpace& xs = x.space();
   const TensorSpace ys = output_space(xs);
   detail::check_input_ranks(xs, partition_, false, "Conv");

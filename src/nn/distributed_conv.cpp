@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "distop/autodiff/apply.hpp"
+#include "distop/core/trace.hpp"
 #include "distop/nn/functional.hpp"
 #include "distop/nn/init.hpp"
 #include "spatial.hpp"
@@ -139,6 +140,7 @@ const typename DistributedConv<T>::Plans& DistributedConv<T>::plans(const Tensor
 
 template <class T>
 Var<T> DistributedConv<T>::forward(Tape& tape, const Var<T>& x) {
+  const trace::Compute span("DistributedConv", this->registered_path());
   const Shape& g = x.space().global_shape();
   DISTOP_CHECK(g.rank() == dims_ + 2 && g[1] == in_, kOp, "expected an input [N, ", in_, ", ",
                dims_, " spatial extents], found ", g.str());

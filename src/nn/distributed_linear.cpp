@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "distop/autodiff/apply.hpp"
+#include "distop/core/trace.hpp"
 #include "distop/nn/functional.hpp"
 #include "distop/nn/init.hpp"
 
@@ -64,6 +65,7 @@ const typename DistributedLinear<T>::Plans& DistributedLinear<T>::plans(std::int
 
 template <class T>
 Var<T> DistributedLinear<T>::forward(Tape& tape, const Var<T>& x) {
+  const trace::Compute span("DistributedLinear", this->registered_path());
   const auto& g = x.space().global_shape();
   DISTOP_CHECK(g.rank() == 2 && g[1] == in_, kOp, "expected an input of shape [batch, ", in_,
                "], found ", g.str());

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "distop/autodiff/apply.hpp"
+#include "distop/core/trace.hpp"
 #include "spatial.hpp"
 
 namespace distop::nn {
@@ -57,6 +58,7 @@ const typename DistributedPool<T>::Plans& DistributedPool<T>::plans(const Tensor
 
 template <class T>
 Var<T> DistributedPool<T>::forward(Tape& tape, const Var<T>& x) {
+  const trace::Compute span("DistributedPool", this->registered_path());
   const Plans& p = plans(x.space());
   Var<T> xh = p.halo ? apply<T>(tape, p.halo, apply<T>(tape, p.pad, x)) : x;
   return kind_ == PoolKind::max ? max_pool<T>(tape, xh, p.geometry, p.out_space)

@@ -4,6 +4,7 @@
 
 #include "common.hpp"
 #include "distop/core/random.hpp"
+#include "distop/core/trace.hpp"
 #include "distop/kernels/dropout.hpp"
 
 namespace distop::nn {
@@ -26,6 +27,7 @@ void collect_dropouts(Module<T>& m, const std::string& name,
 
 template <class T>
 Var<T> dropout(Tape& tape, const Var<T>& x, double p, std::uint64_t seed, bool training) {
+  const trace::Compute span("dropout");
   check_probability(p);
   if (!training || p == 0) return x;
   const TensorSpace& xs = x.space();
@@ -51,6 +53,7 @@ Dropout<T>::Dropout(double p, DropoutOptions options) : p_(p), seed_(options.see
 
 template <class T>
 Var<T> Dropout<T>::forward(Tape& tape, const Var<T>& x) {
+  const trace::Compute span("Dropout", this->registered_path());
   if (!this->training()) return x;
   const std::uint64_t k = calls_++;
   return dropout(tape, x, p_, random::bits(seed_, k), true);

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common.hpp"
+#include "distop/core/trace.hpp"
 #include "distop/kernels/axpy.hpp"
 
 namespace distop::nn {
@@ -34,6 +35,7 @@ TensorSpace flatten_space(const TensorSpace& x) {
 
 template <class T>
 Var<T> flatten(Tape& tape, const Var<T>& x, const TensorSpace& out_space) {
+  const trace::Compute span("flatten");
   const TensorSpace& xs = x.space();
   DISTOP_CHECK(xs.rank() >= 2 && out_space.rank() == 2, "flatten", "expected an input of rank 2 ",
                "or more and an output of rank 2, found ", xs.str(), " and ", out_space.str());

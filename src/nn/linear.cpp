@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common.hpp"
+#include "distop/core/trace.hpp"
 #include "distop/kernels/elementwise.hpp"
 #include "distop/kernels/gemm.hpp"
 #include "distop/nn/init.hpp"
@@ -55,6 +56,7 @@ const TensorSpace& Linear<T>::output_space(const TensorSpace& in) const {
 
 template <class T>
 Var<T> Linear<T>::forward(Tape& tape, const Var<T>& x) const {
+  const trace::Compute span("Linear", this->registered_path());
   const TensorSpace& xs = x.space();
   DISTOP_CHECK(xs.rank() == 2 && xs.global_shape()[1] == in_ && xs.decomposition().parts(1) == 1,
                "Linear", "expected an input of global shape [batch, ", in_,

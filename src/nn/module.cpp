@@ -200,6 +200,12 @@ LoadResult Module<T>::load_state_dict(const StateDict<T>& state, bool strict) {
 }
 
 template <class T>
+void Module<T>::set_path(const std::string& path) {
+  path_ = path;
+  for (auto& [name, child] : children_) child->set_path(path + "." + name);
+}
+
+template <class T>
 Sequential<T>& Sequential<T>::add(Function function) {
   DISTOP_CHECK(static_cast<bool>(function), "Sequential::add", "step ", steps_.size(),
                " is an empty function");

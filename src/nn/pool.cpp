@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common.hpp"
+#include "distop/core/trace.hpp"
 #include "distop/kernels/pool.hpp"
 
 namespace distop::nn {
@@ -49,6 +50,7 @@ bool check_boxes(const Var<T>& x, const kernels::WindowGeometry& g, const Tensor
 template <class T>
 Var<T> max_pool(Tape& tape, const Var<T>& x, const kernels::WindowGeometry& g,
                 const TensorSpace& out_space) {
+  const trace::Compute span("max_pool");
   const bool active = check_boxes(x, g, out_space, "max_pool");
   auto y_value = DistTensor<T>::uninitialized(out_space);
   kernels::ArgmaxView argmax;
@@ -73,6 +75,7 @@ Var<T> max_pool(Tape& tape, const Var<T>& x, const kernels::WindowGeometry& g,
 template <class T>
 Var<T> avg_pool(Tape& tape, const Var<T>& x, const kernels::WindowGeometry& g,
                 const TensorSpace& out_space) {
+  const trace::Compute span("avg_pool");
   const bool active = check_boxes(x, g, out_space, "avg_pool");
   auto y_value = DistTensor<T>::uninitialized(out_space);
   if (active) kernels::avg_pool_forward(x.value().local(), y_value.local(), g);
@@ -143,6 +146,7 @@ TensorSpace Pool<T>::output_space(const TensorSpace& in) const {
 
 template <class T>
 Var<T> Pool<T>::forward(Tape& tape, const Var<T>& x) const {
+  const trace::Compute span("Pool", this->registered_path());
   const TensorSpace out = output_space(x.space());
   const Shape& global = x.space().global_shape();
   const auto g = kernels::WindowGeometry::ordinary(

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "distop/autodiff/function.hpp"
+#include "distop/core/trace.hpp"
 #include "distop/kernels/softmax.hpp"
 #include "spaces.hpp"
 
@@ -10,6 +11,7 @@ namespace distop::nn {
 
 template <class T>
 Var<T> softmax(Tape& tape, const Var<T>& x) {
+  const trace::Compute span("softmax");
   const TensorSpace& xs = x.space();
   DISTOP_CHECK(xs.rank() >= 1 && !detail::split(xs, xs.rank() - 1), "softmax",
                "expected an input [..., classes] with the last axis unsplit, found ", xs.str());

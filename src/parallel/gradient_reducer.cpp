@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <type_traits>
@@ -11,6 +12,7 @@
 #include "distop/comm/collectives.hpp"
 #include "distop/comm/mpi.hpp"
 #include "distop/core/error.hpp"
+#include "distop/core/trace.hpp"
 #include "distop/kernels/axpy.hpp"
 
 namespace distop::parallel {
@@ -407,6 +409,10 @@ void GradientReducer<T>::start(std::size_t bucket) {
     for (std::size_t i : b.params) params_[i].var.grad();
   }
   b.started = true;
+  if (trace::active()) {
+    b.launched = std::chrono::steady_clock::now();
+    b.traced = true;
+  }
   // Buckets mix reduced and scaled-only parameters only if a tied parameter sits among per-replica
   // ones; those are reduced separately in finish().
   if (!b.two_phase) {
@@ -454,6 +460,7 @@ void GradientReducer<T>::gather_ready(bool block) {
       b.send = Tensor<T>();
       b.receive = Tensor<T>();
       b.phase = 3;
+      trace_done(next_to_gather_);  // no all-gather follows
     }
     if (b.phase == 2) {
       const std::int64_t n = b.bounds[me + 1] - b.bounds[me];
@@ -462,6 +469,8 @@ void GradientReducer<T>::gather_ready(bool block) {
       if (gather_gradients_)
         b.request = comm::iallgatherv(b.buffer.data(), b.counts.data(), b.displs.data(),
                                       nccl_ ? replicas_->reduction_comm() : gather_comm_);
+      else
+        trace_done(next_to_gather_);
       b.phase = 3;
     }
     ++next_to_gather_;
@@ -476,7 +485,23 @@ void GradientReducer<T>::progress() {
     Bucket& b = buckets_[k];
     if (b.phase == 1 && b.request.test()) b.phase = 2;
   }
-  for (std::size_t k = 0; k < next_to_gather_; ++k) buckets_[k].request.test();
+  for (std::size_t k = 0; k < next_to_gather_; ++k)
+    if (buckets_[k].request.test()) trace_done(k);
+}
+
+template <class T>
+void GradientReducer<T>::trace_done(std::size_t bucket) {
+  Bucket& b = buckets_[bucket];
+  if (!b.traced) return;
+  b.traced = false;
+  const auto end = std::chrono::steady_clock::now();
+  std::size_t bytes = 0;
+  for (std::size_t i : b.params) bytes += params_[i].elements * sizeof(T);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "bucket %zu (%.1f MiB, %zu tensor%s)", bucket,
+                static_cast<double>(bytes) / (1024.0 * 1024.0), b.params.size(),
+                b.params.size() == 1 ? "" : "s");
+  trace::record("bucket", buf, b.launched, end, 1);
 }
 
 template <class T>
@@ -486,9 +511,10 @@ void GradientReducer<T>::finish() {
   // Buckets whose gradients never became ready during the replay (or all, without overlap).
   for (; next_to_start_ < buckets_.size(); ++next_to_start_) start(next_to_start_);
   gather_ready(true);
-  for (auto& b : buckets_) {
-    b.request.wait();
-    b.phase = 4;
+  for (std::size_t k = 0; k < buckets_.size(); ++k) {
+    buckets_[k].request.wait();
+    buckets_[k].phase = 4;
+    if (buckets_[k].two_phase) trace_done(k);
   }
   wait_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   armed_ = false;
@@ -517,6 +543,7 @@ void GradientReducer<T>::finish() {
       kernels::scale(static_cast<T>(1.0 / r), b.buffer);
     }
   }
+  for (std::size_t k = 0; k < buckets_.size(); ++k) trace_done(k);  // those reduced just above
   // After the first pass, the buckets follow the order in which gradients became ready (rank 0 of
   // each reduction group decides, so the group's layouts match).
   if (!rebuilt_ && options_.grouping == ReducerOptions::Grouping::buckets) {

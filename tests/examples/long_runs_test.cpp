@@ -448,8 +448,81 @@ TEST_F(LongRuns, AnUnreadableDataDirectorySaysPermissionDenied) {
   EXPECT_NE(o.output.find("cannot read data set directory"), std::string::npos) << o.output;
 }
 
+namespace {
+
+// One event of a trace ("ph": "X").
+struct TraceEvent {
+  std::string category, name;
+  int tid = 0;
+  double begin = 0, end = 0;  // microseconds
+};
+
+// A trace's events by rank (pid), checked for structure: the metadata names each rank's track, the
+// events have non-negative times, and the events of row 0 nest (sorted by start, longest first at
+// equal starts, each one ends within every enclosing event it starts in, to 3 decimals of a
+// microsecond of rounding).
+std::map<int, std::vector<TraceEvent>> read_trace(const fs::path& path, int ranks) {
+  std::ifstream in(path);
+  const auto trace = nlohmann::json::parse(in);
+  EXPECT_TRUE(trace.contains("traceEvents"));
+  std::map<int, std::vector<TraceEvent>> events;
+  std::map<int, std::string> tracks;
+  for (const auto& e : trace["traceEvents"]) {
+    EXPECT_TRUE(e.contains("ph") && e.contains("pid") && e.contains("name")) << e.dump();
+    const int pid = e["pid"].get<int>();
+    if (e["ph"] == "M") {
+      if (e["name"] == "process_name") tracks[pid] = e["args"]["name"].get<std::string>();
+      continue;
+    }
+    EXPECT_EQ(e["ph"], "X") << e.dump();
+    TraceEvent t{e["cat"].get<std::string>(), e["name"].get<std::string>(), e["tid"].get<int>(),
+                 e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()};
+    EXPECT_GE(t.begin, 0.0) << e.dump();
+    EXPECT_GE(t.end, t.begin) << e.dump();
+    events[pid].push_back(std::move(t));
+  }
+  std::map<int, std::string> expected;
+  for (int r = 0; r < ranks; ++r) expected[r] = "rank " + std::to_string(r);
+  EXPECT_EQ(tracks, expected);
+  for (auto& [rank, v] : events) {
+    std::stable_sort(v.begin(), v.end(), [](const TraceEvent& a, const TraceEvent& b) {
+      return a.begin < b.begin || (a.begin == b.begin && a.end > b.end);
+    });
+    std::vector<const TraceEvent*> open;  // the enclosing events of row 0
+    for (const auto& e : v) {
+      if (e.tid != 0) continue;
+      while (!open.empty() && e.begin >= open.back()->end - 1e-3) open.pop_back();
+      if (!open.empty()) {
+        EXPECT_LE(e.end, open.back()->end + 2e-3)
+            << "rank " << rank << ": " << e.name << " overlaps its parent " << open.back()->name;
+      }
+      open.push_back(&e);
+    }
+  }
+  return events;
+}
+
+// The names of the "compute" events of rank `events` within [begin, end) on row 0 that no other
+// compute event there encloses (a layer's, not the functions inside it), in time order, with
+// repeats in a row kept once (a layer's backward may replay several tape entries).
+std::vector<std::string> outer_computations(const std::vector<TraceEvent>& events, double begin,
+                                            double end) {
+  std::vector<std::string> names;
+  double outer_end = -1;
+  for (const auto& e : events) {  // sorted by start
+    if (e.tid != 0 || e.category != "compute" || e.begin < begin || e.end > end) continue;
+    if (e.begin < outer_end) continue;  // inside the previous one
+    outer_end = e.end;
+    if (names.empty() || names.back() != e.name) names.push_back(e.name);
+  }
+  return names;
+}
+
+}  // namespace
+
 // --trace writes a Chrome trace: one track per rank, the steps with their phases, the operators'
-// forward and adjoint and the waits, nested; --profile prints the per-step breakdown.
+// forward and adjoint, the layers' computations and the waits, nested; --profile prints the
+// per-step breakdown. With data parallelism, the buckets' reductions are on a row of their own.
 TEST_F(LongRuns, TraceAndProfile) {
   const auto path = dir_ / "trace.json";
   const auto o =
@@ -462,48 +535,71 @@ TEST_F(LongRuns, TraceAndProfile) {
   for (const char* row : {"phases", "step", "forward", "backward", "operators, forward",
                           "operators, adjoint", ".adjoint", "waits (within the above)"})
     EXPECT_NE(o.output.find(row), std::string::npos) << row << "\n" << o.output;
+  // Layer names are the trace's only: the profile's rows stay the operators' and tape entries'.
+  EXPECT_EQ(o.output.find("\n    fc1 "), std::string::npos) << o.output;
 
-  std::ifstream in(path);
-  const auto trace = nlohmann::json::parse(in);
-  ASSERT_TRUE(trace.contains("traceEvents"));
-  const auto& events = trace["traceEvents"];
-  std::map<int, std::vector<std::pair<double, double>>> spans;  // by rank: [begin, end)
-  std::map<int, std::map<std::string, int>> categories;
-  std::map<int, std::string> tracks;
-  for (const auto& e : events) {
-    ASSERT_TRUE(e.contains("ph") && e.contains("pid") && e.contains("name")) << e.dump();
-    const int pid = e["pid"].get<int>();
-    if (e["ph"] == "M") {
-      if (e["name"] == "process_name") tracks[pid] = e["args"]["name"].get<std::string>();
-      continue;
-    }
-    ASSERT_EQ(e["ph"], "X") << e.dump();
-    const double ts = e["ts"].get<double>(), dur = e["dur"].get<double>();
-    EXPECT_GE(ts, 0.0) << e.dump();
-    EXPECT_GE(dur, 0.0) << e.dump();
-    spans[pid].emplace_back(ts, ts + dur);
-    ++categories[pid][e["cat"].get<std::string>()];
-  }
-  EXPECT_EQ(tracks, (std::map<int, std::string>{{0, "rank 0"}, {1, "rank 1"}}));
+  const auto events = read_trace(path, 2);
   for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(categories[r]["step"], 3) << r;
-    EXPECT_EQ(categories[r]["phase"], 12) << r;  // load, forward, backward, optimizer
-    EXPECT_GT(categories[r]["op"], 0) << r;
-    EXPECT_GT(categories[r]["adjoint"], 0) << r;
-    EXPECT_GT(categories[r]["wait"], 0) << r;
-    // The events of a track nest: sorted by start (longest first at equal starts), each one ends
-    // within every enclosing event it starts in (3 decimals of a microsecond of rounding).
-    auto& v = spans[r];
-    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
-      return a.first < b.first || (a.first == b.first && a.second > b.second);
-    });
-    std::vector<double> open;  // the ends of the enclosing events
-    for (const auto& [begin, end] : v) {
-      while (!open.empty() && begin >= open.back() - 1e-3) open.pop_back();
-      if (!open.empty()) {
-        EXPECT_LE(end, open.back() + 2e-3) << "an event overlaps its parent";
+    std::map<std::string, int> categories;
+    for (const auto& e : events.at(r)) ++categories[e.category];
+    EXPECT_EQ(categories["step"], 3) << r;
+    EXPECT_EQ(categories["phase"], 12) << r;  // load, forward, backward, optimizer
+    EXPECT_GT(categories["op"], 0) << r;
+    EXPECT_GT(categories["adjoint"], 0) << r;
+    EXPECT_GT(categories["compute"], 0) << r;
+    EXPECT_GT(categories["wait"], 0) << r;
+    EXPECT_EQ(categories["bucket"], 0) << r;  // no data parallelism
+    // Each step's forward shows the model's layers in order, then the loss, and its backward the
+    // same in reverse. The adjoints are operators' only.
+    int forwards = 0, backwards = 0;
+    const std::vector<std::string> layers{"fc1", "relu", "fc2", "cross_entropy"};
+    for (const auto& phase : events.at(r)) {
+      if (phase.category == "adjoint") {
+        EXPECT_EQ(phase.name.find("fc"), std::string::npos) << phase.name;
+        EXPECT_EQ(phase.name.find("relu"), std::string::npos) << phase.name;
       }
-      open.push_back(end);
+      if (phase.category != "phase") continue;
+      const auto names = outer_computations(events.at(r), phase.begin, phase.end);
+      if (phase.name == "forward") {
+        ++forwards;
+        EXPECT_EQ(names, layers) << r;
+      } else if (phase.name == "backward") {
+        ++backwards;
+        EXPECT_EQ(names, std::vector<std::string>(layers.rbegin(), layers.rend())) << r;
+      }
     }
+    EXPECT_EQ(forwards, 3) << r;
+    EXPECT_EQ(backwards, 3) << r;
+  }
+
+  // Two replicas of one rank: every bucket's reduction is an event on row 1, within the backward
+  // phase (and so the step) that launched it.
+  const auto replicated = dir_ / "replicated.json";
+  const auto d =
+      distop::test::run_example(DISTOP_MPIEXEC, DISTOP_MLP, 2,
+                                "--hidden 32 --batch-size 32 --steps 2 --replicas 2 --data " +
+                                    data_.string() + " --trace " + replicated.string(),
+                                120);
+  ASSERT_EQ(d.status, 0) << d.output;
+  const auto dp = read_trace(replicated, 2);
+  for (int r = 0; r < 2; ++r) {
+    int buckets = 0;
+    for (const auto& b : dp.at(r)) {
+      if (b.category != "bucket") {
+        EXPECT_EQ(b.tid, 0) << b.name;
+        continue;
+      }
+      ++buckets;
+      EXPECT_EQ(b.tid, 1) << b.name;
+      EXPECT_EQ(b.name.rfind("bucket ", 0), 0u) << b.name;
+      EXPECT_NE(b.name.find(" MiB, "), std::string::npos) << b.name;
+      int within = 0;
+      for (const auto& p : dp.at(r))
+        if (p.category == "phase" && p.name == "backward" && p.begin <= b.begin + 1e-3 &&
+            b.end <= p.end + 1e-3)
+          ++within;
+      EXPECT_EQ(within, 1) << "rank " << r << ": " << b.name << " at " << b.begin;
+    }
+    EXPECT_GE(buckets, 2) << r;  // one or more per step
   }
 }

@@ -21,13 +21,16 @@ Var<T> apply(Tape& tape, std::shared_ptr<const LinearOperator<T>> op, const Var<
     y = Var<T>(op->apply(x.value()), x.requires_grad());
   }
   if (x.requires_grad()) {
-    tape.record(op->name(), [op, x, y, use = x.use()]() mutable {
-      DistTensor<T> g = op->apply_adjoint(y.grad());  // grad(): zeros if none arrived
-      // A pass-through adjoint hands back y's gradient itself: x must not take that storage,
-      // or later contributions to x's gradient would change y's too.
-      if (!x.has_grad() && g.local().shares_storage()) g = g.clone();
-      x.accumulate_grad(std::move(g));
-    });
+    tape.record(
+        op->name(),
+        [op, x, y, use = x.use()]() mutable {
+          DistTensor<T> g = op->apply_adjoint(y.grad());  // grad(): zeros if none arrived
+          // A pass-through adjoint hands back y's gradient itself: x must not take that storage,
+          // or later contributions to x's gradient would change y's too.
+          if (!x.has_grad() && g.local().shares_storage()) g = g.clone();
+          x.accumulate_grad(std::move(g));
+        },
+        Tape::Kind::operator_adjoint);
   }
   return y;
 }

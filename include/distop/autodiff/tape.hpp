@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "distop/core/error.hpp"
+#include "distop/core/trace.hpp"
 
 namespace distop {
 
@@ -29,6 +30,11 @@ class Tape {
  public:
   // Any callable with the signature void() works as an adjoint; this is the type-erased one.
   using Backward = std::function<void()>;
+  // What an entry's replay is, for the trace (core/trace.hpp): a linear operator's adjoint
+  // (distop::apply's entries; category "adjoint", named "<name>.adjoint"), or any other computation
+  // (category "compute", named after the layer or function whose forward recorded it, else by the
+  // entry's name).
+  enum class Kind : unsigned char { compute, operator_adjoint };
 
   Tape() = default;
   Tape(const Tape&) = delete;
@@ -40,7 +46,7 @@ class Tape {
   // Appends an entry whose adjoint is `backward`, a callable taking no arguments (a lambda, or a
   // Backward, which must not be empty).
   template <class F>
-  void record(std::string name, F&& backward);
+  void record(std::string name, F&& backward, Kind kind = Kind::compute);
   // Replays every entry in reverse order, then clears the tape (releasing the saved context).
   // A tape replays once: a second backward() without a new recording between replays nothing.
   void backward();
@@ -61,6 +67,8 @@ class Tape {
     void* closure = nullptr;
     void (*run)(void*) = nullptr;
     void (*destroy)(void*) noexcept = nullptr;
+    Kind kind = Kind::compute;
+    std::string label;  // when tracing: the trace::Compute span open when it was recorded
   };
 
   // Bump allocation from blocks kept for the tape's lifetime.
@@ -97,7 +105,7 @@ class Tape {
 };
 
 template <class F>
-void Tape::record(std::string name, F&& backward) {
+void Tape::record(std::string name, F&& backward, Kind kind) {
   using D = std::decay_t<F>;
   static_assert(std::is_invocable_v<D&>, "Tape::record: the adjoint must be callable as f()");
   if constexpr (std::is_same_v<D, Backward> || std::is_pointer_v<D>) {
@@ -110,8 +118,14 @@ void Tape::record(std::string name, F&& backward) {
     entries_.reserve(std::max<std::size_t>(64, 2 * entries_.capacity()));
   void* const p = arena_.allocate(sizeof(D), alignof(D));
   ::new (p) D(std::forward<F>(backward));
-  entries_.push_back(Entry{std::move(name), p, &run_closure<D>, &destroy_closure<D>});
+  entries_.push_back(Entry{std::move(name), p, &run_closure<D>, &destroy_closure<D>, kind, {}});
   replayed_ = false;
+  if (trace::active() && kind == Kind::compute && trace::Compute::label() != nullptr) {
+    try {
+      entries_.back().label = trace::Compute::label();
+    } catch (...) {  // no label then: the replay is named by the entry's name
+    }
+  }
 }
 
 }  // namespace distop

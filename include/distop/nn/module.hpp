@@ -125,11 +125,18 @@ class Module {
     check_new_name(name, module != nullptr);
     children_.emplace_back(std::move(name), module);
     children_.back().second->train(training_);
+    children_.back().second->set_path(children_.back().first);
     return module;
   }
+  // The path under which this module is registered in its parents, "features.0" (the names of its
+  // registrations, outermost first, as far as they were made before this module's own parent was
+  // registered), or empty for a module registered nowhere. Traces name its forward pass by it.
+  const std::string& registered_path() const noexcept { return path_; }
 
  private:
   void check_new_name(const std::string& name, bool defined) const;
+  // Sets the registered path of this module to `path` and its descendants' to path.<their names>.
+  void set_path(const std::string& path);
   void collect_parameters(const std::string& prefix, std::vector<NamedParameter<T>>& out) const;
   void collect_buffers(const std::string& prefix, std::vector<NamedBuffer<T>>& out) const;
 
@@ -141,6 +148,7 @@ class Module {
   std::vector<OwnParameter> parameters_;
   std::vector<NamedBuffer<T>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::string path_;
   bool training_ = true;
 };
 

@@ -4,6 +4,7 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -217,6 +218,9 @@ class GradientReducer {
     // Sharded (set_shard_gradients): the owned chunk's mean, and the rotating buffers this bucket
     // holds while its reduce-scatter runs.
     Tensor<T> shard, send, receive;
+    // Tracing (core/trace.hpp): when this pass's reduction was launched, while its event is open.
+    std::chrono::steady_clock::time_point launched;
+    bool traced = false;
   };
 
   void build(const std::vector<std::size_t>& order);
@@ -227,6 +231,8 @@ class GradientReducer {
   void progress();
   void gather_ready(bool block);
   void finish();
+  // Records bucket `bucket`'s reduction on the trace (row 1) if it is open there, ending now.
+  void trace_done(std::size_t bucket);
   bool sharded(const Bucket& b) const noexcept { return shard_gradients_ && b.two_phase; }
   Tensor<T> take_buffer(std::int64_t elements);
   void copy_out(Bucket& b, std::size_t k);
