@@ -3,15 +3,22 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <mutex>
+#include <new>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include "watchdog_board.hpp"
 
 #include "distop/core/error.hpp"
 #include "distop/core/timers.hpp"
@@ -42,6 +49,200 @@ std::atomic<int> g_comm_rank{-1};
 thread_local int t_depth = 0;
 
 std::once_flag g_thread_once;
+
+// The node's status board (watchdog_board.hpp). A slot per rank of the node, written by its rank
+// alone with relaxed atomics and no MPI call (a seqlock: `version` is odd while it writes), read by
+// the other ranks' watchdog threads when they report: plain loads, since the job may be hung.
+// steady_clock is CLOCK_MONOTONIC, one clock for the processes of a node.
+enum SlotState : std::int32_t { kBusy = 0, kWaiting = 1, kEnding = 2 };
+constexpr int kOpWords = 4;  // the operation's name, up to 31 characters
+
+struct alignas(64) Slot {
+  std::atomic<std::uint32_t> version{0};
+  std::atomic<std::int32_t> world_rank{-1};  // -1: no rank
+  std::atomic<std::int32_t> pid{0};
+  std::atomic<std::int32_t> state{kBusy};
+  std::atomic<std::int32_t> comm_size{0};  // of the wait, or of the last one; 0: not known
+  std::atomic<std::int32_t> comm_rank{-1};
+  std::atomic<std::int64_t> since_ns{0};  // the last change of state
+  std::atomic<std::int64_t> step{-1};
+  std::atomic<std::uint64_t> entered{0};  // watched waits entered
+  std::atomic<std::uint64_t> op[kOpWords] = {};
+};
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free &&
+              std::atomic<std::int64_t>::is_always_lock_free &&
+              std::atomic<std::uint32_t>::is_always_lock_free);
+
+// A slot's contents, as read by another rank.
+struct SlotView {
+  bool consistent = false;  // false: its rank was writing it (or stopped while it wrote)
+  int world_rank = -1, pid = 0, state = kBusy, comm_size = 0, comm_rank = -1;
+  std::int64_t since_ns = 0, step = -1;
+  std::uint64_t entered = 0;
+  std::string op;
+};
+
+std::atomic<Slot*> g_board{nullptr};  // the node's slots, or null
+std::atomic<Slot*> g_slot{nullptr};   // this rank's slot, or null
+int g_board_size = 0;                 // slots (ranks of the node)
+MPI_Win g_board_win = MPI_WIN_NULL;
+MPI_Comm g_board_comm = MPI_COMM_NULL;
+
+class SlotWrite {
+ public:
+  explicit SlotWrite(Slot& s) noexcept : s_(s), v_(s.version.load(std::memory_order_relaxed)) {
+    s_.version.store(v_ + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+  }
+  ~SlotWrite() { s_.version.store(v_ + 2, std::memory_order_release); }
+  SlotWrite(const SlotWrite&) = delete;
+  SlotWrite& operator=(const SlotWrite&) = delete;
+
+ private:
+  Slot& s_;
+  std::uint32_t v_;
+};
+
+void publish_wait(const char* op, int comm_size, int comm_rank, std::int64_t since) noexcept {
+  Slot* s = g_slot.load(std::memory_order_relaxed);
+  if (s == nullptr) return;
+  std::uint64_t words[kOpWords] = {};
+  std::memcpy(words, op, std::min(std::strlen(op), sizeof words - 1));
+  SlotWrite w(*s);
+  for (int i = 0; i < kOpWords; ++i) s->op[i].store(words[i], std::memory_order_relaxed);
+  s->comm_size.store(comm_size, std::memory_order_relaxed);
+  s->comm_rank.store(comm_rank, std::memory_order_relaxed);
+  s->entered.store(s->entered.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  s->since_ns.store(since, std::memory_order_relaxed);
+  s->state.store(kWaiting, std::memory_order_relaxed);
+}
+
+void publish_state(std::int32_t state) noexcept {
+  Slot* s = g_slot.load(std::memory_order_relaxed);
+  if (s == nullptr) return;
+  SlotWrite w(*s);
+  s->since_ns.store(now_ns(), std::memory_order_relaxed);
+  s->state.store(state, std::memory_order_relaxed);
+}
+
+SlotView read_slot(const Slot& s) {
+  SlotView v;
+  for (int attempt = 0; attempt < 100 && !v.consistent; ++attempt) {
+    const std::uint32_t before = s.version.load(std::memory_order_acquire);
+    v.world_rank = s.world_rank.load(std::memory_order_relaxed);
+    v.pid = s.pid.load(std::memory_order_relaxed);
+    v.state = s.state.load(std::memory_order_relaxed);
+    v.comm_size = s.comm_size.load(std::memory_order_relaxed);
+    v.comm_rank = s.comm_rank.load(std::memory_order_relaxed);
+    v.since_ns = s.since_ns.load(std::memory_order_relaxed);
+    v.step = s.step.load(std::memory_order_relaxed);
+    v.entered = s.entered.load(std::memory_order_relaxed);
+    char name[sizeof(std::uint64_t) * kOpWords + 1] = {};
+    for (int i = 0; i < kOpWords; ++i) {
+      const std::uint64_t word = s.op[i].load(std::memory_order_relaxed);
+      std::memcpy(name + i * sizeof word, &word, sizeof word);
+    }
+    v.op = name;
+    std::atomic_thread_fence(std::memory_order_acquire);
+    v.consistent = before % 2 == 0 && s.version.load(std::memory_order_relaxed) == before;
+    if (!v.consistent) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return v;
+}
+
+// What the kernel says of a process of this node: "stopped", "exited", "gone", or "" (running or
+// sleeping, or not known).
+std::string process_state(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  if (!in) return "gone";
+  std::string stat;
+  std::getline(in, stat);
+  const auto paren = stat.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return "";
+  switch (stat[paren + 2]) {
+    case 'T':
+    case 't':
+      return "stopped";
+    case 'Z':
+    case 'X':
+      return "exited";
+    default:
+      return "";
+  }
+}
+
+std::string seconds(std::int64_t ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(std::max<std::int64_t>(ns, 0)) * 1e-9);
+  return buf;
+}
+
+std::string on_ranks(int comm_size) {
+  return comm_size > 0 ? " on " + std::to_string(comm_size) + " rank" + (comm_size == 1 ? "" : "s")
+                       : "";
+}
+
+// The board's part of a report: the other ranks of this node, by whether they have arrived in the
+// wait `op` on a communicator of `comm_size` ranks ("" when there is no board).
+std::string board_report(const std::string& op, int comm_size) {
+  const Slot* board = g_board.load();
+  const Slot* mine = g_slot.load();
+  if (board == nullptr || mine == nullptr) return "";
+  const std::int64_t now = now_ns();
+  constexpr std::size_t kMaxNamed = 16;
+  std::vector<std::string> missing, elsewhere;
+  std::vector<int> here;
+  for (int i = 0; i < g_board_size; ++i) {
+    const Slot& slot = board[i];
+    if (&slot == mine) continue;
+    const SlotView v = read_slot(slot);
+    if (v.world_rank < 0) continue;
+    const std::string proc = process_state(v.pid);
+    const bool same = v.state == kWaiting && v.op == op && v.comm_size == comm_size;
+    if (same && proc.empty()) {
+      here.push_back(v.world_rank);
+      continue;
+    }
+    std::string d = "rank " + std::to_string(v.world_rank) + " (pid " + std::to_string(v.pid);
+    if (!proc.empty()) d += ", " + proc;
+    d += "; ";
+    const std::string last = v.op.empty() ? "" : v.op;
+    if (v.state == kWaiting) {
+      d += "waiting for " + seconds(now - v.since_ns) + " in " + last + on_ranks(v.comm_size);
+    } else if (v.state == kEnding) {
+      d += "ending (its distop Environment closing) for " + seconds(now - v.since_ns);
+    } else if (last.empty()) {
+      d += "not in a wait for " + seconds(now - v.since_ns) + ", none yet";
+    } else {
+      d += "not in a wait for " + seconds(now - v.since_ns) + " since it left " + last;
+    }
+    if (v.step >= 0) d += ", at step " + std::to_string(v.step);
+    d += ", " + std::to_string(v.entered) + " waits entered";
+    if (!v.consistent) d += ", its entry half-written";
+    d += ")";
+    // A stopped or dead rank cannot arrive, whatever it waits in.
+    (v.state == kWaiting && !same && proc.empty() ? elsewhere : missing).push_back(std::move(d));
+  }
+  const auto list = [](const std::vector<std::string>& items) {
+    if (items.empty()) return std::string("none");
+    std::string s;
+    for (std::size_t k = 0; k < items.size() && k < kMaxNamed; ++k)
+      s += (k ? "; " : "") + items[k];
+    if (items.size() > kMaxNamed) s += "; and " + std::to_string(items.size() - kMaxNamed) + " more";
+    return s;
+  };
+  std::string ranks_here;
+  for (std::size_t k = 0; k < here.size(); ++k)
+    ranks_here += (k ? ", " : "") + std::to_string(here[k]);
+  const SlotView me = read_slot(*mine);
+  return "  on this node (" + std::to_string(g_board_size) + " ranks; this rank has entered " +
+         std::to_string(me.entered) +
+         " waits): not arrived: " + list(missing) + ". Waiting in another operation: " +
+         list(elsewhere) + ". Waiting in " + op + on_ranks(comm_size) + " too: " +
+         (here.empty() ? std::string("none") : "rank" + std::string(here.size() > 1 ? "s " : " ") +
+                                                   ranks_here) +
+         ". Ranks on other nodes cannot be seen from here.\n";
+}
 
 double limit_from_environment() {
   const char* v = std::getenv("DISTOP_WATCHDOG_SECONDS");
@@ -89,13 +290,21 @@ double limit() {
   const std::int64_t step = g_step.load();
   std::string at = step >= 0 ? " at training step " + std::to_string(step) : "";
   if (const char* context = g_context.load()) at += std::string(" during ") + context;
-  std::fprintf(stderr,
-               "distop watchdog: rank %d (%s, pid %d) has waited %.1f s in %s%s; no progress "
-               "within DISTOP_WATCHDOG_SECONDS=%g: aborting the job (is a rank stopped, dead, or "
-               "in another collective?)\n",
-               world, host, static_cast<int>(::getpid()), waited, what.c_str(), at.c_str(),
-               limit_s);
-  std::fflush(stderr);
+  char line[1024];
+  std::snprintf(line, sizeof line,
+                "distop watchdog: rank %d (%s, pid %d) has waited %.1f s in %s%s; no progress "
+                "within DISTOP_WATCHDOG_SECONDS=%g: aborting the job (is a rank stopped, dead, or "
+                "in another collective?)\n",
+                world, host, static_cast<int>(::getpid()), waited, what.c_str(), at.c_str(),
+                limit_s);
+  // One paragraph per reporting rank, in one write, so that the reports of several ranks do not
+  // interleave.
+  const std::string report = line + board_report(op ? op : "", size);
+  for (std::size_t done = 0; done < report.size();) {
+    const ssize_t n = ::write(STDERR_FILENO, report.data() + done, report.size() - done);
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
   // MPICH's launcher kills every process of the job as soon as one calls MPI_Abort, and drops what
   // the processes wrote but it has not forwarded yet: this report, and the reports of the other
   // ranks whose watchdogs fire at about the same time. A second's pause lets it forward them.
@@ -118,21 +327,29 @@ void watch_loop() {
 }
 
 void arm(const char* op, const char* call, MPI_Comm comm) noexcept {
-  if (limit() <= 0) return;
-  std::call_once(g_thread_once, [] { std::thread(watch_loop).detach(); });
+  const bool on = limit() > 0;
+  const bool board = g_slot.load(std::memory_order_relaxed) != nullptr;
+  if (!on && !board) return;
+  if (on) std::call_once(g_thread_once, [] { std::thread(watch_loop).detach(); });
   int size = 0, rank = -1;
   if (comm != MPI_COMM_NULL) {
     PMPI_Comm_size(comm, &size);
     PMPI_Comm_rank(comm, &rank);
   }
+  const std::int64_t since = now_ns();
+  publish_wait(op, size, rank, since);
+  if (!on) return;
   g_op.store(op);
   g_call.store(call);
   g_comm_size.store(size);
   g_comm_rank.store(rank);
-  g_since_ns.store(now_ns());
+  g_since_ns.store(since);
 }
 
-void disarm() noexcept { g_since_ns.store(0); }
+void disarm() noexcept {
+  g_since_ns.store(0);
+  publish_state(kBusy);
+}
 
 // The outermost wait's span, for the timers ("wait <op>") and the trace (category "wait").
 class WaitSpan {
@@ -191,7 +408,10 @@ void set_watchdog_seconds(double seconds) {
   g_limit_s.store(seconds);
 }
 
-void set_watchdog_step(std::int64_t step) { g_step.store(step, std::memory_order_relaxed); }
+void set_watchdog_step(std::int64_t step) {
+  g_step.store(step, std::memory_order_relaxed);
+  if (Slot* s = g_slot.load(std::memory_order_relaxed)) s->step.store(step, std::memory_order_relaxed);
+}
 
 void set_watchdog_context(const char* context) { g_context.store(context); }
 
@@ -214,6 +434,74 @@ WatchedWait::~WatchedWait() {
   disarm();
   t_watched_span.end();
 }
+
+namespace detail {
+
+void open_watchdog_board([[maybe_unused]] MPI_Comm world) noexcept {
+#if !DISTOP_SMPI  // SMPI's ranks are threads of one process, and the watchdog is off there
+  if (g_board.load() != nullptr) return;
+  MPI_Comm node = MPI_COMM_NULL;
+  if (PMPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+    return;
+  int size = 0, rank = 0, world_rank = -1;
+  PMPI_Comm_size(node, &size);
+  PMPI_Comm_rank(node, &rank);
+  PMPI_Comm_rank(world, &world_rank);
+  // The node's first rank allocates every slot; the others map them.
+  const MPI_Aint bytes = rank == 0 ? static_cast<MPI_Aint>(sizeof(Slot)) * size : 0;
+  void* mapped = nullptr;
+  MPI_Win win = MPI_WIN_NULL;
+  if (PMPI_Win_allocate_shared(bytes, static_cast<int>(sizeof(Slot)), MPI_INFO_NULL, node, &mapped,
+                               &win) != MPI_SUCCESS) {
+    PMPI_Comm_free(&node);
+    return;
+  }
+  PMPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+  MPI_Aint got = 0;
+  int unit = 0;
+  void* base = nullptr;
+  if (PMPI_Win_shared_query(win, 0, &got, &unit, &base) != MPI_SUCCESS || base == nullptr ||
+      got < static_cast<MPI_Aint>(sizeof(Slot)) * size ||
+      reinterpret_cast<std::uintptr_t>(base) % alignof(Slot) != 0) {
+    // Every rank takes part in the frees below, whatever the others found.
+    base = nullptr;
+  }
+  Slot* slots = static_cast<Slot*>(base);
+  Slot* mine = slots ? new (&slots[rank]) Slot : nullptr;
+  if (mine) {
+    mine->world_rank.store(world_rank, std::memory_order_relaxed);
+    mine->pid.store(static_cast<std::int32_t>(::getpid()), std::memory_order_relaxed);
+    mine->step.store(g_step.load(), std::memory_order_relaxed);
+    mine->since_ns.store(now_ns(), std::memory_order_relaxed);
+  }
+  // Every slot written before any rank reads one, and a board only where every rank of the node
+  // has one (otherwise a slot would be read that no rank constructed).
+  int ok = mine != nullptr ? 1 : 0, all_ok = 0;
+  if (PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, node) != MPI_SUCCESS) all_ok = 0;
+  if (all_ok == 0) {
+    PMPI_Win_free(&win);
+    PMPI_Comm_free(&node);
+    return;
+  }
+  g_board_win = win;
+  g_board_comm = node;
+  g_board_size = size;
+  g_board.store(slots);
+  g_slot.store(mine);
+#endif
+}
+
+void close_watchdog_board() noexcept {
+  if (g_slot.load() == nullptr) return;
+  publish_state(kEnding);
+  g_slot.store(nullptr);
+  g_board.store(nullptr);
+  PMPI_Win_free(&g_board_win);
+  PMPI_Comm_free(&g_board_comm);
+  g_board_size = 0;
+}
+
+}  // namespace detail
 
 }  // namespace distop::comm
 

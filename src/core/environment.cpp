@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "distop/core/error.hpp"
+#include "../comm/watchdog_board.hpp"
 #include "scratch.hpp"
 #include "storage.hpp"
 
@@ -123,6 +124,9 @@ Environment::Environment(int& argc, char**& argv, EnvironmentOptions options) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_dup(MPI_COMM_WORLD, &errors_);
   decide_yield_when_idle(MPI_COMM_WORLD);
+  // The hang watchdog's status board of the node, so that a report can name the ranks of its node
+  // that have not arrived (comm/watchdog.hpp).
+  comm::detail::open_watchdog_board(MPI_COMM_WORLD);
 #ifdef DISTOP_HAVE_CUDA
   [[maybe_unused]] const int device = detail::select_cuda_device();
 #endif
@@ -193,6 +197,11 @@ int Environment::report_error(const std::exception& e, const char* program, int 
 }
 
 Environment::~Environment() {
+  {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) comm::detail::close_watchdog_board();
+  }
   if (errors_ != MPI_COMM_NULL) {
     int finalized = 0;
     MPI_Finalized(&finalized);

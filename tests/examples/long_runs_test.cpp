@@ -311,7 +311,8 @@ void LongRuns::stop_and_resume(int signo, const std::string& signame, bool to_ra
 }
 
 // A rank stopped (SIGSTOP) leaves the other waiting in a collective: with
-// DISTOP_WATCHDOG_SECONDS=2 it reports the wait and aborts the job, instead of waiting for ever.
+// DISTOP_WATCHDOG_SECONDS=2 it reports the wait, names the stopped rank, and aborts the job,
+// instead of waiting for ever.
 TEST_F(LongRuns, TheWatchdogEndsAJobWhoseRankStopped) {
   const auto log = dir_ / "loss.txt";
   const auto bg = start("--quiet --hidden 256 --batch-size 8 --epochs 50 --data " + data_.string() +
@@ -333,6 +334,12 @@ TEST_F(LongRuns, TheWatchdogEndsAJobWhoseRankStopped) {
   EXPECT_NE(out.find("distop watchdog: rank 0"), std::string::npos) << out;
   EXPECT_NE(out.find("at training step"), std::string::npos) << out;
   EXPECT_NE(out.find("DISTOP_WATCHDOG_SECONDS=2"), std::string::npos) << out;
+  // Both ranks share the node: rank 0's report names rank 1 as not arrived, stopped, from the
+  // node's status board.
+  const std::string stopped =
+      "not arrived: rank 1 (pid " + std::to_string(ranks.at(1)) + ", stopped; ";
+  EXPECT_NE(out.find(stopped), std::string::npos) << out;
+  EXPECT_NE(out.find("Ranks on other nodes cannot be seen from here."), std::string::npos) << out;
 }
 
 // Flag errors name the program and the flag and exit with status 2; numbers are parsed strictly.
