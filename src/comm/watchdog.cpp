@@ -18,11 +18,10 @@
 #include <thread>
 #include <vector>
 
-#include "watchdog_board.hpp"
-
 #include "distop/core/error.hpp"
 #include "distop/core/timers.hpp"
 #include "distop/core/trace.hpp"
+#include "watchdog_board.hpp"
 
 namespace distop::comm {
 
@@ -55,7 +54,7 @@ std::once_flag g_thread_once;
 // the other ranks' watchdog threads when they report: plain loads, since the job may be hung.
 // steady_clock is CLOCK_MONOTONIC, one clock for the processes of a node.
 enum SlotState : std::int32_t { kBusy = 0, kWaiting = 1, kEnding = 2 };
-constexpr int kOpWords = 4;  // the operation's name, up to 31 characters
+constexpr int kOpWords = 8;  // the operation's name, up to 63 characters
 
 struct alignas(64) Slot {
   std::atomic<std::uint32_t> version{0};
@@ -107,9 +106,12 @@ void publish_wait(const char* op, int comm_size, int comm_rank, std::int64_t sin
   Slot* s = g_slot.load(std::memory_order_relaxed);
   if (s == nullptr) return;
   std::uint64_t words[kOpWords] = {};
-  std::memcpy(words, op, std::min(std::strlen(op), sizeof words - 1));
+  const std::size_t length = std::min(std::strlen(op), sizeof words - 1);
+  std::memcpy(words, op, length);
   SlotWrite w(*s);
-  for (int i = 0; i < kOpWords; ++i) s->op[i].store(words[i], std::memory_order_relaxed);
+  // The words up to the name's terminating zero (a reader stops there).
+  for (std::size_t i = 0; i <= length / sizeof(std::uint64_t); ++i)
+    s->op[i].store(words[i], std::memory_order_relaxed);
   s->comm_size.store(comm_size, std::memory_order_relaxed);
   s->comm_rank.store(comm_rank, std::memory_order_relaxed);
   s->entered.store(s->entered.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -173,7 +175,8 @@ std::string process_state(int pid) {
 
 std::string seconds(std::int64_t ns) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(std::max<std::int64_t>(ns, 0)) * 1e-9);
+  std::snprintf(buf, sizeof buf, "%.1f s",
+                static_cast<double>(std::max<std::int64_t>(ns, 0)) * 1e-9);
   return buf;
 }
 
@@ -226,9 +229,9 @@ std::string board_report(const std::string& op, int comm_size) {
   const auto list = [](const std::vector<std::string>& items) {
     if (items.empty()) return std::string("none");
     std::string s;
-    for (std::size_t k = 0; k < items.size() && k < kMaxNamed; ++k)
-      s += (k ? "; " : "") + items[k];
-    if (items.size() > kMaxNamed) s += "; and " + std::to_string(items.size() - kMaxNamed) + " more";
+    for (std::size_t k = 0; k < items.size() && k < kMaxNamed; ++k) s += (k ? "; " : "") + items[k];
+    if (items.size() > kMaxNamed)
+      s += "; and " + std::to_string(items.size() - kMaxNamed) + " more";
     return s;
   };
   std::string ranks_here;
@@ -236,11 +239,11 @@ std::string board_report(const std::string& op, int comm_size) {
     ranks_here += (k ? ", " : "") + std::to_string(here[k]);
   const SlotView me = read_slot(*mine);
   return "  on this node (" + std::to_string(g_board_size) + " ranks; this rank has entered " +
-         std::to_string(me.entered) +
-         " waits): not arrived: " + list(missing) + ". Waiting in another operation: " +
-         list(elsewhere) + ". Waiting in " + op + on_ranks(comm_size) + " too: " +
-         (here.empty() ? std::string("none") : "rank" + std::string(here.size() > 1 ? "s " : " ") +
-                                                   ranks_here) +
+         std::to_string(me.entered) + " waits): not arrived: " + list(missing) +
+         ". Waiting in another operation: " + list(elsewhere) + ". Waiting in " + op +
+         on_ranks(comm_size) + " too: " +
+         (here.empty() ? std::string("none")
+                       : "rank" + std::string(here.size() > 1 ? "s " : " ") + ranks_here) +
          ". Ranks on other nodes cannot be seen from here.\n";
 }
 
@@ -410,7 +413,8 @@ void set_watchdog_seconds(double seconds) {
 
 void set_watchdog_step(std::int64_t step) {
   g_step.store(step, std::memory_order_relaxed);
-  if (Slot* s = g_slot.load(std::memory_order_relaxed)) s->step.store(step, std::memory_order_relaxed);
+  if (Slot* s = g_slot.load(std::memory_order_relaxed))
+    s->step.store(step, std::memory_order_relaxed);
 }
 
 void set_watchdog_context(const char* context) { g_context.store(context); }
@@ -492,6 +496,7 @@ void open_watchdog_board([[maybe_unused]] MPI_Comm world) noexcept {
 }
 
 void close_watchdog_board() noexcept {
+#if !DISTOP_SMPI
   if (g_slot.load() == nullptr) return;
   publish_state(kEnding);
   g_slot.store(nullptr);
@@ -499,6 +504,7 @@ void close_watchdog_board() noexcept {
   PMPI_Win_free(&g_board_win);
   PMPI_Comm_free(&g_board_comm);
   g_board_size = 0;
+#endif
 }
 
 }  // namespace detail

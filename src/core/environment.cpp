@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "distop/core/error.hpp"
 #include "../comm/watchdog_board.hpp"
+#include "distop/core/error.hpp"
 #include "scratch.hpp"
 #include "storage.hpp"
 
