@@ -243,6 +243,17 @@ TEST_F(Simclr, BadFlagsAreClearErrors) {
   expect_clean_failure(run_simclr(data_ + "--resume"), "--resume");
 }
 
+// A batch too large for the machine's memory is an error naming --batch-size and the bytes, on
+// every rank alike (status 1 as for the other errors, no abort), before the model or a view is
+// allocated.
+TEST_F(Simclr, ABatchTooLargeForTheMemoryIsAnErrorNamingTheFlag) {
+  const auto o = distop::test::run_example(DISTOP_MPIEXEC, DISTOP_SIMCLR, 2,
+                                           data_ + "--quiet --steps 1 --batch-size 100000000", 300);
+  expect_clean_failure(o, "--batch-size 100000000 needs ");
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_NE(o.output.find(" of memory"), std::string::npos) << o.output;
+}
+
 // The loop is train::fit's: --zero, --profile and --trace work as in the other examples.
 TEST_F(Simclr, RunsThroughTheTrainingDriver) {
   const auto trace = dir_ / "trace.json";
