@@ -81,11 +81,11 @@ struct SlotView {
   std::string op;
 };
 
-std::atomic<Slot*> g_board{nullptr};  // the node's slots, or null
-std::atomic<Slot*> g_slot{nullptr};   // this rank's slot, or null
-int g_board_size = 0;                 // slots (ranks of the node)
-MPI_Win g_board_win = MPI_WIN_NULL;
-MPI_Comm g_board_comm = MPI_COMM_NULL;
+std::atomic<Slot*> g_board{nullptr};                  // the node's slots, or null
+std::atomic<Slot*> g_slot{nullptr};                   // this rank's slot, or null
+int g_board_size = 0;                                 // slots (ranks of the node)
+[[maybe_unused]] MPI_Win g_board_win = MPI_WIN_NULL;  // unused in the SMPI build
+[[maybe_unused]] MPI_Comm g_board_comm = MPI_COMM_NULL;
 
 class SlotWrite {
  public:

@@ -45,4 +45,6 @@ TEST(Harness, AnEarlyReturnBeforeACollectiveEndsInTheWatchdogsReport) {
       << o.output;
   EXPECT_NE(o.output.find("during HarnessFaults.ReturnsEarlyBeforeACollective"), std::string::npos)
       << o.output;
+  // The ranks share a node: the report names the other rank, waiting in another operation.
+  EXPECT_NE(o.output.find("Waiting in another operation: rank "), std::string::npos) << o.output;
 }
