@@ -4,12 +4,18 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "distop/autodiff/apply.hpp"
+#include "distop/core/trace.hpp"
 #include "distop/io/safetensors.hpp"
 #include "distop/io/state_dict.hpp"
 #include "distop/nn/activation.hpp"
@@ -80,6 +86,50 @@ TEST(Module, NamesAreHierarchicalInRegistrationOrderAsPyTorchNamesThem) {
   ASSERT_EQ(params.size(), named.size());
   for (std::size_t i = 0; i < params.size(); ++i) EXPECT_TRUE(params[i].same_as(named[i].var));
   for (const auto& p : named) EXPECT_EQ(p.reduction, GradientReduction::per_replica) << p.name;
+}
+
+// A trace names each layer's forward by the path it is registered under (a Sequential's steps
+// with their type; a function by its name, a function inside a layer nested in the layer's
+// event), and backward's replay of each layer's tape entries after the layer, in reverse order.
+TEST(Module, TraceNamesLayersByTheirPathsForwardAndBackward) {
+  TwoBlocks m(1);
+  const Var<double> x(random_tensor<double>(local_batch_space(6, 4), 3));
+  test::TempDir dir;
+  const auto path = dir.file("trace.json");
+  trace::start(MPI_COMM_SELF);
+  {
+    Tape tape;
+    auto y = m.forward(tape, x);
+    DistTensor<double> dy(y.space());
+    dy.local().fill(1.0);
+    const trace::Span phase("phase", "backward");
+    backward(tape, y, dy);
+  }
+  trace::stop_and_write(path, MPI_COMM_SELF);
+  std::ifstream in(path);
+  const auto events = nlohmann::json::parse(in)["traceEvents"];
+  double backward_begin = -1;
+  for (const auto& e : events)
+    if (e["ph"] == "X" && e["name"] == "backward") backward_begin = e["ts"].get<double>();
+  ASSERT_GE(backward_begin, 0.0);
+  std::vector<std::pair<double, std::string>> forward, back;
+  for (const auto& e : events) {
+    if (e["ph"] != "X" || e["cat"] != "compute") continue;
+    EXPECT_EQ(e["tid"], 0);
+    auto& list = e["ts"].get<double>() < backward_begin ? forward : back;
+    list.emplace_back(e["ts"].get<double>(), e["name"].get<std::string>());
+  }
+  std::sort(forward.begin(), forward.end());
+  std::sort(back.begin(), back.end());
+  std::vector<std::string> forward_names, backward_names;
+  for (const auto& [ts, name] : forward) forward_names.push_back(name);
+  for (const auto& [ts, name] : back)
+    if (backward_names.empty() || backward_names.back() != name) backward_names.push_back(name);
+  EXPECT_EQ(forward_names,
+            (std::vector<std::string>{"features.0 Linear", "relu", "features.2 Linear", "norm",
+                                      "batch_norm", "head"}));
+  EXPECT_EQ(backward_names, (std::vector<std::string>{"head", "norm", "features.2 Linear", "relu",
+                                                      "features.0 Linear"}));
 }
 
 TEST(Module, TrainAndEvalReachEveryDescendant) {

@@ -125,12 +125,13 @@ class Module {
     check_new_name(name, module != nullptr);
     children_.emplace_back(std::move(name), module);
     children_.back().second->train(training_);
-    children_.back().second->set_path(children_.back().first);
+    children_.back().second->set_path(path_.empty() ? children_.back().first
+                                                    : path_ + "." + children_.back().first);
     return module;
   }
   // The path under which this module is registered in its parents, "features.0" (the names of its
-  // registrations, outermost first, as far as they were made before this module's own parent was
-  // registered), or empty for a module registered nowhere. Traces name its forward pass by it.
+  // registrations, outermost first, whichever was made first), or empty for a module registered
+  // nowhere. Traces name its forward pass by it (core/trace.hpp).
   const std::string& registered_path() const noexcept { return path_; }
 
  private:
