@@ -1,6 +1,7 @@
 #include "distop/comm/watchdog.hpp"
 
 #include <mpi.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,6 +61,7 @@ struct alignas(64) Slot {
   std::atomic<std::uint32_t> version{0};
   std::atomic<std::int32_t> world_rank{-1};  // -1: no rank
   std::atomic<std::int32_t> pid{0};
+  std::atomic<std::uint64_t> pid_namespace{0};  // its /proc/self/ns/pid inode; 0: not known
   std::atomic<std::int32_t> state{kBusy};
   std::atomic<std::int32_t> comm_size{0};  // of the wait, or of the last one; 0: not known
   std::atomic<std::int32_t> comm_rank{-1};
@@ -76,6 +78,7 @@ static_assert(std::atomic<std::uint64_t>::is_always_lock_free &&
 struct SlotView {
   bool consistent = false;  // false: its rank was writing it (or stopped while it wrote)
   int world_rank = -1, pid = 0, state = kBusy, comm_size = 0, comm_rank = -1;
+  std::uint64_t pid_namespace = 0;
   std::int64_t since_ns = 0, step = -1;
   std::uint64_t entered = 0;
   std::string op;
@@ -133,6 +136,7 @@ SlotView read_slot(const Slot& s) {
     const std::uint32_t before = s.version.load(std::memory_order_acquire);
     v.world_rank = s.world_rank.load(std::memory_order_relaxed);
     v.pid = s.pid.load(std::memory_order_relaxed);
+    v.pid_namespace = s.pid_namespace.load(std::memory_order_relaxed);
     v.state = s.state.load(std::memory_order_relaxed);
     v.comm_size = s.comm_size.load(std::memory_order_relaxed);
     v.comm_rank = s.comm_rank.load(std::memory_order_relaxed);
@@ -200,7 +204,13 @@ std::string board_report(const std::string& op, int comm_size) {
     if (&slot == mine) continue;
     const SlotView v = read_slot(slot);
     if (v.world_rank < 0) continue;
-    const std::string proc = process_state(v.pid);
+    // The kernel's word on the process, where its pid means the same here (ranks of a node in
+    // containers of their own may not share one pid namespace).
+    const std::string proc =
+        v.pid_namespace != 0 &&
+                v.pid_namespace == mine->pid_namespace.load(std::memory_order_relaxed)
+            ? process_state(v.pid)
+            : "";
     const bool same = v.state == kWaiting && v.op == op && v.comm_size == comm_size;
     if (same && proc.empty()) {
       here.push_back(v.world_rank);
@@ -475,6 +485,9 @@ void open_watchdog_board([[maybe_unused]] MPI_Comm world) noexcept {
   if (mine) {
     mine->world_rank.store(world_rank, std::memory_order_relaxed);
     mine->pid.store(static_cast<std::int32_t>(::getpid()), std::memory_order_relaxed);
+    struct stat ns {};
+    if (::stat("/proc/self/ns/pid", &ns) == 0)
+      mine->pid_namespace.store(static_cast<std::uint64_t>(ns.st_ino), std::memory_order_relaxed);
     mine->step.store(g_step.load(), std::memory_order_relaxed);
     mine->since_ns.store(now_ns(), std::memory_order_relaxed);
   }

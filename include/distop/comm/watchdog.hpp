@@ -27,22 +27,22 @@
 //     stopped; waiting for 3.1 s in MPI_Allreduce on 3 ranks, at step 17, 1796 waits entered).
 //     Waiting in another operation: none. Waiting in MPI_Allreduce on 3 ranks too: rank 2. Ranks
 //     on other nodes cannot be seen from here.
-// The second line names the ranks that have not arrived, as far as this rank can tell: MPI does
-// not say, so distop::Environment opens a status board per node (MPI_Comm_split_type of the
-// ranks sharing memory, MPI_Win_allocate_shared; a slot per rank) where each rank publishes,
-// with a few relaxed atomic stores per watched wait and no MPI call, whether it waits, in which
-// operation (the outermost name above) on how many ranks, since when, at which step, and how many
-// watched waits it has entered. The reporting rank reads its node's slots (plain loads, no MPI)
-// and the kernel's state of each process (/proc/<pid>/stat) and lists, among the other ranks of
-// its node: "not arrived": those not in a wait (busy since they left their last one, or ending,
-// their Environment closing), and those stopped (SIGSTOP, a debugger), exited or gone whatever
-// they wait in; "waiting in another operation": running ranks waiting in an operation of another
-// name or communicator size (a rank that waits in the same operation's earlier call is not told
-// apart); and the ranks waiting in the same one. Its limits: only ranks of the same node are seen
-// (the report says so), and there is no board, so only the first line, in programs that
-// initialise MPI without an Environment, where shared windows fail, and in the SMPI build
-// (compiled out). Every rank whose wait exceeds the limit reports its own paragraph (one write),
-// then aborts the job.
+// The second line names the ranks that have not arrived, as far as this rank can tell: MPI does not
+// say, so distop::Environment opens a status board per node (MPI_Comm_split_type of the ranks
+// sharing memory, MPI_Win_allocate_shared; a slot per rank) where each rank publishes, with a few
+// relaxed atomic stores per watched wait and no MPI call, whether it waits, in which operation (the
+// outermost name above) on how many ranks, since when, at which step, and how many watched waits it
+// has entered. The reporting rank reads its node's slots (plain loads, no MPI) and the kernel's
+// state of each process (/proc/<pid>/stat, where they share a pid namespace) and lists, among the
+// other ranks of its node: "not arrived": those not in a wait (busy since they left their last one,
+// or ending, their Environment closing), and those stopped (SIGSTOP, a debugger), exited or gone
+// whatever they wait in; "waiting in another operation": running ranks waiting in an operation of
+// another name or communicator size (a rank that waits in the same operation's earlier call is not
+// told apart); and the ranks waiting in the same one. Its limits: only ranks of the same node are
+// seen (the report says so), and there is no board, so only the first line, in programs that
+// initialise MPI without an Environment, where shared windows fail, and in the SMPI build (compiled
+// out). Every rank whose wait exceeds the limit reports its own paragraph (one write), then aborts
+// the job.
 
 #include <mpi.h>
 
