@@ -13,7 +13,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <distop/distop.hpp>
+#include <fstream>
 #include <functional>
+#include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -60,6 +63,30 @@ struct ComputeProfile {
     return p;
   }
 
+  // A text file of pack()'s numbers, one per line after the line "distop compute profile 1", so
+  // that the runs of a series (every rank count) replay one measurement. load() throws
+  // distop::Error when the file is not such a file.
+  void save(const std::string& path) const {
+    std::ofstream out(path);
+    out << "distop compute profile 1\n";
+    out.precision(17);
+    for (double x : pack()) out << x << '\n';
+    if (!out.flush()) throw Error("bench_simulated", "cannot write the compute profile " + path);
+  }
+  static ComputeProfile load(const std::string& path) {
+    std::ifstream in(path);
+    std::string header;
+    if (!std::getline(in, header) || header != "distop compute profile 1")
+      throw Error("bench_simulated", path + " is not a compute profile");
+    std::vector<double> v;
+    for (double x = 0; in >> x;) v.push_back(x);
+    try {
+      return unpack(v);
+    } catch (const std::out_of_range&) {
+      throw Error("bench_simulated", "the compute profile " + path + " is truncated");
+    }
+  }
+
   // Sent from `root` to every rank of `comm`.
   static ComputeProfile broadcast(const ComputeProfile& p, int root, MPI_Comm comm) {
     int rank = 0;
@@ -82,11 +109,16 @@ inline double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-// `seconds` of compute on this rank: simulated under SMPI, a busy wait otherwise.
+// `seconds` of compute on this rank: simulated under SMPI, a busy wait otherwise. Under SMPI the
+// host time the rank spent since its last MPI call is charged first and the timer restarted after
+// (smpi_execute_benched): with plain smpi_execute the rank's benchmark interval would span the
+// simulated compute, during which the other ranks of the process run, and their host time would
+// be charged to this rank (the compute-only step grew with the rank count, 50 ms injected became
+// 105 ms at 32 ranks).
 inline void inject_compute(double seconds) {
   if (seconds <= 0) return;
 #ifdef DISTOP_SMPI
-  smpi_execute(seconds);
+  smpi_execute_benched(seconds);
 #else
   const double end = thread_cpu_seconds() + seconds;
   while (thread_cpu_seconds() < end) {

@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <distop/distop.hpp>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -56,6 +57,7 @@ struct Settings {
   std::int64_t bytes = 1 << 20;
   std::size_t bucket_kib = 0;  // 0: the reducer's default caps
   bool injected = false;       // data_parallel: --compute injected
+  std::string compute_profile;  // --compute-profile: replayed if it exists, else measured to it
   cost::Machine machine{1e-6, 1.0 / 25e9, 1.0 / 10e9, 1.0 / 20e9};
 };
 
@@ -165,7 +167,14 @@ void run_data_parallel(const Settings& s, int ranks) {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     bench::ComputeProfile profile;
-    if (rank == 0) profile = bench::measure_compute(model.parameters(), real_forward, 2, 7);
+    if (rank == 0) {
+      if (!s.compute_profile.empty() && std::ifstream(s.compute_profile)) {
+        profile = bench::ComputeProfile::load(s.compute_profile);
+      } else {
+        profile = bench::measure_compute(model.parameters(), real_forward, 2, 7);
+        if (!s.compute_profile.empty()) profile.save(s.compute_profile);
+      }
+    }
     injected = std::make_unique<bench::InjectedStep>(
         model.parameters(), bench::ComputeProfile::broadcast(profile, 0, MPI_COMM_WORLD));
   }
@@ -272,6 +281,10 @@ int main(int argc, char** argv) {
                  "simulated compute)")
       ->check(CLI::IsMember({"measured", "injected"}))
       ->capture_default_str();
+  app.add_option("--compute-profile", s.compute_profile,
+                 "data_parallel with --compute injected: replay the compute profile in this file "
+                 "if it exists, else measure it and write it there (so that the runs of a series "
+                 "replay one measurement)");
   bool header = false;
   app.add_flag("--header", header, "Print the CSV header first");
   if (auto code = bench::parse_args(app, argc, argv)) return *code;

@@ -21,9 +21,10 @@
 #   DISTOP_SIM_CSV       also append the raw rows (with platform and wall seconds) to this file
 #   DISTOP_SIM_SMPI_ARGS further smpirun arguments (e.g. --cfg=smpi/allreduce:rdb)
 #   DISTOP_SIM_COMPUTE   data_parallel's compute: measured (default: every rank computes for
-#                        real and SMPI charges its host time) or injected (rank 0 measures the
-#                        forward and backward pass once, every rank replays them as simulated
-#                        compute; the communication, loss seed and optimizer step stay real)
+#                        real and SMPI charges its host time) or injected (rank 0 of the base
+#                        run measures the forward and backward pass once, every rank of every
+#                        run replays them as simulated compute; the communication, loss seed and
+#                        optimizer step stay real)
 #   DISTOP_SIM_SHARED_BYTES  tensors of this many bytes and more live in SMPI's shared malloc,
 #                        one physical copy for all ranks (contents meaningless; timing only).
 #                        Default 65536 with DISTOP_SIM_COMPUTE=injected, else 0 (off)
@@ -110,6 +111,9 @@ trap 'rm -rf "$hostfile" "$tmpdir" "$rows"' EXIT
 run() {  # program ranks
   local n=$2 log=$tmpdir/log.$1.$2 t0=$SECONDS args=()
   [ "$1" != data_parallel ] || args=(--compute "$compute")
+  # Injected: the first run (the base count) measures the compute profile, every later run of the
+  # series replays that same profile.
+  [ "$1" != data_parallel ] || [ "$compute" != injected ] || args+=(--compute-profile "$tmpdir/compute-profile")
   if [ "$n" -gt "$hosts" ]; then
     echo "simulate.sh: $n ranks, but $platform has $hosts hosts" >&2
     exit 1
