@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "distop/comm/collectives.hpp"
+#include "distop/comm/watchdog.hpp"
 #include "distop/core/error.hpp"
 
 namespace distop {
@@ -34,6 +35,18 @@ namespace {
 
 template <class T>
 using State = typename Pending<T>::State;
+
+// What a watchdog report written during one of the transfer's waits names
+// (comm::OperatorScope): the operator, the direction and the spaces.
+template <class T>
+std::string describe_transfer(const void* state, bool adjoint) {
+  const auto& s = *static_cast<const State<T>*>(state);
+  const auto space = [](const TensorSpace& t) {
+    return t.global_shape().str() + " on partition " + t.partition().shape().str();
+  };
+  return s.name + (adjoint ? " adjoint" : " forward") + " (domain " + space(s.domain) +
+         "; range " + space(s.range) + ")";
+}
 
 template <class T>
 std::shared_ptr<void> hold(const DistTensor<T>& t) {
@@ -66,7 +79,10 @@ std::shared_ptr<State<T>> started(Tape& tape, std::string name, const Var<T>& x,
               s->posted, s->name + ".start",
               "backward reached a transfer whose wait was not recorded on the same tape after "
               "its start");
-          s->backward.wait();
+          {
+            const comm::OperatorScope scope(s.get(), &describe_transfer<T>, true);
+            s->backward.wait();
+          }
           s->x.accumulate_grad(std::move(s->dx));
           s->dx = DistTensor<T>();
           s->dy = DistTensor<T>();
@@ -122,7 +138,10 @@ Var<T> wait(Tape& tape, Pending<T>& pending) {
   DISTOP_CHECK(s->tape == &tape, op, "wait is on another tape than the start");
   s->waited = true;
   pending.state_.reset();
-  s->forward.wait();
+  {
+    const comm::OperatorScope scope(s.get(), &describe_transfer<T>, false);
+    s->forward.wait();
+  }
   Var<T> y(std::move(s->y), s->x.requires_grad());
   s->y = DistTensor<T>();
   if (!s->x.requires_grad()) return y;

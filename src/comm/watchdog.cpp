@@ -295,7 +295,14 @@ double limit() {
   const char* op = g_op.load();
   const char* call = g_call.load();
   std::string what = op ? op : "an MPI call";
-  if (call && op && std::string(call) != op) what = std::string(call) + " [in " + op + "]";
+  std::string in;  // what the wait is part of: the distop wait around the MPI call, the operator
+  if (call && op && std::string(call) != op) {
+    what = call;
+    in = std::string("in ") + op;
+  }
+  const std::string running = running_operator();  // noexcept in effect: describe's errors caught
+  if (!running.empty()) in += (in.empty() ? "in " : ", in ") + running;
+  if (!in.empty()) what += " [" + in + "]";
   const int size = g_comm_size.load(), rank = g_comm_rank.load();
   if (size > 0)
     what += ", on a communicator of " + std::to_string(size) + " rank" + (size == 1 ? "" : "s") +
@@ -447,6 +454,54 @@ WatchedWait::~WatchedWait() {
   if (!outermost_) return;
   disarm();
   t_watched_span.end();
+}
+
+// The running operator (OperatorScope). The watchdog's thread reads a scope that lives on the
+// stack of the thread that opened it, so a scope must not end while it is read. A Dekker-style
+// handshake on sequentially consistent atomics ensures that: the reader sets g_reporting, then
+// loads g_scope and reads the scope; a scope's destructor takes itself out of g_scope, then spins
+// while g_reporting is set. In the single total order of these operations either the reader's load
+// of g_scope comes after the destructor's update (and does not see the ending scope), or the
+// reader's store to g_reporting comes before the destructor's load of it (and the destructor waits
+// until the reader is done). g_scope is only ever null or a live scope: a scope publishes itself,
+// and on ending restores its enclosing scope of the same thread (alive: it encloses this one) only
+// where g_scope still names it (a scope another thread opened since stays).
+namespace {
+std::atomic<const OperatorScope*> g_scope{nullptr};
+std::atomic<bool> g_reporting{false};
+[[maybe_unused]] thread_local const OperatorScope* t_scope = nullptr;  // this thread's innermost
+}  // namespace
+
+OperatorScope::OperatorScope(const void* op, Describe describe, bool adjoint) noexcept
+    : op_(op), describe_(describe), adjoint_(adjoint) {
+#if !DISTOP_SMPI  // the watchdog is off there
+  enclosing_ = t_scope;
+  t_scope = this;
+  g_scope.store(this);
+#endif
+}
+
+OperatorScope::~OperatorScope() {
+#if !DISTOP_SMPI
+  t_scope = enclosing_;
+  const OperatorScope* self = this;
+  g_scope.compare_exchange_strong(self, enclosing_);
+  while (g_reporting.load()) std::this_thread::yield();
+#endif
+}
+
+std::string running_operator() {
+  std::string text;
+  g_reporting.store(true);
+  if (const OperatorScope* s = g_scope.load()) {
+    try {
+      text = s->describe_(s->op_, s->adjoint_);
+    } catch (...) {
+      text.clear();  // a report without the operator rather than none
+    }
+  }
+  g_reporting.store(false);
+  return text;
 }
 
 namespace detail {

@@ -47,6 +47,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <string>
 
 namespace distop::comm {
 
@@ -76,5 +77,35 @@ class WatchedWait {
  private:
   bool outermost_ = false;
 };
+
+// Names, in a report written while its scope runs, the operator whose forward or adjoint runs
+// there: LinearOperator's apply and apply_adjoint, and the waits of the nonblocking transfers
+// (autodiff/nonblocking.hpp), open one. `op` is the operator (type-erased; it must outlive the
+// scope) and `describe` makes its text ("Broadcast adjoint (domain [4, 120] on partition [1, 1];
+// range ...)"); it is called only when a report is written, on the watchdog's thread, and may
+// throw (the report then names no operator). Scopes nest: the innermost names the report. Cheap:
+// a few atomic operations and no string, also with the watchdog off; compiled out in the SMPI
+// build. distop drives MPI from one thread: where several threads open scopes at once, the report
+// names the latest one opened.
+class OperatorScope {
+ public:
+  using Describe = std::string (*)(const void* op, bool adjoint);
+  OperatorScope(const void* op, Describe describe, bool adjoint) noexcept;
+  ~OperatorScope();
+  OperatorScope(const OperatorScope&) = delete;
+  OperatorScope& operator=(const OperatorScope&) = delete;
+
+ private:
+  friend std::string running_operator();
+  const void* op_;
+  Describe describe_;
+  bool adjoint_;
+  const OperatorScope* enclosing_ = nullptr;  // this thread's scope around this one
+};
+
+// The text of the innermost OperatorScope open now ("" if none, or if describing it threw). Safe
+// to call from another thread than the scope's (the watchdog's): a scope that ends meanwhile waits
+// until the description is made.
+std::string running_operator();
 
 }  // namespace distop::comm

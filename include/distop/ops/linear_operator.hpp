@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "distop/comm/watchdog.hpp"
 #include "distop/dist/dist_tensor.hpp"
 #include "distop/dist/tensor_space.hpp"
 
@@ -54,16 +55,31 @@ class LinearOperator {
   virtual CommStats forward_stats() const { return {}; }
   virtual CommStats adjoint_stats() const { return {}; }
 
-  // Convenience: a new tensor in range() holding F x, and one in domain() holding F* y.
+  // Convenience: a new tensor in range() holding F x, and one in domain() holding F* y. A hang
+  // watchdog's report written meanwhile names the operator, the direction and the spaces
+  // (comm::OperatorScope; a few atomic operations per call).
   DistTensor<T> apply(const DistTensor<T>& x) const {
+    const comm::OperatorScope scope(this, &describe_for_watchdog, false);
     auto y = DistTensor<T>::uninitialized(range());
     forward(x, y);
     return y;
   }
   DistTensor<T> apply_adjoint(const DistTensor<T>& y) const {
+    const comm::OperatorScope scope(this, &describe_for_watchdog, true);
     auto x = DistTensor<T>::uninitialized(domain());
     adjoint(y, x);
     return x;
+  }
+
+  // "<name> forward (domain [4, 120] on partition [1, 1]; range [4, 120] on partition [2, 1])"
+  // (or adjoint) for the operator `op`, a LinearOperator<T>: what comm::OperatorScope names.
+  static std::string describe_for_watchdog(const void* op, bool adjoint) {
+    const auto& f = *static_cast<const LinearOperator<T>*>(op);
+    const auto space = [](const TensorSpace& s) {
+      return s.global_shape().str() + " on partition " + s.partition().shape().str();
+    };
+    return f.name() + (adjoint ? " adjoint" : " forward") + " (domain " + space(f.domain()) +
+           "; range " + space(f.range()) + ")";
   }
 
  protected:

@@ -48,3 +48,16 @@ TEST(Harness, AnEarlyReturnBeforeACollectiveEndsInTheWatchdogsReport) {
   // The ranks share a node: the report names the other rank, waiting in another operation.
   EXPECT_NE(o.output.find("Waiting in another operation: rank "), std::string::npos) << o.output;
 }
+
+TEST(Harness, TheWatchdogsReportNamesTheOperatorItWaitsIn) {
+  const auto o = run_faults("SkipsABroadcastsAdjoint", "env DISTOP_WATCHDOG_SECONDS=2 ");
+  EXPECT_NE(o.status, 0) << o.output;
+  EXPECT_NE(o.status, 124) << "hung:\n" << o.output;
+  // Rank 0 waits in the broadcast's adjoint (a reduction onto it), which the report names with
+  // its direction and its spaces: the source [1, 1] partition of rank 0, the [2, 1] of both.
+  EXPECT_NE(o.output.find("distop watchdog: rank 0"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("in Broadcast adjoint (domain [4, 120] on partition [1, 1]; range "
+                          "[4, 120] on partition [2, 1])"),
+            std::string::npos)
+      << o.output;
+}
