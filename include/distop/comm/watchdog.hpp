@@ -18,15 +18,18 @@
 // watched call checks the wait in progress a few times per limit (at most every second).
 //
 // The report, on stderr of the rank that waited too long, then MPI_Abort(MPI_COMM_WORLD, 70):
-//   distop watchdog: rank 0 (host, pid 1234) has waited 3.0 s in MPI_Wait [in allreduce_sum,
-//   on a communicator of 2 ranks (its rank 0)] at training step 17 [during <context>]; no
-//   progress within
-//   DISTOP_WATCHDOG_SECONDS=3: aborting the job (is a rank stopped, dead, or in another
+//   distop watchdog: rank 0 (host, pid 1234) has waited 3.0 s in MPI_Wait [in reduce_sum, in
+//   Broadcast adjoint (domain [4, 120] on partition [1, 1]; range [4, 120] on partition [3, 1])],
+//   on a communicator of 3 ranks (its rank 0) at training step 17 [during <context>]; no progress
+//   within DISTOP_WATCHDOG_SECONDS=3: aborting the job (is a rank stopped, dead, or in another
 //   collective?)
 //     on this node (3 ranks; this rank has entered 1797 waits): not arrived: rank 1 (pid 4321,
-//     stopped; waiting for 3.1 s in MPI_Allreduce on 3 ranks, at step 17, 1796 waits entered).
-//     Waiting in another operation: none. Waiting in MPI_Allreduce on 3 ranks too: rank 2. Ranks
+//     stopped; waiting for 3.1 s in reduce_sum on 3 ranks, at step 17, 1796 waits entered).
+//     Waiting in another operation: none. Waiting in reduce_sum on 3 ranks too: rank 2. Ranks
 //     on other nodes cannot be seen from here.
+// The brackets name what the MPI call is part of: the distop wait around it (WatchedWait), and the
+// operator whose apply or apply_adjoint runs (OperatorScope below) with its direction and spaces
+// (global shape, partition shape); a forward or adjoint called directly is not named.
 // The second line names the ranks that have not arrived, as far as this rank can tell: MPI does not
 // say, so distop::Environment opens a status board per node (MPI_Comm_split_type of the ranks
 // sharing memory, MPI_Win_allocate_shared; a slot per rank) where each rank publishes, with a few
