@@ -4,7 +4,9 @@
 //
 //   mpiexec.mpich -n 2 build/benchmarks/bench_data_parallel [--batch 64] [--steps 30] [--csv]
 //
-// Modes, each timed as the median over --steps steps (a step's time is the slowest rank's):
+// Modes, each timed as the median over --steps steps (a step's time is the slowest rank's), taking
+// turns in blocks of 5 steps with the order rotated every round (after --warmup steps of the
+// first mode; each block builds its reducer and runs 2 untimed steps first):
 //   compute      backward without any reduction (GradientReducer::backward_no_sync): the floor
 //   after        every bucket's all-reduce started after backward (overlap off), then waited
 //   overlap      buckets of the default caps (1 MiB first, 25 MiB others), started during backward
@@ -20,6 +22,7 @@
 #include <cstdio>
 #include <distop/distop.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_util.hpp"
@@ -56,38 +59,69 @@ int main(int argc, char** argv) {
   const bench::CnnBatch data(model, batch);
   optim::SGD<float> opt(model.parameters(), {.lr = 1e-4, .momentum = 0.9});
 
-  auto measure = [&](const std::string& mode, parallel::ReducerOptions options, bool reduce) {
-    parallel::GradientReducer<float> reducer(model, replicas, options);
+  // The modes take turns, in blocks of kBlock timed steps, the order rotated every round, so that
+  // the shared machine's drift falls on every mode alike. A parameter has one ready hook, so one
+  // reducer at a time: each block builds its mode's reducer (outside the timed steps) and runs
+  // kSettle untimed steps first, the first of which rebuilds the buckets in the order the
+  // gradients became ready, the second the first with the rebuilt buckets.
+  struct Mode {
+    Mode(std::string n, parallel::ReducerOptions o, bool r)
+        : name(std::move(n)), options(o), reduce(r) {}
+    std::string name;
+    parallel::ReducerOptions options;
+    bool reduce;
     std::vector<double> times, waits;
-    for (int s = 0; s < warmup + steps; ++s) {
-      MPI_Barrier(MPI_COMM_WORLD);
-      const auto t0 = std::chrono::steady_clock::now();
-      Tape tape;
-      auto loss = data.loss(tape, model);
-      if (reduce)
-        reducer.backward(tape, loss);
-      else
-        reducer.backward_no_sync(tape, loss);
-      opt.step();
-      opt.zero_grad();
-      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (s >= warmup) {
-        times.push_back(max_over_ranks(t));
-        waits.push_back(max_over_ranks(reduce ? reducer.last_wait_seconds() : 0.0));
-      }
-    }
-    return Row{mode, bench::median(times) * 1e3, bench::median(waits) * 1e3,
-               reducer.buckets().size()};
+    std::size_t buckets = 0;
   };
-
-  std::vector<Row> rows;
-  rows.push_back(measure("compute", {}, false));
-  rows.push_back(measure("after", {.overlap = false}, true));
-  rows.push_back(measure("overlap", {}, true));
+  std::vector<Mode> modes;
+  modes.emplace_back("compute", parallel::ReducerOptions{}, false);
+  modes.emplace_back("after", parallel::ReducerOptions{.overlap = false}, true);
+  modes.emplace_back("overlap", parallel::ReducerOptions{}, true);
   for (const std::size_t kib : {64, 256, 1024, 4096})
-    rows.push_back(measure("overlap-" + std::to_string(kib),
-                           {.first_bucket_bytes = kib << 10, .bucket_bytes = kib << 10}, true));
-  rows.push_back(measure("layers", {.grouping = parallel::ReducerOptions::Grouping::layers}, true));
+    modes.emplace_back(
+        "overlap-" + std::to_string(kib),
+        parallel::ReducerOptions{.first_bucket_bytes = kib << 10, .bucket_bytes = kib << 10}, true);
+  modes.emplace_back(
+      "layers", parallel::ReducerOptions{.grouping = parallel::ReducerOptions::Grouping::layers},
+      true);
+
+  auto step = [&](parallel::GradientReducer<float>& reducer, bool reduce) {
+    Tape tape;
+    auto loss = data.loss(tape, model);
+    if (reduce)
+      reducer.backward(tape, loss);
+    else
+      reducer.backward_no_sync(tape, loss);
+    opt.step();
+    opt.zero_grad();
+  };
+  constexpr int kBlock = 5, kSettle = 2;
+  {
+    parallel::GradientReducer<float> reducer(model, replicas, modes.front().options);
+    for (int s = 0; s < warmup; ++s) step(reducer, false);
+  }
+  const int rounds = (steps + kBlock - 1) / kBlock;
+  for (int round = 0; round < rounds; ++round) {
+    for (std::size_t k = 0; k < modes.size(); ++k) {
+      Mode& m = modes[(k + static_cast<std::size_t>(round)) % modes.size()];
+      parallel::GradientReducer<float> reducer(model, replicas, m.options);
+      for (int s = 0; s < kSettle; ++s) step(reducer, m.reduce);
+      for (int s = 0; s < kBlock && static_cast<int>(m.times.size()) < steps; ++s) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        const auto t0 = std::chrono::steady_clock::now();
+        step(reducer, m.reduce);
+        const double t =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        m.times.push_back(max_over_ranks(t));
+        m.waits.push_back(max_over_ranks(m.reduce ? reducer.last_wait_seconds() : 0.0));
+      }
+      m.buckets = reducer.buckets().size();
+    }
+  }
+  std::vector<Row> rows;
+  for (const Mode& m : modes)
+    rows.push_back(
+        Row{m.name, bench::median(m.times) * 1e3, bench::median(m.waits) * 1e3, m.buckets});
 
   // The all-reduce of the same bytes alone, one message.
   const double allreduce_ms =
