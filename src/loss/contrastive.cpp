@@ -17,6 +17,8 @@
 #include "distop/autodiff/function.hpp"
 #include "distop/comm/agree.hpp"
 #include "distop/comm/mpi.hpp"
+#include "distop/comm/watchdog.hpp"
+#include "distop/core/timers.hpp"
 #include "distop/kernels/axpy.hpp"
 #include "distop/kernels/gemm.hpp"
 #include "distop/nn/normalize.hpp"
@@ -385,6 +387,22 @@ DistTensor<T> link_buffer(const TensorSpace& space, const Tensor<T>& buffer) {
   return DistTensor<T>::from_local(space, buffer.slice(0, space.local_shape()));
 }
 
+// An operator's forward (adjoint) called into a given output, seen as distop::apply's are: on the
+// timers and the trace under its name ("<name>.adjoint" for the adjoint), and named by the hang
+// watchdog's report (comm::OperatorScope).
+template <class T>
+void run_forward(const LinearOperator<T>& op, const DistTensor<T>& x, DistTensor<T>& y) {
+  const timers::Scope timer(timers::enabled() ? op.name() : std::string());
+  const comm::OperatorScope scope(&op, &LinearOperator<T>::describe_for_watchdog, false);
+  op.forward(x, y);
+}
+template <class T>
+void run_adjoint(const LinearOperator<T>& op, const DistTensor<T>& y, DistTensor<T>& x) {
+  const timers::Scope timer(timers::enabled() ? op.name() + ".adjoint" : std::string());
+  const comm::OperatorScope scope(&op, &LinearOperator<T>::describe_for_watchdog, true);
+  op.adjoint(y, x);
+}
+
 // The sums over the ranks of batch_comm of each rank's x0 and x1 (the loss's partial sums, the
 // scalars' gradients), by batch_comm's AllSumReduce on a [2] tensor in the tensors' memory space.
 // AllSumReduce adds in one order and hands every rank the same sum (MPICH's allreduce adds
@@ -393,7 +411,7 @@ std::array<double, 2> sum_over_ranks(const AllSumReduce<double>& op, double x0, 
   const DistTensor<double> mine =
       DistTensor<double>::from_local(op.domain(), Tensor<double>::from_vector(Shape{2}, {x0, x1}));
   DistTensor<double> sum = DistTensor<double>::uninitialized(op.range());
-  op.forward(mine, sum);
+  run_forward<double>(op, mine, sum);
   const std::vector<double> v = sum.local().to_vector();
   return {v[0], v[1]};
 }
@@ -465,7 +483,7 @@ double forward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine) {
       // allgather_nograd when some rank holds none).
       const LinearOperator<T>& gather = *sv.movers->gather;
       DistTensor<T> all = DistTensor<T>::uninitialized(gather.range());
-      gather.forward(in_space(sv.movers->rows, sv.payload), all);
+      run_forward(gather, in_space(sv.movers->rows, sv.payload), all);
       sv.gathered = all.local();
       if (prm.strategy == ContrastiveStrategy::allgather_nograd) return forward_all(sv, engine);
       std::int64_t total = 0;
@@ -486,7 +504,7 @@ double forward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine) {
     case ContrastiveStrategy::gather: {
       const LinearOperator<T>& gather = *sv.movers->gather;
       DistTensor<T> all = DistTensor<T>::uninitialized(gather.range());
-      gather.forward(in_space(sv.movers->rows, sv.payload), all);
+      run_forward(gather, in_space(sv.movers->rows, sv.payload), all);
       sv.gathered = all.local();  // empty but on the root
       // The root's loss; the other ranks add zeros.
       const double loss = p == prm.root ? forward_all(sv, engine) : 0.0;
@@ -566,7 +584,7 @@ std::array<double, 2> backward_pass(Saved<T>& sv, const Params& prm, const Engin
       if (p == prm.root) backward_all(&dall.local());
       // The adjoint of the gather, a scatter, overwrites dx with this rank's rows' gradient.
       DistTensor<T> mine = in_space(sv.movers->rows, dx);
-      gather.adjoint(dall, mine);
+      run_adjoint(gather, dall, mine);
       // One rank: the gather is a pass-through, whose adjoint hands back dall's storage instead.
       if (rows > 0 && mine.data() != dx.data())
         dx.slice(0, Shape{2 * rows, d}).copy_from(mine.local());
@@ -585,7 +603,7 @@ std::array<double, 2> backward_pass(Saved<T>& sv, const Params& prm, const Engin
       sv.stored = Tensor<T>();
       // The adjoint of the all-gather, a reduce-scatter, returns each block's summed copies.
       DistTensor<T> mine = DistTensor<T>::uninitialized(sv.movers->rows);
-      gather.adjoint(dall, mine);
+      run_adjoint(gather, dall, mine);
       if (rows > 0) {  // a rank without rows has nothing to add
         Tensor<T> g = dx.slice(0, Shape{2 * rows, d});
         kernels::axpy(T(1), mine.local(), g);

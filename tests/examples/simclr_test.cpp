@@ -261,4 +261,11 @@ TEST_F(Simclr, RunsThroughTheTrainingDriver) {
       run_simclr(data_ + "--no-probe --steps 2 --zero 1 --profile --trace " + trace.string(), 2);
   ASSERT_EQ(z.status, 0) << z.output;
   EXPECT_TRUE(std::filesystem::exists(trace)) << z.output;
+  // The loss's own movers (the default strategy's AllGather and its adjoint, the partial sums'
+  // AllSumReduce) are on the timeline as operators, as distop::apply's are.
+  const std::string events = file_bytes(trace);
+  for (const char* event :
+       {R"({"name":"AllGather","cat":"op")", R"({"name":"AllGather.adjoint","cat":"adjoint")",
+        R"({"name":"AllSumReduce","cat":"op")"})
+    EXPECT_NE(events.find(event), std::string::npos) << event;
 }

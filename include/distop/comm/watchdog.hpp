@@ -29,7 +29,8 @@
 //     on other nodes cannot be seen from here.
 // The brackets name what the MPI call is part of: the distop wait around it (WatchedWait), and the
 // operator whose apply or apply_adjoint runs (OperatorScope below) with its direction and spaces
-// (global shape, partition shape); a forward or adjoint called directly is not named.
+// (global shape, partition shape); a forward or adjoint called directly (not through apply,
+// apply_adjoint or an OperatorScope of its own) is not named.
 // The second line names the ranks that have not arrived, as far as this rank can tell: MPI does not
 // say, so distop::Environment opens a status board per node (MPI_Comm_split_type of the ranks
 // sharing memory, MPI_Win_allocate_shared; a slot per rank) where each rank publishes, with a few
