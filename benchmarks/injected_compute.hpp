@@ -5,8 +5,8 @@
 // an smpi_execute of its measured duration (under SimGrid SMPI; a busy wait of that much CPU time
 // under plain MPI), so that the gradient reducer sees its parameters become ready in the same
 // order, at the same times and between the same progress calls as in the real backward pass,
-// while no rank holds activations or spends host time computing them. The communication (the reducer's buckets), the
-// optimizer step and the loss seed stay real.
+// while no rank holds activations or spends host time computing them. The communication (the
+// reducer's buckets), the optimizer step and the loss seed stay real.
 #include <mpi.h>
 #include <time.h>
 

@@ -55,8 +55,8 @@ struct Settings {
   std::int64_t batch = 64;
   int model_ranks = 2;
   std::int64_t bytes = 1 << 20;
-  std::size_t bucket_kib = 0;  // 0: the reducer's default caps
-  bool injected = false;       // data_parallel: --compute injected
+  std::size_t bucket_kib = 0;   // 0: the reducer's default caps
+  bool injected = false;        // data_parallel: --compute injected
   std::string compute_profile;  // --compute-profile: replayed if it exists, else measured to it
   cost::Machine machine{1e-6, 1.0 / 25e9, 1.0 / 10e9, 1.0 / 20e9};
 };
