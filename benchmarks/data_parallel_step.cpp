@@ -88,12 +88,7 @@ int main(int argc, char** argv) {
   auto step = [&](parallel::GradientReducer<float>& reducer, bool reduce) {
     Tape tape;
     auto loss = data.loss(tape, model);
-    if (reduce)
-      reducer.backward(tape, loss);
-    else
-      reducer.backward_no_sync(tape, loss);
-    opt.step();
-    opt.zero_grad();
+    bench::finish_step(reducer, tape, loss, reduce, opt);
   };
   constexpr int kBlock = 5, kSettle = 2;
   {

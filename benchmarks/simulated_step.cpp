@@ -182,12 +182,7 @@ void run_data_parallel(const Settings& s, int ranks) {
   auto step = [&](bool reduce) {
     Tape tape;
     auto loss = injected ? injected->forward(tape) : real_forward(tape);
-    if (reduce)
-      reducer.backward(tape, loss);
-    else
-      reducer.backward_no_sync(tape, loss);
-    opt.step();
-    opt.zero_grad();
+    bench::finish_step(reducer, tape, loss, reduce, opt);
   };
   const double compute_ms = time_steps(s, [&] { step(false); });
   const double step_ms = time_steps(s, [&] { step(true); });
