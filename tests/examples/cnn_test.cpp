@@ -12,10 +12,9 @@
 #include <vector>
 
 #include "cifar_files.hpp"
-#include "distop/core/random.hpp"
-#include "distop/data/idx.hpp"
 #include "distop/io/safetensors.hpp"
 #include "run_example.hpp"
+#include "small_idx_dataset.hpp"
 
 namespace fs = std::filesystem;
 using distop::Shape;
@@ -60,24 +59,6 @@ std::int64_t expect_state_dict(const fs::path& path, std::int64_t channels, std:
     count += f.shape(name).numel();
   }
   return count;
-}
-
-// A small Fashion-MNIST-like data set of random 28 x 28 images (256 for training, 64 for testing),
-// for the runs whose point is not the data: each run then evaluates in milliseconds.
-fs::path write_small_data_set(const fs::path& dir) {
-  fs::create_directories(dir);
-  for (const bool train : {true, false}) {
-    const std::int64_t n = train ? 256 : 64;
-    distop::data::IdxArray images{{n, 28, 28}, {}}, labels{{n}, {}};
-    for (std::int64_t i = 0; i < n * 28 * 28; ++i)
-      images.data.push_back(
-          static_cast<std::uint8_t>(distop::random::bits(train, static_cast<std::uint64_t>(i))));
-    for (std::int64_t i = 0; i < n; ++i) labels.data.push_back(static_cast<std::uint8_t>(i % 10));
-    const std::string stem = train ? "train" : "t10k";
-    distop::data::write_idx((dir / (stem + "-images-idx3-ubyte")).string(), images, false);
-    distop::data::write_idx((dir / (stem + "-labels-idx1-ubyte")).string(), labels, false);
-  }
-  return dir;
 }
 
 // The checkpoint of `dir` rewritten with its metadata entry `key` replaced by `value`, or left out
@@ -132,7 +113,8 @@ TEST_F(Cnn, SavesTheStateDictOfAPyTorchModule) {
 // the call count the checkpoint carries.
 TEST_F(Cnn, ResumeContinuesExactlyAsAnUninterruptedRun) {
   const auto w = dir_;
-  const std::string data = "--data " + write_small_data_set(w / "data").string() + " ";
+  const std::string data =
+      "--data " + distop::test::write_small_idx_dataset(w / "data").string() + " ";
   auto a = run_cnn(data + "--steps 6 --loss-log " + (w / "a.txt").string() + " --save " +
                    (w / "a.safetensors").string() + " --checkpoint-dir " + (w / "ckpt-a").string());
   ASSERT_EQ(a.status, 0) << a.output;
@@ -156,7 +138,8 @@ TEST_F(Cnn, ResumeContinuesExactlyAsAnUninterruptedRun) {
 
 TEST_F(Cnn, CheckpointWithoutItsDropoutCountIsAClearError) {
   const auto ckpt = dir_ / "ckpt";
-  const std::string data = "--data " + write_small_data_set(dir_ / "data").string() + " ";
+  const std::string data =
+      "--data " + distop::test::write_small_idx_dataset(dir_ / "data").string() + " ";
   auto o = run_cnn(data + "--steps 1 --checkpoint-dir " + ckpt.string());
   ASSERT_EQ(o.status, 0) << o.output;
   edit_checkpoint_metadata(ckpt, "user.dropout_calls.dropout", "three");
@@ -217,7 +200,7 @@ TEST_F(Cnn, TrainsAsOneReplicaPerRank) {
 // every rank alike (no abort), before the model or a batch is allocated.
 TEST_F(Cnn, ABatchTooLargeForTheMemoryIsAnErrorNamingTheFlag) {
   const auto o = distop::test::run_example(DISTOP_MPIEXEC, DISTOP_CNN, 2,
-                                          "--quiet --steps 1 --batch-size 100000000", 300);
+                                           "--quiet --steps 1 --batch-size 100000000", 300);
   expect_clean_failure(o, "--batch-size 100000000 needs ");
   EXPECT_NE(o.output.find(" of memory"), std::string::npos) << o.output;
 }

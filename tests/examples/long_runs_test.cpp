@@ -22,11 +22,10 @@
 #include <thread>
 #include <vector>
 
-#include "distop/core/random.hpp"
-#include "distop/data/idx.hpp"
 #include "distop/io/run_directory.hpp"
 #include "distop/io/safetensors.hpp"
 #include "run_example.hpp"
+#include "small_idx_dataset.hpp"
 
 namespace fs = std::filesystem;
 using distop::test::expect_clean_failure;
@@ -37,24 +36,6 @@ namespace {
 
 fs::path work() { return fs::path(DISTOP_MLP_WORK_DIR) / "long_runs"; }
 
-// A small Fashion-MNIST-like data set of random 28 x 28 images (256 for training: 8 steps of 32
-// per epoch; 64 for testing).
-fs::path write_small_data_set(const fs::path& dir, std::int64_t train_size = 256) {
-  fs::create_directories(dir);
-  for (const bool train : {true, false}) {
-    const std::int64_t n = train ? train_size : 64;
-    distop::data::IdxArray images{{n, 28, 28}, {}}, labels{{n}, {}};
-    for (std::int64_t i = 0; i < n * 28 * 28; ++i)
-      images.data.push_back(
-          static_cast<std::uint8_t>(distop::random::bits(train, static_cast<std::uint64_t>(i))));
-    for (std::int64_t i = 0; i < n; ++i) labels.data.push_back(static_cast<std::uint8_t>(i % 10));
-    const std::string stem = train ? "train" : "t10k";
-    distop::data::write_idx((dir / (stem + "-images-idx3-ubyte")).string(), images, false);
-    distop::data::write_idx((dir / (stem + "-labels-idx1-ubyte")).string(), labels, false);
-  }
-  return dir;
-}
-
 class LongRuns : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -62,7 +43,7 @@ class LongRuns : public ::testing::Test {
     dir_ = work() / info->name();
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    data_ = write_small_data_set(work() / "data");
+    data_ = distop::test::write_small_idx_dataset(work() / "data");
   }
   // The MLP at `ranks` ranks, quiet, with --hidden 32, --batch-size 32 and the small data set
   // unless `args` gives them.
@@ -385,7 +366,7 @@ TEST_F(LongRuns, InputsThatCannotTrainAreErrors) {
   expect_clean_failure(run("--steps 1 --hidden 64,,32"), "--hidden has an empty entry");
   expect_clean_failure(run("--steps 1 --hidden 64,"), "--hidden has an empty entry");
   expect_clean_failure(run("--steps 1 --hidden 100000000000"), "bytes per rank, more than the");
-  const auto empty = write_small_data_set(dir_ / "empty", 0);
+  const auto empty = distop::test::write_small_idx_dataset(dir_ / "empty", 0);
   expect_clean_failure(run("--steps 1 --data " + empty.string()), "has no examples");
 
   const auto w = (dir_ / "w.safetensors").string();
