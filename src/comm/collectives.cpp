@@ -198,6 +198,13 @@ Request::Request(Kind kind, std::function<void()> complete, std::function<void()
       complete_(std::move(complete)),
       let_go_(std::move(let_go)) {}
 
+Request::Request(Kind kind, std::function<bool()> progress, std::function<void()> complete,
+                 std::function<void()> let_go)
+    : kind_(complete ? kind : Kind::kNone),
+      progress_(std::move(progress)),
+      complete_(std::move(complete)),
+      let_go_(std::move(let_go)) {}
+
 Request Request::with_completion(Request posted, std::function<void()> on_complete) {
   if (!posted.active()) {
     // Already complete (an empty transfer MPI finished at once): the completion runs now.
@@ -219,6 +226,7 @@ Request::Request(Request&& other) noexcept
     : kind_(std::exchange(other.kind_, Kind::kNone)),
       request_(std::exchange(other.request_, MPI_REQUEST_NULL)),
       on_complete_(std::exchange(other.on_complete_, nullptr)),
+      progress_(std::exchange(other.progress_, nullptr)),
       complete_(std::exchange(other.complete_, nullptr)),
       let_go_(std::exchange(other.let_go_, nullptr)),
       keep_(std::move(other.keep_)) {
@@ -231,6 +239,7 @@ Request& Request::operator=(Request&& other) noexcept {
     kind_ = std::exchange(other.kind_, Kind::kNone);
     request_ = std::exchange(other.request_, MPI_REQUEST_NULL);
     on_complete_ = std::exchange(other.on_complete_, nullptr);
+    progress_ = std::exchange(other.progress_, nullptr);
     complete_ = std::exchange(other.complete_, nullptr);
     let_go_ = std::exchange(other.let_go_, nullptr);
     keep_ = std::move(other.keep_);
@@ -253,6 +262,7 @@ void Request::wait() {
     if (complete_) {
       auto complete = std::move(complete_);
       complete_ = nullptr;
+      progress_ = nullptr;
       let_go_ = nullptr;
       complete();
     } else {
@@ -276,10 +286,17 @@ bool Request::test() {
     keep_.clear();
     return true;
   }
-  if (complete_) return false;  // NCCL: completed by wait()
   int done = 0;
-  DISTOP_MPI_CHECK(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "Request::test");
-  if (!done) return false;
+  if (complete_) {
+    if (!progress_) return false;  // NCCL: completed by wait()
+    if (!progress_()) return false;
+    complete_ = nullptr;
+    progress_ = nullptr;
+    let_go_ = nullptr;
+  } else {
+    DISTOP_MPI_CHECK(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "Request::test");
+    if (!done) return false;
+  }
   kind_ = Kind::kNone;
   request_ = MPI_REQUEST_NULL;
   auto complete = std::move(on_complete_);
@@ -312,6 +329,7 @@ void Request::abandon() noexcept {
   if (!released) bury(keep_);
   keep_.clear();
   on_complete_ = nullptr;
+  progress_ = nullptr;
   complete_ = nullptr;
   let_go_ = nullptr;
   kind_ = Kind::kNone;
@@ -381,10 +399,154 @@ Request iallreduce_sum(const T* send, T* recv, std::int64_t count, MPI_Comm comm
   return Request();
 }
 
+namespace {
+
+// A tag of its own for each pairwise exchange on a communicator: a counter cached on it (every
+// rank posts its exchanges on comm in the same order, so the counters agree), cycling through
+// [kFirstPairwiseTag, kFirstPairwiseTag + kPairwiseTags).
+constexpr int kFirstPairwiseTag = 1 << 14;
+constexpr int kPairwiseTags = (1 << 15) - 1 - kFirstPairwiseTag;
+
+int delete_counter(MPI_Comm, int, void* value, void*) {
+  delete static_cast<std::uint64_t*>(value);
+  return MPI_SUCCESS;
+}
+
+int next_pairwise_tag(MPI_Comm comm) {
+  static int keyval = MPI_KEYVAL_INVALID;
+  if (keyval == MPI_KEYVAL_INVALID)
+    DISTOP_MPI_CHECK(
+        MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_counter, &keyval, nullptr),
+        "pairwise exchange");
+  void* value = nullptr;
+  int found = 0;
+  DISTOP_MPI_CHECK(MPI_Comm_get_attr(comm, keyval, &value, &found), "pairwise exchange");
+  auto* counter = static_cast<std::uint64_t*>(value);
+  if (!found) {
+    counter = new std::uint64_t(0);
+    DISTOP_MPI_CHECK(MPI_Comm_set_attr(comm, keyval, counter), "pairwise exchange");
+  }
+  return kFirstPairwiseTag + static_cast<int>((*counter)++ % kPairwiseTags);
+}
+
+// The rounds of a pairwise exchange and the ones in flight (ExchangeSchedule::kPairwise).
+template <class T>
+class PairwiseExchange {
+ public:
+  struct Round {
+    const T* send;
+    std::int64_t send_count;
+    int dest;
+    T* recv;
+    std::int64_t recv_count;
+    int source;
+  };
+
+  PairwiseExchange(std::vector<Round> rounds, int window, MPI_Comm comm)
+      : rounds_(std::move(rounds)), window_(window), tag_(next_pairwise_tag(comm)), comm_(comm) {
+    post();
+  }
+
+  // Retires the rounds in flight that have finished, posts the next ones; whether all finished.
+  bool progress() {
+    for (std::size_t i = 0; i < flight_.size();) {
+      InFlight& f = flight_[i];
+      // Both tested each time: a test also advances MPI's progress.
+      const bool received = f.recv.test();
+      const bool sent = f.send.test();
+      if (received && sent) {
+        flight_.erase(flight_.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+    post();
+    return flight_.empty();
+  }
+
+  // Drives the rest to completion: waits for the oldest round in flight, posts the next.
+  void complete() {
+    while (!flight_.empty()) {
+      flight_.front().recv.wait();
+      flight_.front().send.wait();
+      flight_.erase(flight_.begin());
+      post();
+    }
+  }
+
+  // Gives up without blocking: each round's requests abandon themselves (receives cancelled,
+  // sends freed); the rounds not posted are never posted.
+  void let_go() noexcept {
+    next_ = rounds_.size();
+    flight_.clear();
+  }
+
+ private:
+  struct InFlight {
+    Request recv;
+    Request send;
+  };
+
+  void post() {
+    while (flight_.size() < static_cast<std::size_t>(window_) && next_ < rounds_.size()) {
+      const Round& r = rounds_[next_++];
+      InFlight f;
+      if (r.recv_count > 0) f.recv = irecv(r.recv, r.recv_count, r.source, tag_, comm_);
+      if (r.send_count > 0) f.send = isend(r.send, r.send_count, r.dest, tag_, comm_);
+      flight_.push_back(std::move(f));
+    }
+  }
+
+  std::vector<Round> rounds_;
+  std::size_t next_ = 0;
+  int window_;
+  int tag_;
+  MPI_Comm comm_;
+  std::vector<InFlight> flight_;
+};
+
+template <class T>
+Request start_pairwise(std::vector<typename PairwiseExchange<T>::Round> rounds, int window,
+                       MPI_Comm comm) {
+  auto exchange = std::make_shared<PairwiseExchange<T>>(std::move(rounds), window, comm);
+  if (exchange->progress()) return Request();
+  return Request(
+      Request::Kind::kCollective, [exchange] { return exchange->progress(); },
+      [exchange] { exchange->complete(); }, [exchange]() noexcept { exchange->let_go(); });
+}
+
+bool takes_pairwise(ExchangeSchedule schedule, Backend chosen, const char* op) {
+  if (schedule.form != ExchangeSchedule::Form::kPairwise) return false;
+  DISTOP_CHECK(schedule.window >= 1, op, "a pairwise exchange's window is at least 1 round, not ",
+               schedule.window);
+  return chosen != Backend::kNccl;  // NCCL: its grouped path either way
+}
+
+}  // namespace
+
 template <class T>
 Request ialltoallv(const T* send, const int* send_counts, const int* send_displs, T* recv,
-                   const int* recv_counts, const int* recv_displs, MPI_Comm comm) {
+                   const int* recv_counts, const int* recv_displs, MPI_Comm comm,
+                   ExchangeSchedule schedule) {
   const Memory memory = memory_of(send ? static_cast<const void*>(send) : recv);
+  if (takes_pairwise(schedule, backend(memory), "ialltoallv")) {
+    int rank = 0;
+    int size = 1;
+    DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &rank), "ialltoallv");
+    DISTOP_MPI_CHECK(MPI_Comm_size(comm, &size), "ialltoallv");
+    DISTOP_CHECK(send_counts[rank] == recv_counts[rank], "ialltoallv", "this rank sends ",
+                 send_counts[rank], " entries to itself but receives ", recv_counts[rank]);
+    copy(send + send_displs[rank], recv + recv_displs[rank], send_counts[rank]);
+    std::vector<typename PairwiseExchange<T>::Round> rounds;
+    rounds.reserve(static_cast<std::size_t>(size - 1));
+    for (int k = 1; k < size; ++k) {
+      const int dest = (rank + k) % size;
+      const int source = (rank - k + size) % size;
+      rounds.push_back({send + send_displs[dest], send_counts[dest], dest,
+                        recv + recv_displs[source], recv_counts[source], source});
+    }
+    return start_pairwise<T>(std::move(rounds), schedule.window, comm);
+  }
   switch (backend(memory)) {
     case Backend::kMpi:
       return MpiBackend::ialltoallv(send, send_counts, send_displs, recv, recv_counts, recv_displs,
@@ -406,8 +568,24 @@ Request ialltoallv(const T* send, const int* send_counts, const int* send_displs
 }
 
 template <class T>
-Request iallgatherv(T* buf, const int* counts, const int* displs, MPI_Comm comm) {
+Request iallgatherv(T* buf, const int* counts, const int* displs, MPI_Comm comm,
+                    ExchangeSchedule schedule) {
   const Memory memory = memory_of(buf);
+  if (takes_pairwise(schedule, backend(memory), "iallgatherv")) {
+    int rank = 0;
+    int size = 1;
+    DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &rank), "iallgatherv");
+    DISTOP_MPI_CHECK(MPI_Comm_size(comm, &size), "iallgatherv");
+    std::vector<typename PairwiseExchange<T>::Round> rounds;
+    rounds.reserve(static_cast<std::size_t>(size - 1));
+    for (int k = 1; k < size; ++k) {
+      const int dest = (rank + k) % size;
+      const int source = (rank - k + size) % size;
+      rounds.push_back(
+          {buf + displs[rank], counts[rank], dest, buf + displs[source], counts[source], source});
+    }
+    return start_pairwise<T>(std::move(rounds), schedule.window, comm);
+  }
   switch (backend(memory)) {
     case Backend::kMpi:
       return MpiBackend::iallgatherv(buf, counts, displs, comm);
@@ -507,8 +685,8 @@ void allreduce_minloc(const T* in, T* out, int* owner, std::int64_t count, MPI_C
   template Request irecv(T*, std::int64_t, int, int, MPI_Comm);                             \
   template Request iallreduce_sum(const T*, T*, std::int64_t, MPI_Comm);                    \
   template Request ialltoallv(const T*, const int*, const int*, T*, const int*, const int*, \
-                              MPI_Comm);                                                    \
-  template Request iallgatherv(T*, const int*, const int*, MPI_Comm);                       \
+                              MPI_Comm, ExchangeSchedule);                                  \
+  template Request iallgatherv(T*, const int*, const int*, MPI_Comm, ExchangeSchedule);     \
   template void allgatherv(const T*, std::int64_t, T*, const int*, const int*, MPI_Comm);   \
   template void allreduce_maxloc(const T*, T*, int*, std::int64_t, MPI_Comm);               \
   template void allreduce_minloc(const T*, T*, int*, std::int64_t, MPI_Comm);

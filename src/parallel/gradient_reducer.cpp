@@ -89,6 +89,13 @@ GradientReducer<T>::GradientReducer(const nn::Module<T>& model, const Replicas& 
     : replicas_(&replicas), options_(options) {
   DISTOP_CHECK(options.first_bucket_bytes > 0 && options.bucket_bytes > 0, kOp,
                "bucket capacities must be positive");
+  DISTOP_CHECK(options.exchange_window >= 1, kOp, "the exchange window is at least 1 round, not ",
+               options.exchange_window);
+  using Exchange = ReducerOptions::Exchange;
+  const bool pairwise =
+      options.exchange == Exchange::pairwise ||
+      (options.exchange == Exchange::automatic && replicas.count() - 1 > options.exchange_window);
+  if (pairwise) exchange_ = comm::ExchangeSchedule::pairwise(options.exchange_window);
   int world_rank = 0;
   MPI_Comm_rank(replicas.world(), &world_rank);
   const int first = replicas.index() * replicas.model_ranks();
@@ -432,7 +439,7 @@ void GradientReducer<T>::start(std::size_t bucket) {
   const bool own = sharded(b);
   b.request = comm::ialltoallv((own ? b.send : b.buffer).data(), b.counts.data(), b.displs.data(),
                                (own ? b.receive : b.received).data(), b.received_counts.data(),
-                               b.received_displs.data(), replicas_->reduction_comm());
+                               b.received_displs.data(), replicas_->reduction_comm(), exchange_);
   b.phase = 1;
 }
 
@@ -467,8 +474,9 @@ void GradientReducer<T>::gather_ready(bool block) {
       sum_in_order(b.received, n, r, static_cast<T>(1.0 / r),
                    b.buffer.slice(b.bounds[me], Shape{n}));
       if (gather_gradients_)
-        b.request = comm::iallgatherv(b.buffer.data(), b.counts.data(), b.displs.data(),
-                                      nccl_ ? replicas_->reduction_comm() : gather_comm_);
+        b.request =
+            comm::iallgatherv(b.buffer.data(), b.counts.data(), b.displs.data(),
+                              nccl_ ? replicas_->reduction_comm() : gather_comm_, exchange_);
       else
         trace_done(next_to_gather_);
       b.phase = 3;

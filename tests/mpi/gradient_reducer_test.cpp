@@ -178,6 +178,58 @@ TEST(GradientReducer, TheBucketingDoesNotChangeABit) {
   }
 }
 
+TEST(GradientReducer, ThePairwiseExchangeGivesTheCollectivesBits) {
+  // The exchange only moves chunks: pairwise rounds with windows of 1 and 2 rounds, and the
+  // automatic choice (pairwise once R - 1 exceeds the window), give the sequential sum's bits, with
+  // whole buckets and with sharded gradients (ZeRO stage 2: the owned chunks).
+  using Exchange = parallel::ReducerOptions::Exchange;
+  for (const int r : replica_counts()) {
+    if (r == 1) continue;
+    const std::int64_t b = 24 / r;
+    parallel::Replicas replicas(MPI_COMM_WORLD, r);
+    const auto want = sequential_mean(replicas, b);
+    for (const auto exchange : {Exchange::collective, Exchange::pairwise, Exchange::automatic}) {
+      for (const int window : {1, 2}) {
+        if (exchange == Exchange::collective && window == 2) continue;  // the window is unused
+        for (const std::size_t cap : {std::size_t{8}, std::size_t{1} << 20}) {
+          Mlp model(replicas.model_comm(), kSeed);
+          parallel::GradientReducer<double> reducer(model, replicas,
+                                                    {.first_bucket_bytes = cap,
+                                                     .bucket_bytes = cap,
+                                                     .exchange = exchange,
+                                                     .exchange_window = window});
+          const std::string what = std::to_string(r) + " replicas, exchange " +
+                                   std::to_string(static_cast<int>(exchange)) + ", window " +
+                                   std::to_string(window) + ", cap " + std::to_string(cap);
+          Tape tape;
+          auto loss = loss_of(model, tape, replicas.index() * b, b);
+          reducer.backward(tape, loss);
+          EXPECT_EQ(all_gradients(model), want) << what;
+          for (auto& p : model.parameters()) p.zero_grad();
+          // Sharded: each owned chunk holds the same bits as the whole bucket's chunk did.
+          std::vector<std::vector<double>> whole;
+          for (std::size_t k = 0; k < reducer.bucket_count(); ++k)
+            whole.push_back(reducer.owned_gradient(k).to_vector());
+          reducer.set_shard_gradients(true);
+          Tape tape2;
+          auto loss2 = loss_of(model, tape2, replicas.index() * b, b);
+          reducer.backward(tape2, loss2);
+          for (std::size_t k = 0; k < reducer.bucket_count(); ++k) {
+            if (reducer.bucket_sharded(k)) {
+              EXPECT_EQ(reducer.owned_gradient(k).to_vector(), whole[k])
+                  << what << ", bucket " << k;
+            }
+          }
+        }
+      }
+    }
+  }
+  parallel::Replicas replicas(MPI_COMM_WORLD, world_size());
+  Mlp model(replicas.model_comm(), kSeed);
+  EXPECT_THROW(parallel::GradientReducer<double>(model, replicas, {.exchange_window = 0}),
+               distop::Error);
+}
+
 TEST(GradientReducer, WithoutTheGatherOnlyTheOwnedChunkIsTheMean) {
   // ZeRO stage 2's reduction: each replica ends with the mean on its own chunk of every bucket.
   for (const int r : replica_counts()) {

@@ -86,6 +86,11 @@ class Request {
   // A transfer another library completes (NCCL): `complete` completes it (and may throw),
   // `let_go` gives up on it without blocking or throwing.
   Request(Kind kind, std::function<void()> complete, std::function<void()> let_go);
+  // A transfer driven by a schedule of its own (the pairwise exchanges): `progress` advances it
+  // without blocking and returns whether it has finished (test() calls it), `complete` finishes
+  // it (wait()), `let_go` gives up on it without blocking or throwing (destruction).
+  Request(Kind kind, std::function<bool()> progress, std::function<void()> complete,
+          std::function<void()> let_go);
   // `posted` with `on_complete` run after it has finished (before any it already had).
   static Request with_completion(Request posted, std::function<void()> on_complete);
   Request(Request&& other) noexcept;
@@ -101,7 +106,9 @@ class Request {
   void wait();
   // Completes the transfer if it has finished (MPI_Test, which also advances MPI's progress) and
   // returns whether it is complete (true when not active). A transfer another library completes
-  // (NCCL) progresses by itself and is completed by wait() only: test() returns false for it.
+  // (NCCL) progresses by itself and is completed by wait() only: test() returns false for it. A
+  // scheduled transfer (pairwise exchange) is advanced: finished rounds are retired and further
+  // rounds posted.
   bool test();
   // Holds `buffer` until the transfer has completed.
   void keep_alive(std::shared_ptr<void> buffer);
@@ -111,6 +118,7 @@ class Request {
   Kind kind_ = Kind::kNone;
   MPI_Request request_ = MPI_REQUEST_NULL;
   std::function<void()> on_complete_;
+  std::function<bool()> progress_;  // scheduled transfers: advances them, true once finished
   std::function<void()> complete_;  // non-MPI transfers: completes them
   std::function<void()> let_go_;    // non-MPI transfers: abandons them
   std::vector<std::shared_ptr<void>> keep_;
@@ -126,19 +134,47 @@ Request irecv(T* buf, std::int64_t count, int source, int tag, MPI_Comm comm);
 // rank of comm posts its nonblocking collectives on comm in the same order.
 template <class T>
 Request iallreduce_sum(const T* send, T* recv, std::int64_t count, MPI_Comm comm);
+// How ialltoallv and iallgatherv move their blocks. kCollective: MPI's nonblocking collective
+// (MPI_Ialltoallv, MPI_Iallgatherv), which MPI may run as R(R - 1) concurrent messages over a
+// group of R ranks. kPairwise: R - 1 rounds of point-to-point messages, round k = 1..R-1 sending
+// this rank's block for rank (me + k) % R and receiving the block from rank (me - k + R) % R, at
+// most `window` rounds in flight: Request::test() retires finished rounds and posts the next ones,
+// Request::wait() drives the rest. This rank's own block is a local copy. The data moved, hence
+// the result, is the same bits either way; pairwise bounds the messages in flight (MPICH throttles
+// its own alltoall to 32 by default, MPIR_CVAR_ALLTOALL_THROTTLE; SMPI and its flow-level network
+// model do not, and the model's cost grows about as the square of the concurrent flows). The
+// point-to-point messages of one pairwise exchange carry a tag of their own, taken from a counter
+// cached on the communicator (tags 16384-32767 cycle), so exchanges in flight together on one
+// communicator never match each other's messages; the communicator's other point-to-point traffic
+// should use tags below 16384. With NCCL the grouped ncclSend/ncclRecv path is taken either way.
+struct ExchangeSchedule {
+  enum class Form { kCollective, kPairwise };
+  Form form = Form::kCollective;
+  int window = 32;  // rounds in flight with kPairwise; at least 1 (distop::Error otherwise)
+
+  static ExchangeSchedule collective() { return {}; }
+  static ExchangeSchedule pairwise(int window) { return {Form::kPairwise, window}; }
+};
+
 // Posts MPI_Ialltoallv's movement: send[send_displs[q], + send_counts[q]) to rank q of comm, and
 // recv_counts[q] entries from rank q into recv[recv_displs[q], ...) (the rest of recv untouched).
 // The count and displacement arrays (one entry per rank of comm, host memory) stay alive and
 // unchanged until the request has completed; send and recv do not overlap. With NCCL, grouped
-// ncclSend/ncclRecv on the communicator's NCCL stream.
+// ncclSend/ncclRecv on the communicator's NCCL stream. `schedule` picks MPI's collective or
+// pairwise rounds (ExchangeSchedule); with pairwise, send_counts[me] equals recv_counts[me]
+// (distop::Error otherwise) and the rank's own block is copied locally.
 template <class T>
 Request ialltoallv(const T* send, const int* send_counts, const int* send_displs, T* recv,
-                   const int* recv_counts, const int* recv_displs, MPI_Comm comm);
+                   const int* recv_counts, const int* recv_displs, MPI_Comm comm,
+                   ExchangeSchedule schedule = {});
 // Posts an in-place all-gather (MPI_Iallgatherv with MPI_IN_PLACE): rank q's block
 // buf[displs[q], + counts[q]) to every rank of comm, into the same place of its buf. The arrays
-// stay alive and unchanged until the request has completed, as for ialltoallv.
+// stay alive and unchanged until the request has completed, as for ialltoallv. `schedule` as for
+// ialltoallv: pairwise round k sends this rank's block to rank (me + k) % R and receives rank
+// (me - k + R) % R's block in place.
 template <class T>
-Request iallgatherv(T* buf, const int* counts, const int* displs, MPI_Comm comm);
+Request iallgatherv(T* buf, const int* counts, const int* displs, MPI_Comm comm,
+                    ExchangeSchedule schedule = {});
 // Blocking: recv[displs[q], + counts[q]) = rank q's send[0, counts[q]) for every rank q of comm
 // (MPI_Allgatherv's result); send_count is counts[this rank] (distop::Error otherwise). send may be
 // recv + displs[this rank] (in place).

@@ -34,6 +34,14 @@ struct ReducerOptions {
   // Start each bucket's all-reduce as soon as its last gradient is ready during backward (true),
   // or reduce everything after backward (false, for comparison).
   bool overlap = true;
+  // How each bucket's two phases move their chunks over the R replicas (comm::ExchangeSchedule):
+  // MPI's nonblocking collectives (collective), pairwise point-to-point rounds with at most
+  // exchange_window rounds in flight (pairwise), or automatic: pairwise where R - 1 exceeds
+  // exchange_window, the collectives otherwise (docs/data_parallel.md). The sums are the same
+  // bits with either. NCCL buckets take NCCL's grouped calls whatever this says.
+  enum class Exchange { automatic, collective, pairwise };
+  Exchange exchange = Exchange::automatic;
+  int exchange_window = 32;  // at least 1 (distop::Error at construction otherwise)
 };
 
 // Averages the gradients of a model's parameters over the replicas of `replicas` after each
@@ -240,6 +248,7 @@ class GradientReducer {
 
   const Replicas* replicas_;
   ReducerOptions options_;
+  comm::ExchangeSchedule exchange_;  // from options_.exchange and the replica count
   std::vector<Param> params_;
   std::vector<nn::NamedBuffer<T>> buffers_;
   std::vector<Bucket> buckets_;
