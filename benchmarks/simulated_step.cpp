@@ -55,8 +55,10 @@ struct Settings {
   std::int64_t batch = 64;
   int model_ranks = 2;
   std::int64_t bytes = 1 << 20;
-  std::size_t bucket_kib = 0;   // 0: the reducer's default caps
-  bool injected = false;        // data_parallel: --compute injected
+  std::size_t bucket_kib = 0;          // 0: the reducer's default caps
+  std::string exchange = "automatic";  // the reducer's exchange (ReducerOptions::exchange)
+  int exchange_window = 32;            // its window of pairwise rounds
+  bool injected = false;               // data_parallel: --compute injected
   std::string compute_profile;  // --compute-profile: replayed if it exists, else measured to it
   cost::Machine machine{1e-6, 1.0 / 25e9, 1.0 / 10e9, 1.0 / 20e9};
 };
@@ -64,6 +66,11 @@ struct Settings {
 parallel::ReducerOptions reducer_options(const Settings& s) {
   parallel::ReducerOptions o;
   if (s.bucket_kib > 0) o.first_bucket_bytes = o.bucket_bytes = s.bucket_kib << 10;
+  using Exchange = parallel::ReducerOptions::Exchange;
+  o.exchange = s.exchange == "collective" ? Exchange::collective
+               : s.exchange == "pairwise" ? Exchange::pairwise
+                                          : Exchange::automatic;
+  o.exchange_window = s.exchange_window;
   return o;
 }
 
@@ -260,6 +267,18 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-kib", s.bucket_kib,
                  "lenet5, data_parallel: the reducer's bucket cap in KiB (0: its defaults, 1 MiB "
                  "first, 25 MiB others)")
+      ->capture_default_str();
+  app.add_option(
+         "--exchange", s.exchange,
+         "lenet5, data_parallel: how the reducer moves its chunks (ReducerOptions::exchange): "
+         "collective (MPI_Ialltoallv/Iallgatherv), pairwise (point-to-point rounds, "
+         "--exchange-window in flight) or automatic (pairwise once replicas - 1 exceed the "
+         "window)")
+      ->check(CLI::IsMember({"automatic", "collective", "pairwise"}))
+      ->capture_default_str();
+  app.add_option("--exchange-window", s.exchange_window,
+                 "lenet5, data_parallel: pairwise rounds in flight")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--alpha-us", alpha_us, "Cost model: latency per message (us)")
       ->capture_default_str();

@@ -28,6 +28,10 @@
 #   DISTOP_SIM_SHARED_BYTES  tensors of this many bytes and more live in SMPI's shared malloc,
 #                        one physical copy for all ranks (contents meaningless; timing only).
 #                        Default 65536 with DISTOP_SIM_COMPUTE=injected, else 0 (off)
+#   DISTOP_SIM_EXCHANGE  lenet5 and data_parallel: how the gradient reducer moves its chunks,
+#                        automatic (default: pairwise rounds once replicas - 1 exceed the window),
+#                        collective (MPI_Ialltoallv/Iallgatherv) or pairwise
+#   DISTOP_SIM_EXCHANGE_WINDOW  the reducer's pairwise rounds in flight (default 32)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -105,6 +109,7 @@ case $compute in
 esac
 # shellcheck disable=SC2206
 extra=(${DISTOP_SIM_ARGS:-})
+extra+=(--exchange "${DISTOP_SIM_EXCHANGE:-automatic}" --exchange-window "${DISTOP_SIM_EXCHANGE_WINDOW:-32}")
 
 rows=$(mktemp)
 trap 'rm -rf "$hostfile" "$tmpdir" "$rows"' EXIT
