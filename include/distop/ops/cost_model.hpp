@@ -81,7 +81,10 @@ Estimate gather(std::int64_t bytes, int p, const Machine& m);
 Estimate scatter(std::int64_t bytes, int p, const Machine& m);
 // MPI_Alltoallv where this rank sends `bytes_out` and receives `bytes_in` to / from `peers` other
 // ranks: every pair posted at once (MPICH's scattered algorithm), so latency is paid per peer and
-// the larger direction's volume once.
+// the larger direction's volume once. The same estimate holds for distop's pairwise exchange with
+// a window of rounds in flight (comm::ExchangeSchedule::pairwise, the gradient reducer's default
+// beyond 33 replicas): the same messages and bytes per rank; the window bounds the concurrent
+// flows, a contention this model does not count.
 Estimate alltoallv(std::int64_t bytes_out, std::int64_t bytes_in, int peers, const Machine& m);
 
 // distop's operators.
