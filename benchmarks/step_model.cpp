@@ -1,0 +1,511 @@
+// bench_step_model: a model of one training step of examples/lenet5 (model parallel over 2 ranks
+// per replica, data parallel over the replicas) and of examples/cnn (data parallel, one rank per
+// replica, buckets overlapped with backward), projected to 1,024 ranks of a cluster.
+//
+//   mpiexec.mpich -n 2 build/benchmarks/bench_step_model [--batch 64] [--global-batch 1024] [--csv]
+//
+// Compute is measured here, per layer: each program's step runs under distop's trace
+// (core/trace.hpp) at every batch the projections need (weak scaling: --batch per replica; strong
+// scaling: --global-batch / replicas), LeNet-5 on the 2 ranks, examples/cnn on rank 0 alone. A
+// layer's time is its "compute" events' own time (less the operators nested in them; functions
+// nested in a layer, its "conv" or "max_pool", count as the layer's; the two pools of LeNet-5 are
+// one unregistered module, "DistributedPool", and examples/cnn's "Pool"),
+// forward and backward apart, averaged over --steps steps after --warmup, the slowest rank's; the
+// step's compute is the slowest rank's sum, the optimizer step and the rest of the phases included.
+// The operators' measured time is printed beside the model's for reference only.
+//
+// Communication comes from the cost model (distop/ops/cost_model.hpp) on the cluster given by the
+// flags (a two-level fat tree, step_model.hpp; defaults: platforms/ib-fat-tree-1024.xml):
+//   LeNet-5's operators inside a replica (its 2 ranks on one leaf), forward and adjoint: the halo
+//   exchanges of conv1, pool1, conv2 and pool2 and the repartition to fc1, each from its own
+//   CommStats (built on the spaces the model uses at that batch) with point_to_point_plan; the
+//   convolutions' weight and bias broadcasts (adjoint: sum-reduces) with broadcast/sum_reduce; the
+//   fully connected layers' input broadcasts over their P_out ranks and output sum-reduces over
+//   their P_in ranks;
+//   the gradients' reduction over R replicas: the reducer's buckets (its default caps), each a
+//   reduce-scatter as an all-to-all of chunks, the chunks' sum and an all-gather (bucket_seconds),
+//   over the R ranks of the reduction group (for LeNet-5 spread over 2R hosts): the last bucket
+//   exposed with overlap, all of them without.
+// Output: per-layer tables, then the weak and strong scaling projections for 1-1,024 ranks with
+// each configuration's efficiency against the smallest one and the term that limits it.
+#include "step_model.hpp"
+
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <distop/distop.hpp>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../examples/lenet5/model.hpp"
+#include "bench_util.hpp"
+#include "cnn_step.hpp"  // examples/cnn's model, by path (examples/lenet5's has the same name)
+
+// nlohmann/json trips GCC 12's -Wnull-dereference once inlined here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnull-dereference"
+#include <nlohmann/json.hpp>
+#pragma GCC diagnostic pop
+
+namespace {
+
+using namespace distop;
+
+// What one program's step costs at one batch: compute per layer (ms, slowest rank), the step's
+// compute (ms), the operators' measured time (ms), and the reducer's buckets (bytes, ready order).
+struct Measured {
+  std::int64_t batch = 0;
+  std::map<std::string, double> layer_ms;  // "forward conv1", "backward conv1", ...
+  double compute_ms = 0;
+  double ops_ms = 0;
+  std::vector<std::int64_t> buckets;
+};
+
+// Every rank's own compute time per layer from the trace file at `path` (written on rank 0 of the
+// traced communicator), per step: for rank -> (key -> seconds), plus the operators' time.
+struct TraceTotals {
+  std::map<int, std::map<std::string, double>> layers;
+  std::map<int, double> ops;
+};
+
+TraceTotals parse_trace(const std::string& path, int steps) {
+  std::ifstream in(path);
+  const auto doc = nlohmann::json::parse(in);
+  struct Ev {
+    std::string name, cat;
+    double ts, dur;
+  };
+  std::map<int, std::vector<Ev>> by_rank;
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.value("ph", "") != "X" || e.value("tid", 0) != 0) continue;
+    by_rank[e.at("pid").get<int>()].push_back(
+        {e.at("name").get<std::string>(), e.at("cat").get<std::string>(), e.at("ts").get<double>(),
+         e.at("dur").get<double>()});
+  }
+  TraceTotals out;
+  for (auto& [rank, evs] : by_rank) {
+    std::sort(evs.begin(), evs.end(),
+              [](const Ev& a, const Ev& b) { return a.ts != b.ts ? a.ts < b.ts : a.dur > b.dur; });
+    // Own time = duration less the children's; a stack of the open events.
+    std::vector<std::size_t> open;
+    std::vector<double> own(evs.size());
+    std::vector<std::string> phase(evs.size());
+    std::vector<std::string> layer(evs.size());  // the outermost compute event's name
+    std::vector<bool> in_op(evs.size(), false);
+    for (std::size_t i = 0; i < evs.size(); ++i) {
+      while (!open.empty() && evs[open.back()].ts + evs[open.back()].dur <= evs[i].ts + 1e-3)
+        open.pop_back();
+      own[i] = evs[i].dur;
+      if (!open.empty()) {
+        own[open.back()] -= evs[i].dur;
+        phase[i] = phase[open.back()];
+        in_op[i] = in_op[open.back()];
+        layer[i] = layer[open.back()];
+      }
+      if (evs[i].cat == "compute" && layer[i].empty()) layer[i] = evs[i].name;
+      if (evs[i].cat == "phase") phase[i] = evs[i].name;
+      const bool is_op = evs[i].cat == "op" || evs[i].cat == "adjoint";
+      if (is_op && !in_op[i]) out.ops[rank] += evs[i].dur * 1e-6 / steps;
+      in_op[i] = in_op[i] || is_op;
+      open.push_back(i);
+    }
+    for (std::size_t i = 0; i < evs.size(); ++i) {
+      if (phase[i].empty() || in_op[i]) continue;
+      if (evs[i].cat == "compute")
+        out.layers[rank][phase[i] + " " + layer[i]] += own[i] * 1e-6 / steps;
+      else if (evs[i].cat == "phase")
+        out.layers[rank][phase[i] + " (rest)"] += std::max(0.0, own[i]) * 1e-6 / steps;
+    }
+  }
+  return out;
+}
+
+struct Settings {
+  std::int64_t batch = 64;
+  std::int64_t global_batch = 1024;
+  int max_ranks = 1024;
+  int steps = 3;
+  int warmup = 1;
+  bool csv = false;
+  std::string trace_path = "bench_step_model.trace.json";
+  bench::FatTree cluster;
+};
+
+// Runs `steps` traced steps of `step` (a function of the phase spans' names) over `comm` after
+// `warmup`, and returns every rank's totals on rank 0 of comm (others: empty).
+TraceTotals traced(const Settings& s, MPI_Comm comm, const std::function<void()>& step) {
+  for (int i = 0; i < s.warmup; ++i) step();
+  trace::start(comm);
+  for (int i = 0; i < s.steps; ++i) step();
+  trace::stop_and_write(s.trace_path, comm);
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  return rank == 0 ? parse_trace(s.trace_path, s.steps) : TraceTotals{};
+}
+
+// Reduces the totals to the slowest rank's per layer and per step.
+Measured summarize(const TraceTotals& t, std::int64_t batch) {
+  Measured m;
+  m.batch = batch;
+  for (const auto& [rank, layers] : t.layers) {
+    double total = 0;
+    for (const auto& [key, sec] : layers) {
+      m.layer_ms[key] = std::max(m.layer_ms[key], sec * 1e3);
+      total += sec;
+    }
+    m.compute_ms = std::max(m.compute_ms, total * 1e3);
+  }
+  for (const auto& [rank, sec] : t.ops) m.ops_ms = std::max(m.ops_ms, sec * 1e3);
+  return m;
+}
+
+// LeNet-5's step at `batch` on the 2 ranks of MPI_COMM_WORLD (valid on rank 0).
+Measured measure_lenet5(const Settings& s, examples::LeNet5& model, std::int64_t batch) {
+  DistTensor<float> x(model.input_space(batch));
+  nn::uniform_init(x, 7, 0.5);
+  std::vector<std::int32_t> labels;
+  if (model.holds_output())
+    for (std::int64_t i = 0; i < batch; ++i) labels.push_back(static_cast<std::int32_t>(i % 10));
+  optim::SGD<float> opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
+  const auto totals = traced(s, MPI_COMM_WORLD, [&] {
+    Tape tape;
+    Var<float> loss;
+    {
+      trace::Span phase("phase", "forward");
+      loss = loss::cross_entropy(tape, model.forward(tape, Var<float>(x)), labels);
+    }
+    {
+      trace::Span phase("phase", "backward");
+      backward(tape, loss);
+    }
+    trace::Span phase("phase", "optimizer");
+    opt.step();
+    opt.zero_grad();
+  });
+  return summarize(totals, batch);
+}
+
+// examples/cnn's step at `batch` on this rank alone.
+Measured measure_cnn(const Settings& s, examples::ConvNet& model, std::int64_t batch) {
+  const bench::CnnBatch data(model, batch);
+  optim::SGD<float> opt(model.parameters(), {.lr = 1e-4, .momentum = 0.9});
+  const auto totals = traced(s, MPI_COMM_SELF, [&] {
+    Tape tape;
+    Var<float> loss;
+    {
+      trace::Span phase("phase", "forward");
+      loss = data.loss(tape, model);
+    }
+    {
+      trace::Span phase("phase", "backward");
+      backward(tape, loss);
+    }
+    trace::Span phase("phase", "optimizer");
+    opt.step();
+    opt.zero_grad();
+  });
+  return summarize(totals, batch);
+}
+
+// The halo exchange a distributed convolution or pool makes for its input space and spatial
+// windows (nn/spatial.hpp: identity windows on the batch and channel axes), or null if no window
+// crosses a block.
+std::shared_ptr<HaloExchange<float>> halo_of(const TensorSpace& x,
+                                             const std::vector<ConvWindow>& spatial) {
+  std::vector<ConvWindow> w(2);
+  w.insert(w.end(), spatial.begin(), spatial.end());
+  for (const auto& axis : halo_spec(x.global_shape(), x.partition().shape(), w))
+    for (const GhostWidths& g : axis)
+      if (g.left > 0 || g.right > 0) return std::make_shared<HaloExchange<float>>(x, w);
+  return nullptr;
+}
+
+// A point-to-point operator's time, forward plus adjoint, on this rank: it packs what it sends and
+// unpacks what it receives; the adjoint adds the received bytes into its output.
+double p2p_seconds(const LinearOperator<float>& op, std::int64_t copied, const cost::Machine& m) {
+  const auto f = op.forward_stats(), a = op.adjoint_stats();
+  return cost::point_to_point_plan(f, {f.bytes_sent, copied, f.bytes_received, 0}, m) +
+         cost::point_to_point_plan(a, {a.bytes_sent, copied, a.bytes_received, a.bytes_received},
+                                   m);
+}
+
+double bytes_of(const TensorSpace& s) {
+  return static_cast<double>(s.local_shape().numel()) * sizeof(float);
+}
+
+// LeNet-5's model-parallel operators at `batch`, forward and adjoint, on the slowest rank
+// (collective over MPI_COMM_WORLD), seconds, with one line per operator on `lines` (rank 0's).
+double lenet5_comm_seconds(examples::LeNet5& model, std::int64_t batch, const cost::Machine& m,
+                           std::vector<std::pair<std::string, double>>* lines) {
+  std::map<std::string, std::shared_ptr<nn::Module<float>>> child;
+  for (const auto& [name, c] : model.named_children()) child[name] = c;
+  auto conv1 = std::dynamic_pointer_cast<nn::DistributedConv<float>>(child.at("conv1"));
+  auto conv2 = std::dynamic_pointer_cast<nn::DistributedConv<float>>(child.at("conv2"));
+  const nn::DistributedPool<float> pool(nn::PoolKind::max, 2, 2);
+  std::vector<std::pair<std::string, double>> ops;
+  auto add = [&](const std::string& name, double sec) {
+    ops.emplace_back(name, bench::max_over_ranks(sec));
+  };
+  // The convolutions and pools, their halos and parameters' broadcasts.
+  TensorSpace x = model.input_space(batch);
+  const std::pair<std::shared_ptr<nn::DistributedConv<float>>, Shape> convs[] = {
+      {conv1, Shape{28, 28}}, {conv2, Shape{14, 14}}};
+  for (int l = 0; l < 2; ++l) {
+    const auto& [conv, spatial] = convs[l];
+    const std::string n = std::to_string(l + 1);
+    const auto h = halo_of(x, conv->windows());
+    add("conv" + n + " HaloExchange", h ? p2p_seconds(*h, bytes_of(h->range()), m) : 0.0);
+    // The parameters live on one cell of the spatial grid per weight block, broadcast over them.
+    const int p =
+        static_cast<int>(x.partition().shape().numel() / conv->weight_partition().shape().numel());
+    const auto wb = static_cast<std::int64_t>(conv->weight().value().local_numel() * sizeof(float));
+    const auto bb = static_cast<std::int64_t>(conv->out_channels() * sizeof(float));
+    add("conv" + n + " weight Broadcast",
+        p > 1 ? cost::broadcast(cost::Direction::kForward, wb, p, m) +
+                    cost::broadcast(cost::Direction::kAdjoint, wb, p, m) +
+                    cost::broadcast(cost::Direction::kForward, bb, p, m) +
+                    cost::broadcast(cost::Direction::kAdjoint, bb, p, m)
+              : 0.0);
+    const TensorSpace y = conv->output_space(batch, spatial);
+    const auto ph = halo_of(y, pool.windows());
+    add("pool" + n + " HaloExchange", ph ? p2p_seconds(*ph, bytes_of(ph->range()), m) : 0.0);
+    x = pool.output_space(y);
+  }
+  // The repartition of the [N, 16, 5, 5] maps onto fc1's input ranks, split by channel.
+  std::vector<std::shared_ptr<nn::DistributedLinear<float>>> fc;
+  for (const char* name : {"fc1", "fc2", "fc3"})
+    fc.push_back(std::dynamic_pointer_cast<nn::DistributedLinear<float>>(child.at(name)));
+  const auto p_in = fc[0]->input_partition().size();
+  const Repartition<float> to_fc(
+      x, TensorSpace(x.global_shape(), fc[0]->input_partition().reshape(Shape{1, p_in, 1, 1})));
+  add("Repartition to fc1", p2p_seconds(to_fc, 0, m));
+  // The fully connected layers: x's blocks broadcast over P_out, y's summed over P_in.
+  for (int l = 0; l < 3; ++l) {
+    const auto grid = fc[l]->weight_partition().shape();
+    const int p_out = static_cast<int>(grid[0]), p_i = static_cast<int>(grid[1]);
+    const auto xb = batch * fc[l]->in_features() / p_i * static_cast<std::int64_t>(sizeof(float));
+    const auto yb =
+        batch * fc[l]->out_features() / p_out * static_cast<std::int64_t>(sizeof(float));
+    double sec = 0;
+    if (p_out > 1)
+      sec += cost::broadcast(cost::Direction::kForward, xb, p_out, m) +
+             cost::broadcast(cost::Direction::kAdjoint, xb, p_out, m);
+    if (p_i > 1)
+      sec += cost::sum_reduce(cost::Direction::kForward, yb, p_i, m) +
+             cost::sum_reduce(cost::Direction::kAdjoint, yb, p_i, m);
+    add("fc" + std::to_string(l + 1) + " Broadcast/SumReduce", sec);
+  }
+  double total = 0;
+  for (const auto& [name, sec] : ops) total += sec;
+  if (lines) *lines = ops;
+  return total;
+}
+
+// The reducer's buckets (bytes, in ready order) of `model` over `replicas`, the slowest rank's
+// per bucket (collective over MPI_COMM_WORLD's ranks in replicas).
+std::vector<std::int64_t> buckets_of(const nn::Module<float>& model,
+                                     const parallel::Replicas& replicas) {
+  parallel::GradientReducer<float> reducer(model, replicas);
+  std::vector<std::int64_t> out;
+  for (const auto& b : reducer.buckets()) out.push_back(static_cast<std::int64_t>(b.bytes));
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Environment env(argc, argv);
+  Settings s;
+  double bandwidth_gbs = 25.0, leaf_us = 0.5, spine_us = 1.0, gamma_gbs = 10.0, copy_gbs = 20.0;
+  CLI::App app{
+      "A model of one training step of LeNet-5 and examples/cnn, projected to 1,024 ranks"};
+  app.add_option("--batch", s.batch, "Weak scaling: examples per replica")->capture_default_str();
+  app.add_option("--global-batch", s.global_batch, "Strong scaling: examples per step in all")
+      ->capture_default_str();
+  app.add_option("--max-ranks", s.max_ranks, "Largest projected rank count (a power of 2)")
+      ->capture_default_str();
+  app.add_option("--steps", s.steps, "Traced steps per batch")->capture_default_str();
+  app.add_option("--warmup", s.warmup, "Untimed steps first, per batch")->capture_default_str();
+  app.add_option("--trace-file", s.trace_path, "Where the traces are written (overwritten)")
+      ->capture_default_str();
+  app.add_option("--hosts-per-leaf", s.cluster.hosts_per_leaf, "Fat tree: hosts (ranks) per leaf")
+      ->capture_default_str();
+  app.add_option("--leaf-latency-us", leaf_us, "Fat tree: latency within a leaf (us)")
+      ->capture_default_str();
+  app.add_option("--spine-latency-us", spine_us, "Fat tree: latency across the spines (us)")
+      ->capture_default_str();
+  app.add_option("--bandwidth-gbs", bandwidth_gbs, "Link bandwidth per direction (GB/s)")
+      ->capture_default_str();
+  app.add_option("--oversubscription", s.cluster.oversubscription,
+                 "Fat tree: a leaf's hosts' bandwidth over its uplinks' (1: full bisection)")
+      ->capture_default_str();
+  app.add_option("--gamma-gbs", gamma_gbs, "Local reduction rate (GB/s)")->capture_default_str();
+  app.add_option("--copy-gbs", copy_gbs, "Local copy rate (GB/s)")->capture_default_str();
+  app.add_flag("--csv", s.csv, "Comma-separated output");
+  if (auto code = bench::parse_args(app, argc, argv)) return *code;
+  s.cluster.leaf_latency = leaf_us * 1e-6;
+  s.cluster.spine_latency = spine_us * 1e-6;
+  s.cluster.bandwidth = bandwidth_gbs * 1e9;
+  s.cluster.gamma = 1e-9 / gamma_gbs;
+  s.cluster.copy = 1e-9 / copy_gbs;
+  int rank = 0, ranks = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  return bench::run_or_abort([&] {
+    DISTOP_CHECK(ranks == 2, "bench_step_model", "runs at 2 ranks (LeNet-5's replica), not ",
+                 ranks);
+    DISTOP_CHECK(s.max_ranks >= 2 && (s.max_ranks & (s.max_ranks - 1)) == 0, "bench_step_model",
+                 "--max-ranks must be a power of 2 >= 2, not ", s.max_ranks);
+    // The batches: weak scaling's, and the global batch over every replica count.
+    std::vector<std::int64_t> lenet_batches{s.batch}, cnn_batches{s.batch};
+    for (int r = 1; r <= s.max_ranks; r *= 2) {
+      if (s.global_batch % r == 0) cnn_batches.push_back(s.global_batch / r);
+      if (r <= s.max_ranks / 2 && s.global_batch % r == 0)
+        lenet_batches.push_back(s.global_batch / r);
+    }
+    auto unique = [](std::vector<std::int64_t>& v) {
+      std::sort(v.begin(), v.end());
+      v.erase(std::unique(v.begin(), v.end()), v.end());
+    };
+    unique(lenet_batches);
+    unique(cnn_batches);
+    const cost::Machine in_leaf = bench::fat_tree_machine(s.cluster, 2);
+
+    examples::LeNet5 lenet(1);
+    std::map<std::int64_t, Measured> lenet_m, cnn_m;
+    std::map<std::int64_t, double> lenet_comm;
+    std::vector<std::pair<std::string, double>> lenet_ops;
+    for (const auto b : lenet_batches) {
+      lenet_m[b] = measure_lenet5(s, lenet, b);
+      lenet_comm[b] =
+          lenet5_comm_seconds(lenet, b, in_leaf, b == s.batch ? &lenet_ops : nullptr) * 1e3;
+    }
+    const parallel::Replicas one_replica(MPI_COMM_WORLD, 1);
+    const auto lenet_buckets_local = buckets_of(lenet, one_replica);
+    // Every rank's buckets are its own parameters' shares; the slowest rank's bytes per bucket.
+    std::vector<std::int64_t> lenet_buckets;
+    for (const auto b : lenet_buckets_local)
+      lenet_buckets.push_back(
+          static_cast<std::int64_t>(bench::max_over_ranks(static_cast<double>(b))));
+    std::vector<std::int64_t> cnn_buckets;
+    if (rank == 0) {
+      const parallel::Replicas self(MPI_COMM_SELF, 1);
+      examples::ConvNet cnn(1, 28, 28, 1, self.model_comm());
+      for (const auto b : cnn_batches) cnn_m[b] = measure_cnn(s, cnn, b);
+      cnn_buckets = buckets_of(cnn, self);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank != 0) return 0;
+
+    // Per-layer tables.
+    auto layer_table = [&](const char* program, const std::map<std::int64_t, Measured>& ms) {
+      const Measured& m = ms.at(s.batch);
+      if (s.csv) {
+        for (const auto& [key, v] : m.layer_ms)
+          std::printf("layer,%s,%lld,%s,%.4f\n", program, static_cast<long long>(m.batch),
+                      key.c_str(), v);
+        for (const auto& [b, mb] : ms)
+          std::printf("compute,%s,%lld,step,%.4f\n", program, static_cast<long long>(b),
+                      mb.compute_ms);
+        return;
+      }
+      std::printf("\n# %s: measured compute per layer at batch %lld (ms per step, slowest rank)\n",
+                  program, static_cast<long long>(m.batch));
+      for (const auto& [key, v] : m.layer_ms) std::printf("  %-32s %9.4f\n", key.c_str(), v);
+      std::printf("  %-32s %9.4f  (operators measured: %.4f ms)\n", "step compute", m.compute_ms,
+                  m.ops_ms);
+      std::printf("# %s: step compute by batch (ms):", program);
+      for (const auto& [b, mb] : ms)
+        std::printf(" %lld:%.3f", static_cast<long long>(b), mb.compute_ms);
+      std::printf("\n");
+    };
+    if (!s.csv)
+      std::printf(
+          "# bench_step_model: cluster: fat tree of %d hosts per leaf, %.2f us within a leaf, %.2f "
+          "us across spines, %.1f GB/s, oversubscription %.2f, gamma %.1f GB/s, copy %.1f GB/s\n",
+          s.cluster.hosts_per_leaf, leaf_us, spine_us, bandwidth_gbs, s.cluster.oversubscription,
+          gamma_gbs, copy_gbs);
+    layer_table("lenet5", lenet_m);
+    layer_table("cnn", cnn_m);
+    if (s.csv) {
+      for (const auto& [name, v] : lenet_ops)
+        std::printf("operator,lenet5,%lld,%s,%.5f\n", static_cast<long long>(s.batch), name.c_str(),
+                    v * 1e3);
+    } else {
+      std::printf(
+          "\n# lenet5: model-parallel operators at batch %lld, forward + adjoint, modelled "
+          "on the cluster (2 ranks in one leaf), ms\n",
+          static_cast<long long>(s.batch));
+      for (const auto& [name, v] : lenet_ops) std::printf("  %-32s %9.5f\n", name.c_str(), v * 1e3);
+      std::printf("  %-32s %9.5f\n", "total", lenet_comm.at(s.batch));
+    }
+    auto bucket_list = [](const std::vector<std::int64_t>& b) {
+      std::string out;
+      for (const auto v : b) out += (out.empty() ? "" : "+") + std::to_string(v);
+      return out;
+    };
+    if (!s.csv)
+      std::printf("# buckets (bytes, ready order; the slowest rank's): lenet5 %s, cnn %s\n",
+                  bucket_list(lenet_buckets).c_str(), bucket_list(cnn_buckets).c_str());
+
+    // Projections.
+    if (s.csv)
+      std::printf(
+          "projection,program,scaling,overlap,ranks,replicas,batch,compute_ms,comm_ms,"
+          "reduction_ms,step_ms,efficiency,limit\n");
+    for (const char* program : {"lenet5", "cnn"}) {
+      const bool lenet5 = std::string(program) == "lenet5";
+      const int model_ranks = lenet5 ? 2 : 1;
+      const auto& ms = lenet5 ? lenet_m : cnn_m;
+      const auto& buckets = lenet5 ? lenet_buckets : cnn_buckets;
+      for (const bool strong : {false, true}) {
+        for (const bool overlap : {true, false}) {
+          if (!s.csv)
+            std::printf(
+                "\n# %s, %s scaling (%s), reduction %s\n%6s %8s %6s %10s %10s %10s %10s %6s  "
+                "%s\n",
+                program, strong ? "strong" : "weak",
+                strong ? ("global batch " + std::to_string(s.global_batch)).c_str()
+                       : ("batch " + std::to_string(s.batch) + " per replica").c_str(),
+                overlap ? "overlapped (last bucket exposed)" : "after backward (all buckets)",
+                "ranks", "replicas", "batch", "compute", "comm", "reduction", "step ms", "eff",
+                "limited by");
+          bench::StepTerms base;
+          for (int r = 1; r * model_ranks <= s.max_ranks; r *= 2) {
+            const std::int64_t b = strong ? s.global_batch / r : s.batch;
+            if (strong && (s.global_batch % r != 0 || !ms.count(b))) continue;
+            const auto& m = ms.at(b);
+            const auto red = bench::reduction_seconds(
+                buckets, r, bench::fat_tree_machine(s.cluster, r * model_ranks));
+            bench::StepTerms t;
+            t.replicas = r;
+            t.batch = b;
+            t.compute = m.compute_ms * 1e-3;
+            t.comm = lenet5 ? lenet_comm.at(b) * 1e-3 : 0.0;
+            t.reduction = overlap ? red.exposed : red.all;
+            if (r == 1) base = t;
+            const double eff =
+                strong ? bench::strong_efficiency(base, t) : bench::weak_efficiency(base, t);
+            const std::string limit = r == 1 ? "-" : bench::limiting_term(base, t, strong);
+            if (s.csv)
+              std::printf("projection,%s,%s,%s,%d,%d,%lld,%.4f,%.4f,%.4f,%.4f,%.4f,%s\n", program,
+                          strong ? "strong" : "weak", overlap ? "overlap" : "none", r * model_ranks,
+                          r, static_cast<long long>(b), t.compute * 1e3, t.comm * 1e3,
+                          t.reduction * 1e3, t.step() * 1e3, eff, limit.c_str());
+            else
+              std::printf("%6d %8d %6lld %10.4f %10.4f %10.4f %10.4f %6.3f  %s\n", r * model_ranks,
+                          r, static_cast<long long>(b), t.compute * 1e3, t.comm * 1e3,
+                          t.reduction * 1e3, t.step() * 1e3, eff, limit.c_str());
+          }
+        }
+      }
+    }
+    return 0;
+  });
+}

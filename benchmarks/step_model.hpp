@@ -1,0 +1,101 @@
+#pragma once
+// The pure parts of bench_step_model (benchmarks/step_model.cpp): a two-level fat tree as the cost
+// model's machine for a group of ranks, the data-parallel reduction of the reducer's buckets over
+// R replicas on it, and the step's projection (weak and strong scaling). No MPI calls.
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "distop/ops/cost_model.hpp"
+
+namespace distop::bench {
+
+// A two-level fat tree (leaf switches of hosts_per_leaf hosts, one rank per host, under spine
+// switches): a message within a leaf crosses 2 links (leaf_latency), one across the spines 4
+// (spine_latency). Every link moves `bandwidth` bytes/s per direction; a leaf's uplinks carry
+// 1 / oversubscription of its hosts' bandwidth (1: full bisection). gamma and copy are the hosts'
+// local reduction and copy rates (s / byte). Defaults: platforms/ib-fat-tree-1024.xml (32 x 32
+// hosts, 25 GB/s, 0.25 us per link, full bisection) and bench_simulated's gamma and copy.
+struct FatTree {
+  int hosts_per_leaf = 32;
+  double leaf_latency = 0.5e-6;   // s
+  double spine_latency = 1.0e-6;  // s
+  double bandwidth = 25e9;        // bytes / s
+  double oversubscription = 1.0;  // >= 1
+  double gamma = 1.0 / 10e9;      // s / byte
+  double copy = 1.0 / 20e9;       // s / byte
+};
+
+// The machine a collective over `ranks` ranks spread over `span` consecutive hosts sees: within
+// one leaf (span <= hosts_per_leaf) the leaf's latency and the link's bandwidth; across leaves the
+// spines' latency and the bandwidth an uplink leaves each host, bandwidth / oversubscription (the
+// algorithms' rounds each move messages across the spines once the group spans leaves, so every
+// round is charged the slower path).
+inline cost::Machine fat_tree_machine(const FatTree& t, int span) {
+  const bool within_leaf = span <= t.hosts_per_leaf;
+  const double beta = (within_leaf ? 1.0 : std::max(1.0, t.oversubscription)) / t.bandwidth;
+  return {within_leaf ? t.leaf_latency : t.spine_latency, beta, t.gamma, t.copy};
+}
+
+// One bucket of `bytes` reduced over r replicas as parallel::GradientReducer does: reduce-scatter
+// as an all-to-all of its r chunks (MPI_Ialltoallv, every pair posted at once), the r - 1 received
+// chunks summed into the own one, then the sums all-gathered (MPI_Iallgatherv). Seconds.
+inline double bucket_seconds(std::int64_t bytes, int r, const cost::Machine& m) {
+  if (r <= 1) return 0.0;
+  const std::int64_t chunk = bytes / r;
+  return cost::alltoallv(chunk * (r - 1), chunk * (r - 1), r - 1, m).seconds +
+         m.gamma * static_cast<double>(chunk * (r - 1)) + cost::allgather(bytes, r, m).seconds;
+}
+
+// The reduction of the buckets (in the order they become ready) over r replicas: `exposed`, the
+// last bucket's (the one overlap cannot hide: it is ready when backward ends), and `all`, every
+// bucket's one after the other (no overlap).
+struct Reduction {
+  double exposed = 0;
+  double all = 0;
+};
+inline Reduction reduction_seconds(const std::vector<std::int64_t>& buckets, int r,
+                                   const cost::Machine& m) {
+  Reduction out;
+  for (const auto b : buckets) out.all += bucket_seconds(b, r, m);
+  if (!buckets.empty()) out.exposed = bucket_seconds(buckets.back(), r, m);
+  return out;
+}
+
+// One configuration of a projection: r replicas of `model_ranks` ranks each, `batch` examples per
+// replica; the step is compute + comm (the model-parallel operators inside a replica) + reduction.
+struct StepTerms {
+  int replicas = 1;
+  std::int64_t batch = 0;
+  double compute = 0;    // s
+  double comm = 0;       // s
+  double reduction = 0;  // s
+  double step() const { return compute + comm + reduction; }
+};
+
+// Efficiency against the smallest configuration `base`: weak scaling (the batch per replica fixed)
+// base.step / step; strong scaling (the global batch fixed) base.step base.replicas / (step r).
+inline double weak_efficiency(const StepTerms& base, const StepTerms& s) {
+  return base.step() / s.step();
+}
+inline double strong_efficiency(const StepTerms& base, const StepTerms& s) {
+  return base.step() * base.replicas / (s.step() * s.replicas);
+}
+
+// The term that costs the most against perfect scaling from `base`: each term's excess over its
+// ideal share (weak: base's term; strong: base's term base.replicas / replicas). "compute",
+// "model-parallel comm" or "reduction".
+inline std::string limiting_term(const StepTerms& base, const StepTerms& s, bool strong) {
+  const double share = strong ? static_cast<double>(base.replicas) / s.replicas : 1.0;
+  const double excess[3] = {s.compute - base.compute * share, s.comm - base.comm * share,
+                            s.reduction - base.reduction * share};
+  const char* names[3] = {"compute", "model-parallel comm", "reduction"};
+  int k = 0;
+  for (int i = 1; i < 3; ++i)
+    if (excess[i] > excess[k]) k = i;
+  return names[k];
+}
+
+}  // namespace distop::bench
