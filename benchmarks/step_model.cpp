@@ -133,20 +133,22 @@ struct Settings {
   int steps = 3;
   int warmup = 1;
   bool csv = false;
-  std::string trace_path = "bench_step_model.trace.json";
+  std::string trace_path = "bench_step_model.trace";
   bench::FatTree cluster;
 };
 
 // Runs `steps` traced steps of `step` (a function of the phase spans' names) over `comm` after
 // `warmup`, and returns every rank's totals on rank 0 of comm (others: empty).
-TraceTotals traced(const Settings& s, MPI_Comm comm, const std::function<void()>& step) {
+TraceTotals traced(const Settings& s, const std::string& program, MPI_Comm comm,
+                   const std::function<void()>& step) {
   for (int i = 0; i < s.warmup; ++i) step();
+  const std::string path = s.trace_path + "." + program + ".json";
   trace::start(comm);
   for (int i = 0; i < s.steps; ++i) step();
-  trace::stop_and_write(s.trace_path, comm);
+  trace::stop_and_write(path, comm);
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  return rank == 0 ? parse_trace(s.trace_path, s.steps) : TraceTotals{};
+  return rank == 0 ? parse_trace(path, s.steps) : TraceTotals{};
 }
 
 // Reduces the totals to the slowest rank's per layer and per step.
@@ -173,7 +175,7 @@ Measured measure_lenet5(const Settings& s, examples::LeNet5& model, std::int64_t
   if (model.holds_output())
     for (std::int64_t i = 0; i < batch; ++i) labels.push_back(static_cast<std::int32_t>(i % 10));
   optim::SGD<float> opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
-  const auto totals = traced(s, MPI_COMM_WORLD, [&] {
+  const auto totals = traced(s, "lenet5", MPI_COMM_WORLD, [&] {
     Tape tape;
     Var<float> loss;
     {
@@ -195,7 +197,7 @@ Measured measure_lenet5(const Settings& s, examples::LeNet5& model, std::int64_t
 Measured measure_cnn(const Settings& s, examples::ConvNet& model, std::int64_t batch) {
   const bench::CnnBatch data(model, batch);
   optim::SGD<float> opt(model.parameters(), {.lr = 1e-4, .momentum = 0.9});
-  const auto totals = traced(s, MPI_COMM_SELF, [&] {
+  const auto totals = traced(s, "cnn", MPI_COMM_SELF, [&] {
     Tape tape;
     Var<float> loss;
     {
@@ -261,9 +263,9 @@ double lenet5_comm_seconds(examples::LeNet5& model, std::int64_t batch, const co
     const std::string n = std::to_string(l + 1);
     const auto h = halo_of(x, conv->windows());
     add("conv" + n + " HaloExchange", h ? p2p_seconds(*h, bytes_of(h->range()), m) : 0.0);
-    // The parameters live on one cell of the spatial grid per weight block, broadcast over them.
-    const int p =
-        static_cast<int>(x.partition().shape().numel() / conv->weight_partition().shape().numel());
+    // The parameters live on the P_co x P_ci weight blocks, each broadcast over the spatial grid.
+    const auto wgrid = conv->weight_partition().shape();
+    const int p = static_cast<int>(x.partition().shape().numel() / (wgrid[0] * wgrid[1]));
     const auto wb = static_cast<std::int64_t>(conv->weight().value().local_numel() * sizeof(float));
     const auto bb = static_cast<std::int64_t>(conv->out_channels() * sizeof(float));
     add("conv" + n + " weight Broadcast",
@@ -332,7 +334,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--steps", s.steps, "Traced steps per batch")->capture_default_str();
   app.add_option("--warmup", s.warmup, "Untimed steps first, per batch")->capture_default_str();
-  app.add_option("--trace-file", s.trace_path, "Where the traces are written (overwritten)")
+  app.add_option(
+         "--trace-file", s.trace_path,
+         "The traces' path, less .lenet5.json and .cnn.json (each overwritten by the next batch)")
       ->capture_default_str();
   app.add_option("--hosts-per-leaf", s.cluster.hosts_per_leaf, "Fat tree: hosts (ranks) per leaf")
       ->capture_default_str();
