@@ -10,8 +10,9 @@
 // layer's time is its "compute" events' own time (less the operators nested in them; functions
 // nested in a layer, its "conv" or "max_pool", count as the layer's; the two pools of LeNet-5 are
 // one unregistered module, "DistributedPool", and examples/cnn's "Pool"),
-// forward and backward apart, averaged over --steps steps after --warmup, the slowest rank's; the
-// step's compute is the slowest rank's sum, the optimizer step and the rest of the phases included.
+// forward and backward apart, the slowest rank's, the median over --steps steps after --warmup; the
+// step's compute is the median of the slowest rank's sum, the optimizer step and the rest of the
+// phases included.
 // The operators' measured time is printed beside the model's for reference only.
 //
 // Communication comes from the cost model (distop/ops/cost_model.hpp) on the cluster given by the
@@ -70,8 +71,8 @@ struct Measured {
 // Every rank's own compute time per layer from the trace file at `path` (written on rank 0 of the
 // traced communicator), per step: for rank -> (key -> seconds), plus the operators' time.
 struct TraceTotals {
-  std::map<int, std::map<std::string, double>> layers;
-  std::map<int, double> ops;
+  std::map<int, std::map<std::string, std::vector<double>>> layers;  // rank -> key -> per step
+  std::map<int, std::vector<double>> ops;                            // rank -> per step
 };
 
 TraceTotals parse_trace(const std::string& path, int steps) {
@@ -98,6 +99,9 @@ TraceTotals parse_trace(const std::string& path, int steps) {
     std::vector<std::string> phase(evs.size());
     std::vector<std::string> layer(evs.size());  // the outermost compute event's name
     std::vector<bool> in_op(evs.size(), false);
+    std::vector<int> step(evs.size(), -1);  // a step begins with its forward phase
+    int current = -1;
+    out.ops[rank].assign(static_cast<std::size_t>(steps), 0.0);
     for (std::size_t i = 0; i < evs.size(); ++i) {
       while (!open.empty() && evs[open.back()].ts + evs[open.back()].dur <= evs[i].ts + 1e-3)
         open.pop_back();
@@ -110,17 +114,26 @@ TraceTotals parse_trace(const std::string& path, int steps) {
       }
       if (evs[i].cat == "compute" && layer[i].empty()) layer[i] = evs[i].name;
       if (evs[i].cat == "phase") phase[i] = evs[i].name;
+      if (evs[i].cat == "phase" && evs[i].name == "forward") ++current;
+      step[i] = std::min(current, steps - 1);
       const bool is_op = evs[i].cat == "op" || evs[i].cat == "adjoint";
-      if (is_op && !in_op[i]) out.ops[rank] += evs[i].dur * 1e-6 / steps;
+      if (is_op && !in_op[i] && step[i] >= 0)
+        out.ops[rank][static_cast<std::size_t>(step[i])] += evs[i].dur * 1e-6;
       in_op[i] = in_op[i] || is_op;
       open.push_back(i);
     }
     for (std::size_t i = 0; i < evs.size(); ++i) {
-      if (phase[i].empty() || in_op[i]) continue;
+      if (phase[i].empty() || in_op[i] || step[i] < 0) continue;
+      std::string key;
       if (evs[i].cat == "compute")
-        out.layers[rank][phase[i] + " " + layer[i]] += own[i] * 1e-6 / steps;
+        key = phase[i] + " " + layer[i];
       else if (evs[i].cat == "phase")
-        out.layers[rank][phase[i] + " (rest)"] += std::max(0.0, own[i]) * 1e-6 / steps;
+        key = phase[i] + " (rest)";
+      else
+        continue;
+      auto& v = out.layers[rank][key];
+      v.resize(static_cast<std::size_t>(steps), 0.0);
+      v[static_cast<std::size_t>(step[i])] += std::max(0.0, own[i]) * 1e-6;
     }
   }
   return out;
@@ -130,7 +143,7 @@ struct Settings {
   std::int64_t batch = 64;
   std::int64_t global_batch = 1024;
   int max_ranks = 1024;
-  int steps = 3;
+  int steps = 5;
   int warmup = 1;
   bool csv = false;
   std::string trace_path = "bench_step_model.trace";
@@ -151,19 +164,30 @@ TraceTotals traced(const Settings& s, const std::string& program, MPI_Comm comm,
   return rank == 0 ? parse_trace(path, s.steps) : TraceTotals{};
 }
 
-// Reduces the totals to the slowest rank's per layer and per step.
-Measured summarize(const TraceTotals& t, std::int64_t batch) {
+// Reduces the totals to the median over the steps of the slowest rank's, per layer and per step.
+Measured summarize(const TraceTotals& t, std::int64_t batch, int steps) {
   Measured m;
   m.batch = batch;
+  const auto n = static_cast<std::size_t>(steps);
+  std::map<std::string, std::vector<double>> layer;
+  std::vector<double> compute(n, 0.0), ops(n, 0.0);
   for (const auto& [rank, layers] : t.layers) {
-    double total = 0;
-    for (const auto& [key, sec] : layers) {
-      m.layer_ms[key] = std::max(m.layer_ms[key], sec * 1e3);
-      total += sec;
+    std::vector<double> total(n, 0.0);
+    for (const auto& [key, per_step] : layers) {
+      auto& v = layer[key];
+      v.resize(n, 0.0);
+      for (std::size_t i = 0; i < n; ++i) {
+        v[i] = std::max(v[i], per_step[i]);
+        total[i] += per_step[i];
+      }
     }
-    m.compute_ms = std::max(m.compute_ms, total * 1e3);
+    for (std::size_t i = 0; i < n; ++i) compute[i] = std::max(compute[i], total[i]);
   }
-  for (const auto& [rank, sec] : t.ops) m.ops_ms = std::max(m.ops_ms, sec * 1e3);
+  for (const auto& [rank, per_step] : t.ops)
+    for (std::size_t i = 0; i < n; ++i) ops[i] = std::max(ops[i], per_step[i]);
+  for (const auto& [key, v] : layer) m.layer_ms[key] = bench::median(v) * 1e3;
+  m.compute_ms = bench::median(compute) * 1e3;
+  m.ops_ms = bench::median(ops) * 1e3;
   return m;
 }
 
@@ -190,7 +214,7 @@ Measured measure_lenet5(const Settings& s, examples::LeNet5& model, std::int64_t
     opt.step();
     opt.zero_grad();
   });
-  return summarize(totals, batch);
+  return summarize(totals, batch, s.steps);
 }
 
 // examples/cnn's step at `batch` on this rank alone.
@@ -212,7 +236,7 @@ Measured measure_cnn(const Settings& s, examples::ConvNet& model, std::int64_t b
     opt.step();
     opt.zero_grad();
   });
-  return summarize(totals, batch);
+  return summarize(totals, batch, s.steps);
 }
 
 // The halo exchange a distributed convolution or pool makes for its input space and spatial
