@@ -28,7 +28,9 @@
 //   over the R ranks of the reduction group (for LeNet-5 spread over 2R hosts): the last bucket
 //   exposed with overlap, all of them without.
 // Output: per-layer tables, then the weak and strong scaling projections for 1-1,024 ranks with
-// each configuration's efficiency against the smallest one and the term that limits it.
+// each configuration's efficiency against the smallest one and the term that limits it. With
+// --csv: rows record,program,batch,name,ms (record: layer, compute, operator), then the
+// projections under their own header.
 #include "step_model.hpp"
 
 #include <mpi.h>
@@ -459,6 +461,7 @@ int main(int argc, char** argv) {
           "us across spines, %.1f GB/s, oversubscription %.2f, gamma %.1f GB/s, copy %.1f GB/s\n",
           s.cluster.hosts_per_leaf, leaf_us, spine_us, bandwidth_gbs, s.cluster.oversubscription,
           gamma_gbs, copy_gbs);
+    if (s.csv) std::printf("record,program,batch,name,ms\n");
     layer_table("lenet5", lenet_m);
     layer_table("cnn", cnn_m);
     if (s.csv) {
