@@ -35,12 +35,14 @@ struct ReducerOptions {
   // or reduce everything after backward (false, for comparison).
   bool overlap = true;
   // How each bucket's two phases move their chunks over the R replicas (comm::ExchangeSchedule):
-  // MPI's nonblocking collectives (collective), pairwise point-to-point rounds with at most
-  // exchange_window rounds in flight (pairwise), or automatic: pairwise where R - 1 exceeds
-  // exchange_window, the collectives otherwise (docs/data_parallel.md). The sums are the same
-  // bits with either. NCCL buckets take NCCL's grouped calls whatever this says.
+  // MPI's nonblocking collectives (collective, the default: MPICH throttles its own all-to-all),
+  // pairwise point-to-point rounds with at most exchange_window rounds in flight (pairwise), or
+  // automatic: pairwise where R - 1 exceeds exchange_window, the collectives otherwise (for an MPI
+  // that posts every message of a nonblocking collective at once, such as SimGrid's SMPI;
+  // docs/data_parallel.md). The sums are the same bits with either. NCCL buckets take NCCL's
+  // grouped calls whatever this says.
   enum class Exchange { automatic, collective, pairwise };
-  Exchange exchange = Exchange::automatic;
+  Exchange exchange = Exchange::collective;
   int exchange_window = 32;  // at least 1 (distop::Error at construction otherwise)
 };
 
