@@ -193,6 +193,25 @@ Measured summarize(const TraceTotals& t, std::int64_t batch, int steps) {
   return m;
 }
 
+// One training step in the trace's phases: forward (`loss_of` records it on the tape and returns
+// the loss), backward, then the optimizer's step and zero_grad.
+template <class LossOf>
+void phased_step(optim::SGD<float>& opt, LossOf&& loss_of) {
+  Tape tape;
+  Var<float> loss;
+  {
+    trace::Span phase("phase", "forward");
+    loss = loss_of(tape);
+  }
+  {
+    trace::Span phase("phase", "backward");
+    backward(tape, loss);
+  }
+  trace::Span phase("phase", "optimizer");
+  opt.step();
+  opt.zero_grad();
+}
+
 // LeNet-5's step at `batch` on the 2 ranks of MPI_COMM_WORLD (valid on rank 0).
 Measured measure_lenet5(const Settings& s, examples::LeNet5& model, std::int64_t batch) {
   DistTensor<float> x(model.input_space(batch));
@@ -202,19 +221,9 @@ Measured measure_lenet5(const Settings& s, examples::LeNet5& model, std::int64_t
     for (std::int64_t i = 0; i < batch; ++i) labels.push_back(static_cast<std::int32_t>(i % 10));
   optim::SGD<float> opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
   const auto totals = traced(s, "lenet5", MPI_COMM_WORLD, [&] {
-    Tape tape;
-    Var<float> loss;
-    {
-      trace::Span phase("phase", "forward");
-      loss = loss::cross_entropy(tape, model.forward(tape, Var<float>(x)), labels);
-    }
-    {
-      trace::Span phase("phase", "backward");
-      backward(tape, loss);
-    }
-    trace::Span phase("phase", "optimizer");
-    opt.step();
-    opt.zero_grad();
+    phased_step(opt, [&](Tape& tape) {
+      return loss::cross_entropy(tape, model.forward(tape, Var<float>(x)), labels);
+    });
   });
   return summarize(totals, batch, s.steps);
 }
@@ -224,19 +233,7 @@ Measured measure_cnn(const Settings& s, examples::ConvNet& model, std::int64_t b
   const bench::CnnBatch data(model, batch);
   optim::SGD<float> opt(model.parameters(), {.lr = 1e-4, .momentum = 0.9});
   const auto totals = traced(s, "cnn", MPI_COMM_SELF, [&] {
-    Tape tape;
-    Var<float> loss;
-    {
-      trace::Span phase("phase", "forward");
-      loss = data.loss(tape, model);
-    }
-    {
-      trace::Span phase("phase", "backward");
-      backward(tape, loss);
-    }
-    trace::Span phase("phase", "optimizer");
-    opt.step();
-    opt.zero_grad();
+    phased_step(opt, [&](Tape& tape) { return data.loss(tape, model); });
   });
   return summarize(totals, batch, s.steps);
 }
