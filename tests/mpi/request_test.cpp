@@ -306,3 +306,17 @@ TEST(PairwiseExchange, AWindowBelowOneRoundIsAnError) {
   Alltoallv a(0.0);
   EXPECT_THROW(a.post(ExchangeSchedule::pairwise(0)), distop::Error);
 }
+
+// A pairwise all-to-all copies the rank's own block locally, so it must send itself as many
+// entries as it receives from itself: otherwise a distop::Error, before any message is posted.
+TEST(PairwiseExchange, UnequalCountsForTheRanksOwnBlockAreAnError) {
+  const int n = world_size(), me = world_rank();
+  std::vector<int> send_counts(n, 1), recv_counts(n, 1), displs(n);
+  for (int q = 0; q < n; ++q) displs[q] = q;
+  send_counts[me] = 0;
+  std::vector<float> send(n, 1.0f), recv(n, 0.0f);
+  EXPECT_THROW(distop::comm::ialltoallv(send.data(), send_counts.data(), displs.data(), recv.data(),
+                                        recv_counts.data(), displs.data(), MPI_COMM_WORLD,
+                                        ExchangeSchedule::pairwise(1)),
+               distop::Error);
+}
