@@ -8,6 +8,10 @@
 //   data_parallel  examples/cnn's data-parallel step (one replica per rank, batch --batch per
 //                  rank), the gradients reduced in buckets overlapped with backward, and the same
 //                  step without the reduction (the compute it hides behind),
+//   round_trip     what a rank's host time between MPI calls costs in the simulation: ranks paired
+//                  (r, r ^ 1), each step 1,000 rounds of an 8-byte irecv, isend and two waits,
+//                  once through MPI directly and once through distop's comm::irecv/isend and
+//                  Request::wait (so a step's time in ms is the time per round in us),
 // each timed with MPI_Wtime (the simulated clock under SMPI: std::chrono reads the host's), a step
 // being the slowest rank's time after a barrier, the median over --steps steps after --warmup.
 //
@@ -137,6 +141,41 @@ void run_primitives(const Settings& s, int ranks) {
       std::to_string(n * 4) + " B per ghost row");
 }
 
+// 1,000 rounds of an 8-byte exchange between ranks r and r ^ 1 (a rank without a partner, the last
+// of an odd count, sits out), raw MPI and through distop. Under SMPI the time per round is the
+// network's latency plus the host time charged between the MPI calls, which grows with the ranks
+// the process simulates (docs/scaling.md); the model is the cost model's latency plus 8 bytes.
+void run_round_trip(const Settings& s, int ranks) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int peer = rank ^ 1;
+  const bool paired = peer < ranks;
+  constexpr int kRounds = 1000;
+  float send[2] = {1, 2}, recv[2] = {0, 0};
+  const double model_ms = kRounds * (s.machine.alpha + 8 * s.machine.beta) * 1e3;
+  const std::string detail = "1000 rounds of 8 B between ranks r and r ^ 1";
+  auto per_round = [&](const std::function<void()>& round) {
+    return time_steps(s, [&] {
+      for (int i = 0; paired && i < kRounds; ++i) round();
+    });
+  };
+  row("round_trip", "mpi", ranks, per_round([&] {
+        MPI_Request q[2];
+        MPI_Irecv(recv, 2, MPI_FLOAT, peer, 0, MPI_COMM_WORLD, &q[0]);
+        MPI_Isend(send, 2, MPI_FLOAT, peer, 0, MPI_COMM_WORLD, &q[1]);
+        MPI_Wait(&q[0], MPI_STATUS_IGNORE);
+        MPI_Wait(&q[1], MPI_STATUS_IGNORE);
+      }),
+      model_ms, detail);
+  row("round_trip", "distop", ranks, per_round([&] {
+        comm::Request received = comm::irecv(recv, 2, peer, 0, MPI_COMM_WORLD);
+        comm::Request sent = comm::isend(send, 2, peer, 0, MPI_COMM_WORLD);
+        received.wait();
+        sent.wait();
+      }),
+      model_ms, detail);
+}
+
 void run_lenet5(const Settings& s, int ranks) {
   const int model_ranks = std::min(s.model_ranks, ranks);
   parallel::Replicas replicas(MPI_COMM_WORLD, ranks / model_ranks);
@@ -253,8 +292,8 @@ int main(int argc, char** argv) {
   Settings s;
   double bandwidth_gbs = 25.0, alpha_us = 1.0, gamma_gbs = 10.0, copy_gbs = 20.0;
   CLI::App app{"Steps of distop's programs for simulated runs (SimGrid SMPI) and measured runs"};
-  app.add_option("--program", s.program, "primitives | lenet5 | data_parallel")
-      ->check(CLI::IsMember({"primitives", "lenet5", "data_parallel"}))
+  app.add_option("--program", s.program, "primitives | lenet5 | data_parallel | round_trip")
+      ->check(CLI::IsMember({"primitives", "lenet5", "data_parallel", "round_trip"}))
       ->capture_default_str();
   app.add_option("--steps", s.steps, "Timed steps (median)")->capture_default_str();
   app.add_option("--warmup", s.warmup, "Untimed steps first")->capture_default_str();
@@ -313,6 +352,8 @@ int main(int argc, char** argv) {
       run_primitives(s, ranks);
     else if (s.program == "lenet5")
       run_lenet5(s, ranks);
+    else if (s.program == "round_trip")
+      run_round_trip(s, ranks);
     else
       run_data_parallel(s, ranks);
     return 0;

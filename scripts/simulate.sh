@@ -4,7 +4,7 @@
 #   scripts/simulate.sh RANKS [PROGRAM...]
 #
 # RANKS: rank counts, comma-separated (e.g. 2,64,1024). PROGRAM: primitives, lenet5,
-# data_parallel (default: all three); each is a mode of benchmarks/simulated_step.cpp
+# data_parallel (default: these three) or round_trip; each is a mode of benchmarks/simulated_step.cpp
 # (bench_simulated). Builds the SMPI variant (DISTOP_ENABLE_SMPI, compiler smpicxx) in
 # ${DISTOP_BUILD_DIR:-build-smpi} if needed (the library and bench_simulated only), then runs each
 # program under smpirun at each rank count and at its base count (1 rank for data_parallel, one
@@ -25,6 +25,12 @@
 #                        run measures the forward and backward pass once, every rank of every
 #                        run replays them as simulated compute; the communication, loss seed and
 #                        optimizer step stay real)
+#   DISTOP_SIM_HOST_TIME data_parallel's host time: charged (default): SMPI charges each rank the
+#                        host (CPU) time it spends between MPI calls; uncharged (only with
+#                        DISTOP_SIM_COMPUTE=injected): it does not (smpi/simulate-computation:no),
+#                        so a step is the injected compute plus the network's time. Host time measured with many ranks in one
+#                        process is several microseconds per MPI call more than one rank alone
+#                        spends (round_trip shows it; docs/scaling.md)
 #   DISTOP_SIM_SHARED_BYTES  tensors of this many bytes and more live in SMPI's shared malloc,
 #                        one physical copy for all ranks (contents meaningless; timing only).
 #                        Default 65536 with DISTOP_SIM_COMPUTE=injected, else 0 (off)
@@ -44,7 +50,7 @@ shift
 programs=("$@")
 [ ${#programs[@]} -gt 0 ] || programs=(primitives lenet5 data_parallel)
 for p in "${programs[@]}"; do
-  case $p in primitives | lenet5 | data_parallel) ;; *) echo "simulate.sh: unknown program '$p'" >&2; exit 2 ;; esac
+  case $p in primitives | lenet5 | data_parallel | round_trip) ;; *) echo "simulate.sh: unknown program '$p'" >&2; exit 2 ;; esac
 done
 
 source scripts/env.sh
@@ -107,6 +113,17 @@ case $compute in
   injected) shared_bytes=${DISTOP_SIM_SHARED_BYTES:-65536} ;;
   *) echo "simulate.sh: DISTOP_SIM_COMPUTE must be measured or injected" >&2; exit 2 ;;
 esac
+host_time=${DISTOP_SIM_HOST_TIME:-charged}
+case $host_time in
+  charged) ;;
+  uncharged)
+    if [ "$compute" != injected ]; then
+      echo "simulate.sh: DISTOP_SIM_HOST_TIME=uncharged needs DISTOP_SIM_COMPUTE=injected (else no compute is simulated)" >&2
+      exit 2
+    fi
+    ;;
+  *) echo "simulate.sh: DISTOP_SIM_HOST_TIME must be charged or uncharged" >&2; exit 2 ;;
+esac
 # shellcheck disable=SC2206
 extra=(${DISTOP_SIM_ARGS:-})
 extra+=(--exchange "${DISTOP_SIM_EXCHANGE:-automatic}" --exchange-window "${DISTOP_SIM_EXCHANGE_WINDOW:-32}")
@@ -119,13 +136,15 @@ run() {  # program ranks
   # Injected: the first run (the base count) measures the compute profile, every later run of the
   # series replays that same profile.
   [ "$1" != data_parallel ] || [ "$compute" != injected ] || args+=(--compute-profile "$tmpdir/compute-profile")
+  local host=()
+  [ "$1" != data_parallel ] || [ "$host_time" != uncharged ] || host=(--cfg=smpi/simulate-computation:no)
   if [ "$n" -gt "$hosts" ]; then
     echo "simulate.sh: $n ranks, but $platform has $hosts hosts" >&2
     exit 1
   fi
   # smpirun 3.32 takes -tmpdir's value for the program: the per-rank copies go to TMPDIR instead.
   if ! TMPDIR=$tmpdir DISTOP_SMPI_SHARED_BYTES=$shared_bytes OPENBLAS_NUM_THREADS=1 DISTOP_YIELD_WHEN_IDLE=0 DISTOP_WATCHDOG_SECONDS=0 \
-    smpirun -np "$n" "${smpi_args[@]}" "$program" --program "$1" --steps "$steps" "${args[@]}" "${extra[@]}" \
+    smpirun -np "$n" "${smpi_args[@]}" "${host[@]}" "$program" --program "$1" --steps "$steps" "${args[@]}" "${extra[@]}" \
     >"$log" 2>&1; then
     echo "simulate.sh: $1 at $n ranks failed:" >&2
     tail -n 30 "$log" >&2
@@ -137,8 +156,8 @@ run() {  # program ranks
     grep "^$1," "$log" | sed "s|\$|,$(basename "$platform"),$wall|" >>"$DISTOP_SIM_CSV"
 }
 
-printf '# platform %s, %s steps per run (median), data_parallel compute %s, shared from %s B, bench_simulated %s\n' \
-  "$(basename "$platform")" "$steps" "$compute" "$shared_bytes" "${extra[*]}"
+printf '# platform %s, %s steps per run (median), data_parallel compute %s, host time %s, shared from %s B, bench_simulated %s\n' \
+  "$(basename "$platform")" "$steps" "$compute" "$host_time" "$shared_bytes" "${extra[*]}"
 printf '%-14s %-21s %6s %11s %6s %11s %6s %7s\n' program case ranks step_ms eff model_ms \
   m_eff wall_s
 for p in "${programs[@]}"; do
