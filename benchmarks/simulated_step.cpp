@@ -24,7 +24,8 @@
 // --beta, --gamma and --copy (the platform's links): for the primitives the operator's predicted
 // time; for data_parallel the compute-only step measured in the same run plus the predicted
 // reduction that overlap cannot hide (the last bucket's), and plus all of it (no overlap) in the
-// case "model-no-overlap"; for lenet5 empty (its communication is inside the model-parallel step).
+// case "model-no-overlap"; for round_trip 1,000 times the latency plus 8 bytes; for lenet5 empty
+// (its communication is inside the model-parallel step).
 // At one rank data_parallel also prints the cases "projection" and "projection-no-overlap" at
 // 1-1,024 ranks: that rank's compute plus the model's reduction of the same buckets over P
 // replicas (step_ms empty).
