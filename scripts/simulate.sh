@@ -4,8 +4,8 @@
 #   scripts/simulate.sh RANKS [PROGRAM...]
 #
 # RANKS: rank counts, comma-separated (e.g. 2,64,1024). PROGRAM: primitives, lenet5,
-# data_parallel (default: these three) or round_trip; each is a mode of benchmarks/simulated_step.cpp
-# (bench_simulated). Builds the SMPI variant (DISTOP_ENABLE_SMPI, compiler smpicxx) in
+# data_parallel (default: these three) or round_trip; each is a mode of
+# benchmarks/simulated_step.cpp (bench_simulated). Builds the SMPI variant (DISTOP_ENABLE_SMPI, compiler smpicxx) in
 # ${DISTOP_BUILD_DIR:-build-smpi} if needed (the library and bench_simulated only), then runs each
 # program under smpirun at each rank count and at its base count (1 rank for data_parallel, one
 # replica of --model-ranks 2 for lenet5, 2 ranks for the primitives, whose 1-rank times are local
@@ -28,9 +28,9 @@
 #   DISTOP_SIM_HOST_TIME data_parallel's host time: charged (default): SMPI charges each rank the
 #                        host (CPU) time it spends between MPI calls; uncharged (only with
 #                        DISTOP_SIM_COMPUTE=injected): it does not (smpi/simulate-computation:no),
-#                        so a step is the injected compute plus the network's time. Host time measured with many ranks in one
-#                        process is several microseconds per MPI call more than one rank alone
-#                        spends (round_trip shows it; docs/scaling.md)
+#                        so a step is the injected compute plus the network's time. Host time
+#                        measured with many ranks in one process is several microseconds per MPI
+#                        call more than one rank alone spends (round_trip shows it; docs/scaling.md)
 #   DISTOP_SIM_SHARED_BYTES  tensors of this many bytes and more live in SMPI's shared malloc,
 #                        one physical copy for all ranks (contents meaningless; timing only).
 #                        Default 65536 with DISTOP_SIM_COMPUTE=injected, else 0 (off)
