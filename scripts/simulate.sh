@@ -3,11 +3,11 @@
 #
 #   scripts/simulate.sh RANKS [PROGRAM...]
 #
-# RANKS: rank counts, comma-separated (e.g. 2,64,1024). PROGRAM: primitives, lenet5,
-# data_parallel (default: these three) or round_trip; each is a mode of
-# benchmarks/simulated_step.cpp (bench_simulated). Builds the SMPI variant (DISTOP_ENABLE_SMPI,
-# compiler smpicxx) in ${DISTOP_BUILD_DIR:-build-smpi} if needed (the library and bench_simulated
-# only), then runs each program under smpirun at each rank count and at its base count (1 rank for data_parallel, one
+# RANKS: rank counts, comma-separated (e.g. 2,64,1024). PROGRAM: primitives, lenet5, data_parallel
+# (default: these three) or round_trip; each is a mode of benchmarks/simulated_step.cpp
+# (bench_simulated). Builds the SMPI variant (DISTOP_ENABLE_SMPI, compiler smpicxx) in
+# ${DISTOP_BUILD_DIR:-build-smpi} if needed (the library and bench_simulated only), then runs each
+# program under smpirun at each rank count and at its base count (1 rank for data_parallel, one
 # replica of --model-ranks 2 for lenet5, 2 ranks for the primitives, whose 1-rank times are local
 # copies), and prints per program and case the simulated step time, the weak-scaling efficiency
 # (base time / time) and the cost model's time and efficiency.
