@@ -1,29 +1,36 @@
 #pragma once
-// Defining a differentiable operation: a forward value and a backward function recorded on the
-// tape with whatever they saved (what torch.autograd.Function is to PyTorch).
+// Defining a differentiable operation: make_function runs the operation's forward computation and
+// records its backward function on the tape with whatever the forward saved (what
+// torch.autograd.Function is to PyTorch). Every layer, loss and operation of distop is written
+// this way.
 //
 //   // y = x * x, elementwise.
 //   template <class T>
 //   Var<T> square(Tape& tape, const Var<T>& x) {
-//     DistTensor<T> y = x.value().clone();
-//     kernels::mul(x.value().local(), y.local());           // y = x * x
-//     return make_function(tape, "square", {x}, std::move(y),
-//                          [x](const DistTensor<T>& dy, Gradients<T>& grads) {
-//                            grads.accumulate(0, [&](T beta, Tensor<T>& g) {
-//                              // g = beta g + 2 x dy
-//                            });
-//                          });
+//     return make_function<T>(tape, "square", {x}, [&] {
+//       DistTensor<T> y = ...;                                // y = x * x
+//       return Computed{std::move(y), [](const DistTensor<T>& dy, Gradients<T>& grads) {
+//         const Tensor<T>& xv = grads.input(0).value().local();
+//         grads.accumulate(0, [&](T beta, Tensor<T>& g) {
+//           // g = beta g + 2 x dy
+//         });
+//       }};
+//     });
 //   }
 //
-// The backward function saves what it needs by capture (here x, whose value it reads). It runs
-// once, when backward() replays the tape, and is destroyed right after, releasing what it saved.
-// distop's own layers and operations are written this way.
+// The forward computation runs inside a trace span named after the operation (core/trace.hpp), so
+// a timeline shows every operation's forward and, named alike, its backward. It returns the output
+// and the backward function, which saves what it needs by capture (intermediate tensors the
+// forward computed, say). The backward runs once, when backward() replays the tape, and is
+// destroyed right after, releasing what it saved. The inputs are kept alive by the tape entry:
+// grads.input(i).value() is the saved input.
 
 #include <array>
 #include <cstddef>
 #include <initializer_list>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -31,6 +38,7 @@
 #include "distop/autodiff/tape.hpp"
 #include "distop/autodiff/var.hpp"
 #include "distop/core/error.hpp"
+#include "distop/core/trace.hpp"
 
 namespace distop {
 
@@ -133,6 +141,135 @@ class Gradients {
   std::vector<std::pair<std::size_t, std::size_t>> pending_;  // (input, output) pass-throughs
 };
 
+// What an operation's forward computation hands make_function: the output value(s) and the
+// backward function. `Values` is DistTensor<T> (one output) or std::vector<DistTensor<T>>
+// (several).
+//   One output:  backward(const DistTensor<T>& dy, Gradients<T>& grads)
+//   Several:     backward(std::span<const DistTensor<T>* const> dys, Gradients<T>& grads),
+//                dys[o] being output o's gradient, or nullptr for an output no gradient reached.
+template <class Values, class Backward>
+struct Computed {
+  Values value;
+  Backward backward;
+};
+template <class Values, class Backward>
+Computed(Values, Backward) -> Computed<Values, Backward>;
+
+struct FunctionOptions {
+  // The backward sends or receives messages. Unless collective, backward is not called at all when
+  // no output received a gradient. A collective operation has its backward called on every rank
+  // whatever reached it, so that its messages are matched: dy (or dys) then holds zero tensors in
+  // place of missing gradients, and backward must contribute to every required input (zeros
+  // included) so that whether an input has a gradient stays the same on every rank.
+  bool collective = false;
+};
+
+namespace detail {
+
+template <class T, class Values>
+struct IsTensorVector : std::false_type {};
+template <class T>
+struct IsTensorVector<T, std::vector<DistTensor<T>>> : std::true_type {};
+
+// Tape::record, for distop's autodiff layer (make_function, apply, the nonblocking transfers).
+struct TapeRecorder {
+  template <class F>
+  static void record(Tape& tape, std::string name, F&& backward,
+                     Tape::Kind kind = Tape::Kind::compute) {
+    tape.record(std::move(name), std::forward<F>(backward), kind);
+  }
+};
+
+// Records the operation of make_function once its outputs exist.
+template <class T, class Backward>
+void record_function(Tape& tape, std::string name, std::vector<Var<T>> inputs,
+                     const std::vector<Var<T>>& outputs, Backward backward, bool collective) {
+  // Each watched input's Use lasts until the adjoint has run: then its gradient has this
+  // contribution. Only Vars with a ready hook are counted, so the vector stays empty (no
+  // allocation) outside data-parallel training.
+  std::vector<typename Var<T>::Use> uses;
+  for (const auto& x : inputs)
+    if (x.has_ready_hook()) uses.push_back(x.use());
+  TapeRecorder::record(
+      tape, std::move(name),
+      [inputs = std::move(inputs), outputs, backward = std::move(backward), collective,
+       uses = std::move(uses)]() mutable {
+        std::vector<const DistTensor<T>*> dys(outputs.size(), nullptr);
+        bool any = false;
+        for (std::size_t o = 0; o < outputs.size(); ++o) {
+          if (outputs[o].has_grad() || collective) dys[o] = &outputs[o].grad();  // zeros if none
+          any = any || outputs[o].has_grad();
+        }
+        if (!any && !collective) return;
+        Gradients<T> grads{std::span<const Var<T>>(inputs), std::span<const Var<T>>(outputs)};
+        backward(std::span<const DistTensor<T>* const>(dys), grads);
+        grads.finish();
+      });
+}
+
+}  // namespace detail
+
+// A differentiable operation: runs `forward` (callable as forward() or forward(bool recording),
+// returning a Computed: the output value(s) and the backward function) inside a trace span named
+// `name`, and, when any input requires a gradient, records the backward function on the tape as
+// `name`. `recording` tells the forward whether the backward will run at all, so that it can skip
+// saving what only the backward needs. Returns the output as a Var<T> (one output) or a
+// std::vector<Var<T>> (several), each requiring a gradient when any input does. The inputs are
+// the Vars the outputs depend on differentiably; input i is grads.input(i) in the backward.
+template <class T, class Forward>
+auto make_function(Tape& tape, std::string_view name, std::vector<Var<T>> inputs, Forward&& forward,
+                   FunctionOptions options = {}) {
+  bool record = false;
+  for (const auto& x : inputs) {
+    DISTOP_CHECK(x.defined(), std::string(name),
+                 "an input is an undefined (default-constructed) Var");
+    record = record || x.requires_grad();
+  }
+  std::string op(name);
+  const trace::Compute span(op.c_str());
+  auto computed = [&] {
+    if constexpr (std::is_invocable_v<Forward&, bool>)
+      return forward(record);
+    else
+      return forward();
+  }();
+  using Values = decltype(computed.value);
+  using Backward = decltype(computed.backward);
+  if constexpr (detail::IsTensorVector<T, Values>::value) {
+    static_assert(
+        std::is_invocable_v<Backward&, std::span<const DistTensor<T>* const>, Gradients<T>&>,
+        "make_function: with several outputs the backward must be callable as "
+        "f(std::span<const DistTensor<T>* const>, Gradients<T>&)");
+    std::vector<Var<T>> outputs;
+    outputs.reserve(computed.value.size());
+    for (auto& v : computed.value) outputs.emplace_back(std::move(v), record);
+    if (record)
+      detail::record_function<T>(tape, std::move(op), std::move(inputs), outputs,
+                                 std::move(computed.backward), options.collective);
+    return outputs;
+  } else {
+    static_assert(std::is_same_v<Values, DistTensor<T>>,
+                  "make_function: the forward must return Computed{value, backward} with a "
+                  "DistTensor<T> value or a std::vector<DistTensor<T>> of values");
+    static_assert(std::is_invocable_v<Backward&, const DistTensor<T>&, Gradients<T>&>,
+                  "make_function: the backward must be callable as "
+                  "f(const DistTensor<T>& dy, Gradients<T>&)");
+    Var<T> y(std::move(computed.value), record);
+    if (record) {
+      std::vector<Var<T>> outputs{y};
+      detail::record_function<T>(
+          tape, std::move(op), std::move(inputs), outputs,
+          [backward = std::move(computed.backward)](std::span<const DistTensor<T>* const> dys,
+                                                    Gradients<T>& grads) mutable {
+            backward(*dys[0], grads);
+          },
+          options.collective);
+    }
+    return y;
+  }
+}
+
+// TRANSITIONAL: the value forms, until every operation is written with the forward form above.
 // A differentiable operation of several outputs. `values` are the outputs' values, computed by the
 // caller; the result holds one Var per value, which requires a gradient when any input does. The
 // operation is recorded on the tape only then, as `name`, with `backward` called at replay as
@@ -160,25 +297,8 @@ std::vector<Var<T>> make_function(Tape& tape, std::string name, std::vector<Var<
   outputs.reserve(values.size());
   for (auto& v : values) outputs.emplace_back(std::move(v), record);
   if (!record) return outputs;
-  // Each watched input's Use lasts until the adjoint has run: then its gradient has this
-  // contribution. Only Vars with a ready hook are counted, so the vector stays empty (no
-  // allocation) outside data-parallel training.
-  std::vector<typename Var<T>::Use> uses;
-  for (const auto& x : inputs)
-    if (x.has_ready_hook()) uses.push_back(x.use());
-  tape.record(std::move(name), [inputs = std::move(inputs), outputs, backward = std::move(backward),
-                                collective, uses = std::move(uses)]() mutable {
-    std::vector<const DistTensor<T>*> dys(outputs.size(), nullptr);
-    bool any = false;
-    for (std::size_t o = 0; o < outputs.size(); ++o) {
-      if (outputs[o].has_grad() || collective) dys[o] = &outputs[o].grad();  // zeros if none came
-      any = any || outputs[o].has_grad();
-    }
-    if (!any && !collective) return;
-    Gradients<T> grads{std::span<const Var<T>>(inputs), std::span<const Var<T>>(outputs)};
-    backward(std::span<const DistTensor<T>* const>(dys), grads);
-    grads.finish();
-  });
+  detail::record_function<T>(tape, std::move(name), std::move(inputs), outputs, std::move(backward),
+                             collective);
   return outputs;
 }
 

@@ -16,6 +16,10 @@
 
 namespace distop {
 
+namespace detail {
+struct TapeRecorder;  // autodiff/function.hpp: the one way onto a tape
+}  // namespace detail
+
 // The record of a forward pass. Each differentiable operation appends one entry: its name and a
 // closure that propagates output gradients to input gradients (holding whatever context it saved).
 // backward() runs the closures in exactly the reverse order of recording. Since every rank records
@@ -35,6 +39,11 @@ class Tape {
   // (category "compute", named after the layer or function whose forward recorded it, else by the
   // entry's name).
   enum class Kind : unsigned char { compute, operator_adjoint };
+  // TRANSITIONAL (public until every operation is on make_function): appends an entry whose
+  // adjoint is `backward`, a callable taking no arguments (a lambda, or a Backward, which must not
+  // be empty).
+  template <class F>
+  void record(std::string name, F&& backward, Kind kind = Kind::compute);
 
   Tape() = default;
   Tape(const Tape&) = delete;
@@ -43,10 +52,6 @@ class Tape {
   Tape& operator=(Tape&& other) noexcept;
   ~Tape();
 
-  // Appends an entry whose adjoint is `backward`, a callable taking no arguments (a lambda, or a
-  // Backward, which must not be empty).
-  template <class F>
-  void record(std::string name, F&& backward, Kind kind = Kind::compute);
   // Replays every entry in reverse order, then clears the tape (releasing the saved context).
   // A tape replays once: a second backward() without a new recording between replays nothing.
   void backward();
@@ -62,6 +67,10 @@ class Tape {
   void set_progress_hook(std::function<void()> hook) { progress_ = std::move(hook); }
 
  private:
+  // Operations reach the tape through make_function (autodiff/function.hpp), linear operators
+  // through apply (autodiff/apply.hpp).
+  friend struct detail::TapeRecorder;
+
   struct Entry {
     std::string name;
     void* closure = nullptr;
