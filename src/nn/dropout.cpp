@@ -15,14 +15,6 @@ void check_probability(double p) {
   DISTOP_CHECK(p >= 0 && p <= 1, "dropout", "the drop probability must lie in [0, 1], found ", p);
 }
 
-template <class T>
-void collect_dropouts(Module<T>& m, const std::string& name,
-                      std::vector<std::pair<std::string, Dropout<T>*>>& out) {
-  if (auto* d = dynamic_cast<Dropout<T>*>(&m)) out.emplace_back(name, d);
-  for (const auto& [child_name, child] : m.named_children())
-    collect_dropouts(*child, name.empty() ? child_name : name + "." + child_name, out);
-}
-
 }  // namespace
 
 template <class T>
@@ -47,30 +39,23 @@ Var<T> dropout(Tape& tape, const Var<T>& x, double p, std::uint64_t seed, bool t
 }
 
 template <class T>
-Dropout<T>::Dropout(double p, DropoutOptions options) : p_(p), seed_(options.seed) {
+Dropout<T>::Dropout(double p, DropoutOptions options)
+    : p_(p), seed_(options.seed), calls_(std::make_shared<std::int64_t>(0)) {
   check_probability(p);
+  this->register_count("calls", calls_, /*persistent=*/false);
 }
 
 template <class T>
 Var<T> Dropout<T>::forward(Tape& tape, const Var<T>& x) {
   const trace::Compute span("Dropout", this->registered_path());
   if (!this->training()) return x;
-  const std::uint64_t k = calls_++;
+  const auto k = static_cast<std::uint64_t>((*calls_)++);
   return dropout(tape, x, p_, random::bits(seed_, k), true);
-}
-
-template <class T>
-std::vector<std::pair<std::string, Dropout<T>*>> named_dropouts(Module<T>& model) {
-  std::vector<std::pair<std::string, Dropout<T>*>> out;
-  collect_dropouts(model, "", out);
-  return out;
 }
 
 template Var<float> dropout(Tape&, const Var<float>&, double, std::uint64_t, bool);
 template Var<double> dropout(Tape&, const Var<double>&, double, std::uint64_t, bool);
 template class Dropout<float>;
 template class Dropout<double>;
-template std::vector<std::pair<std::string, Dropout<float>*>> named_dropouts(Module<float>&);
-template std::vector<std::pair<std::string, Dropout<double>*>> named_dropouts(Module<double>&);
 
 }  // namespace distop::nn

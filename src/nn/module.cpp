@@ -50,16 +50,19 @@ Var<T>& Module<T>::register_parameter(std::string name, Var<T> parameter,
 }
 
 template <class T>
-DistTensor<T>& Module<T>::register_buffer(std::string name, DistTensor<T> buffer) {
+DistTensor<T>& Module<T>::register_buffer(std::string name, DistTensor<T> buffer,
+                                          bool persistent) {
   check_new_name(name, true);
-  buffers_.push_back(NamedBuffer<T>{std::move(name), std::move(buffer), nullptr});
+  buffers_.push_back(NamedBuffer<T>{std::move(name), std::move(buffer), nullptr, persistent});
   return buffers_.back().tensor;
 }
 
 template <class T>
-void Module<T>::register_count(std::string name, std::shared_ptr<std::int64_t> count) {
+void Module<T>::register_count(std::string name, std::shared_ptr<std::int64_t> count,
+                               bool persistent) {
   check_new_name(name, count != nullptr);
-  buffers_.push_back(NamedBuffer<T>{std::move(name), DistTensor<T>(), std::move(count)});
+  buffers_.push_back(
+      NamedBuffer<T>{std::move(name), DistTensor<T>(), std::move(count), persistent});
 }
 
 template <class T>
@@ -71,7 +74,7 @@ void Module<T>::collect_parameters(const std::string& prefix,
 
 template <class T>
 void Module<T>::collect_buffers(const std::string& prefix, std::vector<NamedBuffer<T>>& out) const {
-  for (const auto& b : buffers_) out.push_back({prefix + b.name, b.tensor, b.count});
+  for (const auto& b : buffers_) out.push_back({prefix + b.name, b.tensor, b.count, b.persistent});
   for (const auto& [name, child] : children_) child->collect_buffers(prefix + name + ".", out);
 }
 
@@ -128,6 +131,7 @@ StateDict<T> Module<T>::state_dict() const {
     state[p.name] =
         StateTensor<T>{p.var.space().global_shape(), assemble_everywhere(p.var.value())};
   for (const auto& b : named_buffers()) {
+    if (!b.persistent) continue;
     if (b.count)
       state[b.name] = StateTensor<T>{Shape{}, std::vector<std::int64_t>{*b.count}};
     else
@@ -141,7 +145,8 @@ template <class T>
 LoadResult Module<T>::load_state_dict(const StateDict<T>& state, bool strict) {
   constexpr const char* op = "load_state_dict";
   const auto params = named_parameters();
-  const auto buffers = named_buffers();
+  auto buffers = named_buffers();
+  std::erase_if(buffers, [](const NamedBuffer<T>& b) { return !b.persistent; });
   LoadResult result;
   std::set<std::string> known;
   auto check = [&](const std::string& name, const Shape& shape, bool count) {

@@ -180,10 +180,13 @@ TEST(DropoutModule, BackwardUsesTheForwardCallsMask) {
   EXPECT_EQ(x.grad().local().to_vector(), y.value().local().to_vector());
 }
 
-TEST(DropoutModule, HasNoStateAndIsFoundByName) {
+TEST(DropoutModule, ItsCallCountIsANonPersistentBuffer) {
   Dropout<float> drop(0.5, {.seed = 1});
   EXPECT_TRUE(drop.named_parameters().empty());
-  EXPECT_TRUE(drop.named_buffers().empty());
+  // The call count is a non-persistent buffer: training state for checkpoints, not a weight.
+  ASSERT_EQ(drop.named_buffers().size(), 1u);
+  EXPECT_EQ(drop.named_buffers()[0].name, "calls");
+  EXPECT_FALSE(drop.named_buffers()[0].persistent);
   EXPECT_TRUE(drop.state_dict().empty());
   // In a model: the state_dict has the Linear layers' entries alone.
   distop::nn::Sequential<float> net;
@@ -195,16 +198,14 @@ TEST(DropoutModule, HasNoStateAndIsFoundByName) {
   std::vector<std::string> keys;
   for (const auto& [name, t] : net.state_dict()) keys.push_back(name);
   EXPECT_EQ(keys, (std::vector<std::string>{"0.bias", "0.weight"}));
-  const auto found = distop::nn::named_dropouts(net);
-  ASSERT_EQ(found.size(), 2u);
-  EXPECT_EQ(found[0].first, "1");
-  EXPECT_EQ(found[0].second->seed(), 3u);
-  EXPECT_EQ(found[1].first, "2.0");
-  EXPECT_EQ(found[1].second->seed(), 2u);
-  EXPECT_EQ(distop::nn::named_dropouts<float>(drop).at(0).first, "");
+  std::vector<std::string> buffers;
+  for (const auto& b : net.named_buffers()) buffers.push_back(b.name);
+  EXPECT_EQ(buffers, (std::vector<std::string>{"1.calls", "2.0.calls"}));
+  // load_state_dict neither needs nor takes the counts.
+  EXPECT_TRUE(net.load_state_dict(net.state_dict()).missing_keys.empty());
   // Modes reach the modules inside.
   net.eval();
-  EXPECT_FALSE(found[1].second->training());
+  EXPECT_FALSE(inner->training());
 }
 
 TEST(DropoutModule, BadProbabilityIsAnError) {

@@ -3,6 +3,7 @@
 // nn::dropout and the module nn::Dropout<T>.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,10 +43,10 @@ struct DropoutOptions {
 // that holds a replica of the module, and the same at any partitioning of the input.
 //
 // The call count is state: a run resumed from a checkpoint continues its masks exactly only if the
-// count is restored too. It is not in state_dict() (PyTorch's dropout has no state, and a
-// state_dict of this model must load into a PyTorch model of the same names); calls() and
-// set_calls() read and restore it instead, and train::fit saves it in its checkpoints' metadata
-// and restores it on --resume (named_dropouts below).
+// count is restored too. It is the module's non-persistent count buffer "calls" (Module's
+// NamedBuffer): not in state_dict() (PyTorch's dropout has no state, and a state_dict of this
+// model must load into a PyTorch model of the same names), but saved and restored by checkpoints
+// (io/checkpoint.hpp) like any buffer.
 //
 //   nn::Dropout<float> drop(0.5, {.seed = 7});
 //   auto h = drop.forward(tape, x);   // training: a new mask each call; after model.eval(): x
@@ -58,9 +59,9 @@ class Dropout : public Module<T> {
   double p() const noexcept { return p_; }
   std::uint64_t seed() const noexcept { return seed_; }
   // The number of calls made in training mode so far (the next call's k).
-  std::uint64_t calls() const noexcept { return calls_; }
-  // Restores the call count (from a checkpoint): the next call in training mode is call `calls`.
-  void set_calls(std::uint64_t calls) noexcept { calls_ = calls; }
+  std::uint64_t calls() const noexcept { return static_cast<std::uint64_t>(*calls_); }
+  // Sets the call count: the next call in training mode is call `calls`.
+  void set_calls(std::uint64_t calls) noexcept { *calls_ = static_cast<std::int64_t>(calls); }
 
   // Not to be called on one module from several threads at once (it counts the calls).
   Var<T> forward(Tape& tape, const Var<T>& x);
@@ -68,16 +69,11 @@ class Dropout : public Module<T> {
  private:
   double p_;
   std::uint64_t seed_;
-  std::uint64_t calls_ = 0;
+  std::shared_ptr<std::int64_t> calls_;  // the count buffer "calls"
 };
 
 extern template class Dropout<float>;
 extern template class Dropout<double>;
 
-// Every Dropout module of `model` (itself included), with its hierarchical name as state_dict
-// names modules ("" for `model` itself, "features.3" for a child's child), depth first in
-// registration order: the state a training loop saves and restores beside the state_dict.
-template <class T>
-std::vector<std::pair<std::string, Dropout<T>*>> named_dropouts(Module<T>& model);
 
 }  // namespace distop::nn

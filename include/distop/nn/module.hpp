@@ -39,12 +39,16 @@ struct NamedParameter {
 
 // A buffer: state that is saved and loaded but not trained (BatchNorm's running statistics, or its
 // count of batches). A tensor of T, or an integer count saved as a 0-d I64 tensor
-// (num_batches_tracked).
+// (num_batches_tracked). A persistent buffer is part of the state_dict (the model's weights, as
+// PyTorch's are); a non-persistent one (PyTorch's register_buffer(..., persistent=False)) is not,
+// but is training state all the same: checkpoints (io/checkpoint.hpp) hold every buffer, so that
+// a resumed run continues exactly (Dropout's call count, from which its masks follow).
 template <class T>
 struct NamedBuffer {
   std::string name;
   DistTensor<T> tensor;                 // empty for a count
   std::shared_ptr<std::int64_t> count;  // null for a tensor
+  bool persistent = true;
 };
 
 // One entry of a state_dict: a global tensor on the host, row-major, of T (parameters and tensor
@@ -98,11 +102,11 @@ class Module {
   void eval() { train(false); }
   bool training() const noexcept { return training_; }
 
-  // Every parameter and buffer as a global tensor, assembled from the boxes and held by every
-  // rank. Collective over the parameters' parent communicator.
+  // Every parameter and persistent buffer as a global tensor, assembled from the boxes and held by
+  // every rank. Collective over the parameters' parent communicator.
   StateDict<T> state_dict() const;
-  // Overwrites every parameter's and buffer's boxes with its part of the global tensor of the same
-  // name. Every rank passes the same state_dict (it is checked from what each rank holds; a
+  // Overwrites every parameter's and persistent buffer's boxes with its part of the global tensor
+  // of the same name. Every rank passes the same state_dict (it is checked from what each rank holds; a
   // difference between ranks shows as different errors or values, so pass what state_dict() or
   // io::read_state_dict returned). Not collective.
   //
@@ -118,8 +122,10 @@ class Module {
   // non-empty name without '.' and not already taken in this module. Returns the Var.
   Var<T>& register_parameter(std::string name, Var<T> parameter,
                              GradientReduction reduction = GradientReduction::per_replica);
-  DistTensor<T>& register_buffer(std::string name, DistTensor<T> buffer);
-  void register_count(std::string name, std::shared_ptr<std::int64_t> count);
+  // A buffer (see NamedBuffer; `persistent` false keeps it out of the state_dict).
+  DistTensor<T>& register_buffer(std::string name, DistTensor<T> buffer, bool persistent = true);
+  void register_count(std::string name, std::shared_ptr<std::int64_t> count,
+                      bool persistent = true);
   template <class M>
   std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> module) {
     check_new_name(name, module != nullptr);

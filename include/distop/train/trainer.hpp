@@ -435,14 +435,6 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
     DISTOP_CHECK(position.scheduler.has_value(), name, "the checkpoint in ", o.checkpoint_dir,
                  " has no learning-rate schedule state");
     scheduler.load_state(*position.scheduler);
-    // Each Dropout's call count, which its next masks depend on.
-    for (auto& [module, dropout] : nn::named_dropouts<float>(model)) {
-      const auto it = position.metadata.find(detail::dropout_calls_key(module));
-      DISTOP_CHECK(it != position.metadata.end(), name, "the checkpoint in ", o.checkpoint_dir,
-                   " has no call count of the Dropout '", module, "' (metadata user.",
-                   detail::dropout_calls_key(module), "); it was made by another model");
-      dropout->set_calls(detail::parse_count(it->second, o.checkpoint_dir, it->first, name));
-    }
     if (talk)
       std::fprintf(stderr, "resuming at epoch %lld, step %lld of it (%lld steps done)\n",
                    static_cast<long long>(position.epoch + 1),
@@ -477,8 +469,6 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
     info.metadata = settings;
     info.metadata.emplace("model", program);
     info.scheduler = scheduler.state();
-    for (const auto& [module, dropout] : nn::named_dropouts<float>(model))
-      info.metadata.emplace(detail::dropout_calls_key(module), std::to_string(dropout->calls()));
     if (in_epoch > 0) detail::put_partial_epoch(info.metadata, m, seconds);
     if (sharded) sharded->gather_state();  // collective: the state in the unsharded layout
     if (writer) io::save_checkpoint(o.checkpoint_dir, model, *opt, info);
