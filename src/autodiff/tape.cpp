@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -14,7 +15,29 @@ namespace {
 // The first block's size; each further block doubles the last (a LeNet-5 step records about 30
 // closures of 50-150 bytes).
 constexpr std::size_t kFirstBlockBytes = 4096;
+
+// The replays running on this thread (an adjoint may replay a tape of its own), and the error a
+// ready hook asked the outermost one to raise.
+thread_local int t_replays = 0;
+thread_local std::optional<Error> t_failure;
+
+// Counts a replay for as long as it lives.
+class Replaying {
+ public:
+  Replaying() noexcept { ++t_replays; }
+  ~Replaying() {
+    if (--t_replays == 0) t_failure.reset();
+  }
+  Replaying(const Replaying&) = delete;
+  Replaying& operator=(const Replaying&) = delete;
+};
 }  // namespace
+
+bool Tape::replaying() noexcept { return t_replays > 0; }
+
+void Tape::fail_after_replay(Error error) {
+  if (t_replays > 0 && !t_failure) t_failure.emplace(std::move(error));
+}
 
 void* Tape::Arena::allocate(std::size_t bytes, std::size_t align) {
   while (block_ < blocks_.size()) {
@@ -65,6 +88,7 @@ void Tape::destroy_all(std::vector<Entry>& entries) noexcept {
 }
 
 void Tape::backward() {
+  const Replaying replaying;
   auto entries = std::move(entries_);
   entries_.clear();
   replayed_ = true;
@@ -106,6 +130,11 @@ void Tape::backward() {
   if (entries_.empty()) {
     entries_ = std::move(entries);
     arena_.rewind();
+  }
+  if (t_failure && t_replays == 1) {
+    Error failure = std::move(*t_failure);
+    t_failure.reset();
+    throw failure;
   }
 }
 

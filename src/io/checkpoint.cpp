@@ -26,6 +26,20 @@ namespace distop::io {
 
 namespace {
 
+// A parameter and the name it has in the file ("fc1.weight", as in a PyTorch state_dict).
+template <class T>
+using NamedParameters = std::vector<std::pair<std::string, Var<T>>>;
+template <class T>
+using Buffers = std::vector<nn::NamedBuffer<T>>;
+
+// A module's parameters under their hierarchical names, in registration order.
+template <class T>
+NamedParameters<T> named_parameters(const nn::Module<T>& module) {
+  NamedParameters<T> named;
+  for (auto& p : module.named_parameters()) named.emplace_back(std::move(p.name), std::move(p.var));
+  return named;
+}
+
 constexpr const char* kSaveOp = "save_checkpoint";
 constexpr const char* kLoadOp = "load_checkpoint";
 constexpr const char* kFormat = "distop.checkpoint";
@@ -188,15 +202,14 @@ void check_buffer_names(const NamedParameters<T>& parameters, const Buffers<T>& 
   }
 }
 
-}  // namespace
-
+// Writes the checkpoint of `parameters` and `buffers` with the optimizer's state `state` (its
+// state_dict(), which the caller gathered). Collective over the parameters' parent communicator.
 template <class T>
-void save_checkpoint(const std::string& dir, const NamedParameters<T>& parameters,
-                     const Buffers<T>& buffers, const optim::Optimizer<T>& optimizer,
-                     const CheckpointInfo& info) {
+void save_named(const std::string& dir, const NamedParameters<T>& parameters,
+                const Buffers<T>& buffers, const optim::Optimizer<T>& optimizer,
+                const optim::OptimizerState<T>& state, const CheckpointInfo& info) {
   const MPI_Comm comm = parent_of(parameters);
   std::vector<std::size_t> slot;
-  optim::OptimizerState<T> state;
   std::vector<optim::StateKeys> keys;  // per optimizer parameter
   comm::agree(comm, kSaveOp, [&] {
     slot = match(parameters, optimizer, kSaveOp);
@@ -206,7 +219,6 @@ void save_checkpoint(const std::string& dir, const NamedParameters<T>& parameter
                    "the scheduler state has ", info.scheduler->base_lrs.size(),
                    " base learning rates, the optimizer ", optimizer.group_count(),
                    " parameter groups");
-    state = optimizer.state_dict();
     DISTOP_CHECK(state.params.size() == slot.size(), kSaveOp, "the optimizer's state has ",
                  state.params.size(), " parameters, the optimizer ", slot.size());
     for (std::size_t j = 0; j < slot.size(); ++j) {
@@ -356,8 +368,8 @@ void save_checkpoint(const std::string& dir, const NamedParameters<T>& parameter
 }
 
 template <class T>
-CheckpointInfo load_checkpoint(const std::string& dir, const NamedParameters<T>& parameters,
-                               const Buffers<T>& buffers, optim::Optimizer<T>& optimizer) {
+CheckpointInfo load_named(const std::string& dir, const NamedParameters<T>& parameters,
+                          const Buffers<T>& buffers, optim::Optimizer<T>& optimizer) {
   const std::string path = checkpoint_path(dir);
   CheckpointInfo info;
   std::vector<std::vector<T>> weights;
@@ -533,42 +545,57 @@ CheckpointInfo load_checkpoint(const std::string& dir, const NamedParameters<T>&
   return info;
 }
 
-template <class T>
-void save_checkpoint(const std::string& dir, const NamedParameters<T>& parameters,
-                     const optim::Optimizer<T>& optimizer, const CheckpointInfo& info) {
-  save_checkpoint(dir, parameters, Buffers<T>{}, optimizer, info);
-}
-
-template <class T>
-CheckpointInfo load_checkpoint(const std::string& dir, const NamedParameters<T>& parameters,
-                               optim::Optimizer<T>& optimizer) {
-  return load_checkpoint(dir, parameters, Buffers<T>{}, optimizer);
-}
+}  // namespace
 
 template <class T>
 void save_checkpoint(const std::string& dir, const nn::Module<T>& model,
                      const optim::Optimizer<T>& optimizer, const CheckpointInfo& info) {
-  save_checkpoint(dir, named_parameters(model), model.named_buffers(), optimizer, info);
+  const auto parameters = named_parameters(model);
+  optim::OptimizerState<T> state;
+  comm::agree(parent_of(parameters), kSaveOp, [&] { state = optimizer.state_dict(); });
+  save_named(dir, parameters, model.named_buffers(), optimizer, state, info);
 }
 
 template <class T>
 CheckpointInfo load_checkpoint(const std::string& dir, nn::Module<T>& model,
                                optim::Optimizer<T>& optimizer) {
-  return load_checkpoint(dir, named_parameters(model), model.named_buffers(), optimizer);
+  return load_named(dir, named_parameters(model), model.named_buffers(), optimizer);
 }
 
-#define DISTOP_INSTANTIATE(T)                                                                     \
-  template void save_checkpoint(const std::string&, const NamedParameters<T>&,                    \
-                                const optim::Optimizer<T>&, const CheckpointInfo&);               \
-  template CheckpointInfo load_checkpoint(const std::string&, const NamedParameters<T>&,          \
-                                          optim::Optimizer<T>&);                                  \
-  template void save_checkpoint(const std::string&, const NamedParameters<T>&, const Buffers<T>&, \
-                                const optim::Optimizer<T>&, const CheckpointInfo&);               \
-  template CheckpointInfo load_checkpoint(const std::string&, const NamedParameters<T>&,          \
-                                          const Buffers<T>&, optim::Optimizer<T>&);               \
-  template void save_checkpoint(const std::string&, const nn::Module<T>&,                         \
-                                const optim::Optimizer<T>&, const CheckpointInfo&);               \
-  template CheckpointInfo load_checkpoint(const std::string&, nn::Module<T>&, optim::Optimizer<T>&);
+template <class T>
+void save_checkpoint(const std::string& dir, const parallel::DataParallel<T>& model,
+                     const optim::Optimizer<T>& optimizer, const CheckpointInfo& info) {
+  const parallel::Replicas& replicas = model.replicas();
+  optim::OptimizerState<T> state;
+  // Every rank: a sharded optimizer gathers its state over the replicas.
+  comm::agree(replicas.world(), kSaveOp, [&] { state = optimizer.state_dict(); });
+  // Replica 0 writes; its errors are every replica's.
+  comm::agree(replicas.world(), kSaveOp, [&] {
+    if (replicas.index() == 0)
+      save_named(dir, named_parameters(model.module()), model.module().named_buffers(), optimizer,
+                 state, info);
+  });
+}
+
+template <class T>
+CheckpointInfo load_checkpoint(const std::string& dir, parallel::DataParallel<T>& model,
+                               optim::Optimizer<T>& optimizer) {
+  // Every replica reads the file (the replicas then hold the same state, as after a broadcast).
+  CheckpointInfo info;
+  comm::agree(model.replicas().world(), kLoadOp,
+              [&] { info = load_checkpoint(dir, model.module(), optimizer); });
+  return info;
+}
+
+#define DISTOP_INSTANTIATE(T)                                                             \
+  template void save_checkpoint(const std::string&, const nn::Module<T>&,                 \
+                                const optim::Optimizer<T>&, const CheckpointInfo&);       \
+  template CheckpointInfo load_checkpoint(const std::string&, nn::Module<T>&,             \
+                                          optim::Optimizer<T>&);                          \
+  template void save_checkpoint(const std::string&, const parallel::DataParallel<T>&,     \
+                                const optim::Optimizer<T>&, const CheckpointInfo&);       \
+  template CheckpointInfo load_checkpoint(const std::string&, parallel::DataParallel<T>&, \
+                                          optim::Optimizer<T>&);
 DISTOP_INSTANTIATE(float)
 DISTOP_INSTANTIATE(double)
 #undef DISTOP_INSTANTIATE

@@ -1,4 +1,4 @@
-#include "distop/parallel/gradient_reducer.hpp"
+#include "gradient_reducer.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -375,7 +375,20 @@ void GradientReducer<T>::arm() {
 
 template <class T>
 void GradientReducer<T>::on_ready(std::size_t param) {
-  if (!armed_) return;  // a tape cleared without a backward pass, or reduction not wanted
+  if (!armed_) {
+    // A tape cleared without a backward pass, or backward_no_sync: nothing to reduce. A replay by
+    // a plain distop::backward would leave this replica's gradient unaveraged while the others
+    // step with theirs: the replicas would drift apart, so that replay fails.
+    if (!in_pass_ && Tape::replaying())
+      Tape::fail_after_replay(Error(
+          "backward", "parameter '" + params_[param].name +
+                          "' belongs to a data-parallel model, whose gradients are averaged over "
+                          "the replicas by DataParallel::backward; this backward pass does not "
+                          "reduce them, so the replicas would drift apart. Call the "
+                          "DataParallel's backward(tape, loss) (or backward_no_sync to "
+                          "accumulate gradients over micro-batches)"));
+    return;
+  }
   ready_order_.push_back(param);
   Bucket& b = buckets_[bucket_of_[param]];
   if (sharded(b)) {  // into the bucket's send buffer now, and freed
@@ -572,12 +585,41 @@ void GradientReducer<T>::finish() {
   }
 }
 
+namespace {
+
+// Replays `tape` from `loss` with every component seeded `seed`.
 template <class T>
-void GradientReducer<T>::backward(Tape& tape, Var<T>& loss) {
+void seeded_backward(Tape& tape, Var<T>& loss, T seed) {
+  if (seed == T(1)) {
+    distop::backward(tape, loss);
+    return;
+  }
+  DistTensor<T> g(loss.space());
+  g.local().fill(seed);
+  distop::backward(tape, loss, g);
+}
+
+// Marks a backward pass of the reducer for as long as it lives.
+class Pass {
+ public:
+  explicit Pass(bool& flag) noexcept : flag_(flag) { flag_ = true; }
+  ~Pass() { flag_ = false; }
+  Pass(const Pass&) = delete;
+  Pass& operator=(const Pass&) = delete;
+
+ private:
+  bool& flag_;
+};
+
+}  // namespace
+
+template <class T>
+void GradientReducer<T>::backward(Tape& tape, Var<T>& loss, T seed) {
+  const Pass pass(in_pass_);
   arm();
   tape.set_progress_hook([this] { progress(); });
   try {
-    distop::backward(tape, loss);
+    seeded_backward(tape, loss, seed);
   } catch (...) {
     tape.set_progress_hook({});
     armed_ = false;
@@ -588,9 +630,10 @@ void GradientReducer<T>::backward(Tape& tape, Var<T>& loss) {
 }
 
 template <class T>
-void GradientReducer<T>::backward_no_sync(Tape& tape, Var<T>& loss) {
+void GradientReducer<T>::backward_no_sync(Tape& tape, Var<T>& loss, T seed) {
+  const Pass pass(in_pass_);
   armed_ = false;
-  distop::backward(tape, loss);
+  seeded_backward(tape, loss, seed);
 }
 
 template class GradientReducer<float>;

@@ -8,6 +8,7 @@
 #include "distop/comm/collectives.hpp"
 #include "distop/comm/mpi.hpp"
 #include "distop/core/error.hpp"
+#include "gradient_reducer.hpp"
 
 namespace distop::parallel {
 
@@ -31,17 +32,21 @@ std::vector<std::vector<Var<T>>> one_group(const GradientReducer<T>& reducer) {
 }  // namespace
 
 template <class T>
-ShardedOptimizer<T>::ShardedOptimizer(GradientReducer<T>& reducer, int stage, Factory make)
-    : ShardedOptimizer(reducer, stage, one_group(reducer),
+ShardedOptimizer<T>::ShardedOptimizer(DataParallel<T>& data_parallel, int stage, Factory make)
+    : ShardedOptimizer(data_parallel, stage, one_group(*data_parallel.reducer_),
                        make ? GroupFactory([make](std::vector<std::vector<Var<T>>> shards) {
                          return make(std::move(shards.at(0)));
                        })
                             : GroupFactory()) {}
 
 template <class T>
-ShardedOptimizer<T>::ShardedOptimizer(GradientReducer<T>& reducer, int stage,
+ShardedOptimizer<T>::ShardedOptimizer(DataParallel<T>& data_parallel, int stage,
                                       std::vector<std::vector<Var<T>>> groups, GroupFactory make)
-    : optim::Optimizer<T>(groups, kOp), reducer_(&reducer), stage_(stage), make_(std::move(make)) {
+    : optim::Optimizer<T>(groups, kOp),
+      reducer_(data_parallel.reducer_.get()),
+      stage_(stage),
+      make_(std::move(make)) {
+  GradientReducer<T>& reducer = *reducer_;
   DISTOP_CHECK(stage == 1 || stage == 2, kOp, "ZeRO stage ", stage,
                " is not one of the sharded stages 1 and 2");
   DISTOP_CHECK(static_cast<bool>(make_), kOp, "no optimizer factory given");
@@ -52,7 +57,7 @@ ShardedOptimizer<T>::ShardedOptimizer(GradientReducer<T>& reducer, int stage,
       std::size_t i = 0;
       while (i < named.size() && !named[i].var.same_as(groups[g][k])) ++i;
       DISTOP_CHECK(i < named.size(), kOp, "parameter ", k, " of group ", g,
-                   " is not a parameter of the reducer's model");
+                   " is not a parameter of the DataParallel's model");
       groups_[g].push_back(i);
       order_.push_back(i);
     }
@@ -208,7 +213,6 @@ void ShardedOptimizer<T>::step() {
   inner_->step();
   stepped_ = reducer_->reductions();
   gather_parameters();
-  gathered_current_ = false;
 }
 
 template <class T>
@@ -303,26 +307,8 @@ optim::OptimizerState<T> ShardedOptimizer<T>::sliced(const optim::OptimizerState
 }
 
 template <class T>
-void ShardedOptimizer<T>::gather_state() {
-  gathered_ = assemble();
-  gathered_current_ = true;
-}
-
-template <class T>
 optim::OptimizerState<T> ShardedOptimizer<T>::state_dict() const {
-  DISTOP_CHECK(gathered_current_, kOp,
-               "the sharded state changed since it was last assembled: call gather_state() on "
-               "every rank of the reduction group before state_dict()");
-  optim::OptimizerState<T> copy;
-  copy.optimizer = gathered_.optimizer;
-  copy.groups = gathered_.groups;
-  for (const auto& p : gathered_.params) {
-    typename optim::OptimizerState<T>::Param c;
-    c.scalars = p.scalars;
-    for (const auto& [key, t] : p.tensors) c.tensors.emplace(key, t.clone());
-    copy.params.push_back(std::move(c));
-  }
-  return copy;
+  return assemble();
 }
 
 template <class T>
@@ -346,7 +332,6 @@ template <class T>
 void ShardedOptimizer<T>::load_state_dict(const optim::OptimizerState<T>& state) {
   check_state_dict(state);
   inner_->load_state_dict(sliced(state));
-  gathered_current_ = false;
 }
 
 template <class T>

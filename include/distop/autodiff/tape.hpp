@@ -61,6 +61,14 @@ class Tape {
   bool replayed() const noexcept { return replayed_; }
   // The names of the recorded operations, in recording order.
   std::vector<std::string> names() const;
+  // Whether backward() is replaying a tape on this thread now. A Var's ready hook runs both when a
+  // replay has made its gradient final and when clear() (or a tape's destruction) lets its uses
+  // go; this tells the two apart.
+  static bool replaying() noexcept;
+  // For a ready hook, which runs where it cannot throw: the backward() replaying now throws
+  // `error` once it has run every entry (the first such error of the replay wins). Outside a
+  // replay it does nothing.
+  static void fail_after_replay(Error error);
   // A callback backward() runs after each entry's adjoint (and its destruction), for work that
   // must advance while the replay computes: data parallelism's reductions progress there (MPICH
   // advances a nonblocking collective only inside MPI calls). Empty: none.

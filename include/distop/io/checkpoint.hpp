@@ -7,10 +7,12 @@
 // (checkpoint_path(dir)); each save replaces it. It is an ordinary safetensors file (see
 // safetensors.hpp) that PyTorch's safetensors.torch.load_file reads:
 //
-//   "<name>"                      each parameter's (and, for a Module, each buffer's) global
-//                                 tensor under its name ("conv1.weight", "bn.running_mean"),
-//                                 F32 for float models and F64 for double, as save_parameters
-//                                 writes it (so load_parameters also reads a checkpoint's weights)
+//   "<name>"                      each parameter's and each buffer's global tensor under its
+//                                 name ("conv1.weight", "bn.running_mean"), F32 for float models
+//                                 and F64 for double, counts (num_batches_tracked, Dropout's
+//                                 calls) as I64 of shape []: the model's state_dict, plus its
+//                                 non-persistent buffers (nn/module.hpp), so that
+//                                 io::load_state_dict also reads a checkpoint's weights
 //   "optimizer.<key>.<name>"      the global tensor of the optimizer state <key> (torch's state[p]
 //                                 key: "momentum_buffer", "exp_avg", "exp_avg_sq",
 //                                 "max_exp_avg_sq", "square_avg", "grad_avg", "sum") of parameter
@@ -64,11 +66,11 @@
 #include <optional>
 #include <string>
 
-#include "distop/io/parameters.hpp"
 #include "distop/io/safetensors.hpp"
 #include "distop/nn/module.hpp"
 #include "distop/optim/lr_scheduler.hpp"
 #include "distop/optim/optimizer.hpp"
+#include "distop/parallel/data_parallel.hpp"
 
 namespace distop::io {
 
@@ -90,48 +92,37 @@ struct CheckpointInfo {
 // The latest checkpoint of a checkpoint directory: "<dir>/checkpoint.safetensors".
 std::string checkpoint_path(const std::string& dir);
 
-// Writes the latest checkpoint of `dir` (created if missing): every parameter, the optimizer's
-// name, groups, options and state, and `info`, atomically (see above). Every optimizer parameter
-// must be one of `parameters` (they are matched by identity, Var::same_as); a parameter that the
-// optimizer does not update is saved without state. Collective over the parameters' parent
-// communicator (the first one's; all must have the same ranks); an error (a reserved or duplicate
-// name, an unnamed optimizer parameter, state that differs between ranks, a scheduler state whose
-// base learning rates are not one per group, a write failure) is raised on every rank as
-// distop::Error (op "save_checkpoint").
-template <class T>
-void save_checkpoint(const std::string& dir, const NamedParameters<T>& parameters,
-                     const optim::Optimizer<T>& optimizer, const CheckpointInfo& info);
-
-// Reads the latest checkpoint of `dir` and restores every parameter's boxes and the optimizer's
-// options and state (Optimizer::load_state_dict, as PyTorch's restores param_groups and state),
-// and returns the CheckpointInfo it was saved with (its scheduler state for the caller to hand to
-// LRScheduler::load_state). Errors as described above, on every rank, before anything changes.
-// Collective over the parameters' parent communicator.
-template <class T>
-CheckpointInfo load_checkpoint(const std::string& dir, const NamedParameters<T>& parameters,
-                               optim::Optimizer<T>& optimizer);
-
-// A module's buffers (nn::Module::named_buffers): saved and restored with the parameters.
-template <class T>
-using Buffers = std::vector<nn::NamedBuffer<T>>;
-
-// The checkpoint of a whole model: its state_dict (every parameter and buffer, BatchNorm's
-// running statistics and num_batches_tracked included, under their state_dict names; counts as
-// I64 tensors of shape []) with the optimizer's state. The same format, checks and collectives as
-// above; a buffer missing from the file, or a tensor the model lacks, is an error.
+// Writes the latest checkpoint of `dir` (created if missing): the model's parameters and buffers
+// (every one, the non-persistent ones included), the optimizer's name, groups, options and state,
+// and `info`, atomically (see above). Every optimizer parameter must be one of the model's (they
+// are matched by identity, Var::same_as); a parameter that the optimizer does not update is saved
+// without state. Collective over the model's parameters' parent communicator (every rank calls
+// Optimizer::state_dict()); an error (a reserved or duplicate name, an unnamed optimizer
+// parameter, state that differs between ranks, a scheduler state whose base learning rates are not
+// one per group, a write failure) is raised on every rank as distop::Error (op
+// "save_checkpoint").
 template <class T>
 void save_checkpoint(const std::string& dir, const nn::Module<T>& model,
                      const optim::Optimizer<T>& optimizer, const CheckpointInfo& info);
+// The same for a data-parallel model: collective over every rank of every replica (a sharded
+// optimizer gathers its state from the replicas); replica 0 writes the file, and its errors are
+// raised on every rank.
+template <class T>
+void save_checkpoint(const std::string& dir, const parallel::DataParallel<T>& model,
+                     const optim::Optimizer<T>& optimizer, const CheckpointInfo& info);
+
+// Reads the latest checkpoint of `dir` and restores every parameter's and buffer's boxes and the
+// optimizer's options and state (Optimizer::load_state_dict, as PyTorch's restores param_groups
+// and state), and returns the CheckpointInfo it was saved with (its scheduler state for the caller
+// to hand to LRScheduler::load_state). Errors as described above, on every rank, before anything
+// changes. Collective over the model's parameters' parent communicator.
 template <class T>
 CheckpointInfo load_checkpoint(const std::string& dir, nn::Module<T>& model,
                                optim::Optimizer<T>& optimizer);
-// The same with the parameters and buffers given separately.
+// The same for a data-parallel model: every replica reads the file, so the replicas hold the same
+// state after it. Collective over every rank of every replica.
 template <class T>
-void save_checkpoint(const std::string& dir, const NamedParameters<T>& parameters,
-                     const Buffers<T>& buffers, const optim::Optimizer<T>& optimizer,
-                     const CheckpointInfo& info);
-template <class T>
-CheckpointInfo load_checkpoint(const std::string& dir, const NamedParameters<T>& parameters,
-                               const Buffers<T>& buffers, optim::Optimizer<T>& optimizer);
+CheckpointInfo load_checkpoint(const std::string& dir, parallel::DataParallel<T>& model,
+                               optim::Optimizer<T>& optimizer);
 
 }  // namespace distop::io

@@ -81,7 +81,9 @@ class Optimizer {
   virtual Hyperparameters group_options(std::size_t g) const = 0;
   // The state a stepped parameter of group g has.
   virtual StateKeys state_keys(std::size_t g) const = 0;
-  // A deep copy of the options and state.
+  // A deep copy of the options and the whole state (in the unsharded layout). Every rank that
+  // holds a part of the optimizer calls it: for the optimizers of optim/ it is local; one whose
+  // state is spread over ranks (parallel::ShardedOptimizer) gathers it, collectively.
   virtual OptimizerState<T> state_dict() const = 0;
   // Throws distop::Error unless load_state_dict(state) would succeed: the same optimizer name and
   // group count, every group's options complete and valid, one entry per parameter, each empty

@@ -12,65 +12,60 @@
 
 #include "distop/ops/all_gather.hpp"
 #include "distop/optim/optimizer.hpp"
-#include "distop/parallel/gradient_reducer.hpp"
+#include "distop/parallel/data_parallel.hpp"
 
 namespace distop::parallel {
 
-// Wraps any optimizer of the optim family so that each of the R replicas keeps and updates only
-// its own 1/R of the state. Replica q owns chunk q of every bucket of `reducer`
-// (GradientReducer::chunk_bounds): the entries [bounds[q], bounds[q + 1]) of the bucket's flat
-// layout. The wrapped optimizer is made by `make` over one shard Var per parameter piece that
-// replica q owns: a flat view of that piece of the parameter's box (updates land in the model's
-// parameters in place) whose gradient is the view of the same piece of the bucket's owned chunk
-// (GradientReducer::owned_gradient). Its state tensors therefore take 1/R of the unsharded
-// optimizer's memory (to within a bucket's rounding).
+// Wraps any optimizer of the optim family so that each of the R replicas of a DataParallel model
+// keeps and updates only its own 1/R of the state. The DataParallel's gradients live in flat
+// buckets, each cut into R chunks; replica q owns chunk q of every bucket: the wrapped optimizer is
+// made by `make` over one shard Var per parameter piece that replica q owns, a flat view of that
+// piece of the parameter's box (updates land in the model's parameters in place) whose gradient is
+// the view of the same piece of the bucket's averaged gradient. Its state tensors therefore take
+// 1/R of the unsharded optimizer's memory (to within a bucket's rounding).
 //
 // step(): the wrapped optimizer's step on the owned pieces, then every bucket's parameters are
 // all-gathered over the replicas, through distop's AllGather operator on the bucket's flat layout
 // (a 1-D tensor split over the reduction communicator as the chunks are; a bucket with fewer
 // entries than replicas has empty chunks, which an operator's partition cannot hold, and is
-// gathered by comm::allgatherv). The gradients come from the reducer's reduce-scatter, whose sum in
-// replica order is posted as nonblocking collectives during backward (see GradientReducer for why
-// not through the ReduceScatter operator):
-//   stage 1: the reducer all-gathers the averaged gradients too (every replica keeps the whole
-//            mean gradient, for clipping or inspection); only the optimizer state is sharded.
-//   stage 2: the reducer keeps only the owned chunk of each bucket
-//            (GradientReducer::set_shard_gradients): no gradient all-gather, about 1/R of the
-//            gradients' bytes between steps, and during backward only the buckets in flight in
-//            full. After backward the model's parameters have no gradient; step() uses the owned
-//            gradients of the last reducer backward() it has not stepped with yet (each reduced
-//            pass gives one step, as DeepSpeed's engine step; a step without a new pass updates
-//            nothing, as an unsharded optimizer after zero_grad()). Gradient accumulation: the
-//            reducer's backward_no_sync() keeps whole local gradients until the backward() that
-//            ends the accumulation, so the result is unsharded training's.
-// Every optimizer of the family updates entry by entry, and the reducer's sum does not depend on
-// the layout, so the parameters equal unsharded training's (the same bits where the update's
+// gathered by comm::allgatherv). The gradients come from the DataParallel's reduce-scatter:
+//   stage 1: the averaged gradients are all-gathered too (every replica keeps the whole mean
+//            gradient, for clipping or inspection); only the optimizer state is sharded.
+//   stage 2: each bucket keeps only the owned chunk of its averaged gradient: no gradient
+//            all-gather, about 1/R of the gradients' bytes between steps, and during backward only
+//            the buckets in flight in full. After backward the model's parameters have no
+//            gradient; step() uses the owned gradients of the last DataParallel::backward() it has
+//            not stepped with yet (each reduced pass gives one step, as DeepSpeed's engine step; a
+//            step without a new pass updates nothing, as an unsharded optimizer after
+//            zero_grad()). Gradient accumulation: backward_no_sync() keeps whole local gradients
+//            until the backward() that ends the accumulation, so the result is unsharded
+//            training's.
+// Every optimizer of the family updates entry by entry, and the reduction's sum does not depend
+// on the layout, so the parameters equal unsharded training's (the same bits where the update's
 // floating-point operations do not depend on the tensor's length).
 //
 // Parameter groups. The second constructor takes the optimizer's groups of model parameters (any
-// of the reducer's parameters, each at most once; those in no group are not updated) and `make`
+// of the model's parameters, each at most once; those in no group are not updated) and `make`
 // receives the owned pieces group by group, to build the wrapped optimizer with one group per
 // group, in order, each with its own options (lr, weight decay, ...): every piece steps with its
 // parameter's group's options. Buckets are not split by group (a bucket, and a chunk, may hold
 // pieces of several groups): the update is entry by entry, so a piece's group is all it needs.
 // The first constructor is one group of every parameter, in named_parameters() order.
 //
-// After the reducer rebuilds its buckets (after the first backward pass) the ownership changes:
-// the next step() first moves the state to the new layout (gathered unsharded, then sliced), a
-// collective over the replicas like step() itself.
+// After the DataParallel rebuilds its buckets (after the first backward pass) the ownership
+// changes: the next step() first moves the state to the new layout (gathered unsharded, then
+// sliced), a collective over the replicas like step() itself.
 //
 // State. state_dict() is in the unsharded layout (one entry per optimized parameter in the
 // groups' order, tensors of the parameter's local box shape: the unsharded optimizer's
 // state_dict over the same groups), so that checkpoints are those of unsharded training and load
-// with any replica count or stage, resharding: load_state_dict() is local (each replica slices
-// its pieces from the whole state). Gathering it is collective, so state_dict() returns the state
-// assembled by the last gather_state(), which every rank of the reduction group must call
-// (io::save_checkpoint's writer only calls state_dict()); it throws distop::Error (op
-// "ShardedOptimizer") if the optimizer stepped or loaded since.
+// with any replica count or stage, resharding. state_dict() gathers the shards: collective over
+// the replicas (every rank calls it, as io::save_checkpoint does); load_state_dict() is local
+// (each replica slices its pieces from the whole state).
 //
-// Collective over the reducer's reduction communicator at construction and in step(). The
-// reducer, its model and replicas must outlive every call, and the parameters' storage must stay
-// where it is (loading and broadcasting write into it in place).
+// Collective over the replicas at construction, in step() and in state_dict(). The DataParallel,
+// its model and replicas must outlive every call, and the parameters' storage must stay where it
+// is (loading and broadcasting write into it in place).
 template <class T>
 class ShardedOptimizer final : public optim::Optimizer<T> {
  public:
@@ -81,15 +76,14 @@ class ShardedOptimizer final : public optim::Optimizer<T> {
   using GroupFactory = std::function<std::unique_ptr<optim::Optimizer<T>>(
       std::vector<std::vector<Var<T>>> shard_groups)>;
 
-  // `stage` is 1 or 2 (else distop::Error). Sets the reducer's gradient gathering and storage for
-  // the stage (GradientReducer::set_gather_gradients, set_shard_gradients), which stay so after
-  // this optimizer is gone (its destructor does not touch the reducer, which may be destroyed
-  // first). One group of every parameter.
-  ShardedOptimizer(GradientReducer<T>& reducer, int stage, Factory make);
-  // Groups of the reducer's parameters (distop::Error for a Var that is not one of them, or one
-  // in two groups; the wrapped optimizer must have groups.size() groups).
-  ShardedOptimizer(GradientReducer<T>& reducer, int stage, std::vector<std::vector<Var<T>>> groups,
-                   GroupFactory make);
+  // `stage` is 1 or 2 (else distop::Error). Sets the DataParallel's gradient gathering and
+  // storage for the stage, which stay so after this optimizer is gone (its destructor does not
+  // touch the DataParallel, which may be destroyed first). One group of every parameter.
+  ShardedOptimizer(DataParallel<T>& data_parallel, int stage, Factory make);
+  // Groups of the model's parameters (distop::Error for a Var that is not one of them, or one in
+  // two groups; the wrapped optimizer must have groups.size() groups).
+  ShardedOptimizer(DataParallel<T>& data_parallel, int stage,
+                   std::vector<std::vector<Var<T>>> groups, GroupFactory make);
 
   std::string name() const override { return inner_->name(); }
   void step() override;
@@ -97,10 +91,8 @@ class ShardedOptimizer final : public optim::Optimizer<T> {
 
   optim::Hyperparameters group_options(std::size_t g) const override;
   optim::StateKeys state_keys(std::size_t g) const override;
-  // The unsharded state assembled by the last gather_state() (see above).
+  // The unsharded state, gathered from the replicas' shards. Collective over the replicas.
   optim::OptimizerState<T> state_dict() const override;
-  // Assembles the unsharded state on every rank of the reduction group. Collective.
-  void gather_state();
   // The checks of the wrapped optimizer, on the unsharded state: one entry per model parameter,
   // tensors of the parameter's local box shape. Local.
   void check_state_dict(const optim::OptimizerState<T>& state) const override;
@@ -142,7 +134,7 @@ class ShardedOptimizer final : public optim::Optimizer<T> {
   GroupFactory make_;
   std::vector<std::vector<std::size_t>> groups_;  // model parameter indices per group
   std::vector<std::size_t> order_;                // of each optimized parameter (groups in order)
-  std::uint64_t stepped_ = 0;                     // reducer.reductions() at the last step
+  std::uint64_t stepped_ = 0;                     // reductions at the last step
   std::unique_ptr<optim::Optimizer<T>> inner_;
   std::vector<Place> places_;  // per model parameter
   std::vector<Piece> pieces_;
@@ -150,8 +142,6 @@ class ShardedOptimizer final : public optim::Optimizer<T> {
   std::uint64_t layout_ = 0;
   std::optional<Partition> chunks_;                     // the reduction group as a 1-D grid
   std::vector<std::unique_ptr<AllGather<T>>> gathers_;  // per bucket (null: comm::allgatherv)
-  optim::OptimizerState<T> gathered_;
-  bool gathered_current_ = false;
 };
 
 extern template class ShardedOptimizer<float>;

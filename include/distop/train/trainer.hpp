@@ -48,7 +48,7 @@
 #include "distop/nn/dropout.hpp"
 #include "distop/nn/module.hpp"
 #include "distop/optim/lr_scheduler.hpp"
-#include "distop/parallel/gradient_reducer.hpp"
+#include "distop/parallel/data_parallel.hpp"
 #include "distop/parallel/replicas.hpp"
 #include "distop/parallel/sharded_optimizer.hpp"
 #include "distop/train/metrics.hpp"
@@ -380,19 +380,17 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
                                    {.shuffle = !o.no_shuffle, .drop_last = false, .seed = o.seed});
   const auto batches = data::batch_ranges(sampler.num_samples(), local_batch, false);
   const auto per_epoch = static_cast<std::int64_t>(batches.size());
-  std::unique_ptr<parallel::GradientReducer<float>> reducer;
+  std::unique_ptr<parallel::DataParallel<float>> reducer;
   // --zero: the optimizer state sharded over the replicas' chunks of the reducer's buckets (at one
   // replica too, which holds every chunk; a checkpoint then loads with or without sharding).
   std::optional<parallel::Replicas> one_replica;
   if (o.zero > 0 && !replicas) replicas = &one_replica.emplace(MPI_COMM_WORLD, 1);
   if (r_count > 1 || o.zero > 0)
-    reducer = std::make_unique<parallel::GradientReducer<float>>(model, *replicas);
-  parallel::ShardedOptimizer<float>* sharded = nullptr;
+    reducer = std::make_unique<parallel::DataParallel<float>>(model, *replicas);
   if (o.zero > 0) {
     auto s = std::make_unique<parallel::ShardedOptimizer<float>>(
         *reducer, o.zero,
         [&o](std::vector<Var<float>> shards) { return make_optimizer(o, std::move(shards)); });
-    sharded = s.get();
     opt = std::move(s);
   }
   // The learning rate of step t is a function of t and of the run's --epochs (not of --steps,
@@ -409,7 +407,8 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
   position.seed = o.seed;
   if (o.resume) {
     const optim::Hyperparameters given = opt->group_options(0);
-    position = io::load_checkpoint(o.checkpoint_dir, model, *opt);
+    position = reducer ? io::load_checkpoint(o.checkpoint_dir, *reducer, *opt)
+                       : io::load_checkpoint(o.checkpoint_dir, model, *opt);
     // The same on every rank (load_checkpoint agrees on what it read), so are these checks.
     const std::string from = "the checkpoint in " + o.checkpoint_dir + " was made with ";
     DISTOP_CHECK(position.seed == o.seed, name, from, "--seed ", position.seed, ", not ", o.seed);
@@ -441,7 +440,6 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
                    static_cast<long long>(position.step_in_epoch),
                    static_cast<long long>(position.global_step));
   }
-  if (reducer) reducer->broadcast_state();  // every replica starts from replica 0's state
   std::string metrics_path = o.metrics;
   if (metrics_path.empty() && !o.checkpoint_dir.empty())
     metrics_path = o.checkpoint_dir + "/metrics.csv";
@@ -470,8 +468,10 @@ int fit(const std::string& program, Model& model, const TrainOptions& o, const d
     info.metadata.emplace("model", program);
     info.scheduler = scheduler.state();
     if (in_epoch > 0) detail::put_partial_epoch(info.metadata, m, seconds);
-    if (sharded) sharded->gather_state();  // collective: the state in the unsharded layout
-    if (writer) io::save_checkpoint(o.checkpoint_dir, model, *opt, info);
+    if (reducer)
+      io::save_checkpoint(o.checkpoint_dir, *reducer, *opt, info);
+    else
+      io::save_checkpoint(o.checkpoint_dir, model, *opt, info);
   };
 
   std::int64_t& step = position.global_step;

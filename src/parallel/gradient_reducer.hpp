@@ -1,6 +1,7 @@
 #pragma once
 // GradientReducer: data-parallel training's gradient averaging over the replicas of a model, in
-// flat buckets reduced while the backward pass still computes (PyTorch DDP's reducer).
+// flat buckets reduced while the backward pass still computes (PyTorch DDP's reducer). Internal:
+// programs use parallel::DataParallel (distop/parallel/data_parallel.hpp).
 
 #include <mpi.h>
 
@@ -15,36 +16,14 @@
 #include "distop/autodiff/var.hpp"
 #include "distop/comm/collectives.hpp"
 #include "distop/nn/module.hpp"
+#include "distop/parallel/data_parallel.hpp"
 #include "distop/parallel/replicas.hpp"
 
 namespace distop::parallel {
 
-struct ReducerOptions {
-  // Bucket capacities in bytes of this rank's gradient boxes: the first bucket (the last
-  // parameters of the model, whose gradients are ready first) is kept small so that reduction
-  // starts early; the others are larger, so that each all-reduce moves enough bytes to run at
-  // bandwidth.
-  std::size_t first_bucket_bytes = std::size_t{1} << 20;
-  std::size_t bucket_bytes = std::size_t{25} << 20;
-  // How parameters are grouped into reductions: size-capped buckets, or one group per module
-  // that owns parameters (Laanait et al.'s grouping of the tensors of each layer, in backward
-  // order).
-  enum class Grouping { buckets, layers };
-  Grouping grouping = Grouping::buckets;
-  // Start each bucket's all-reduce as soon as its last gradient is ready during backward (true),
-  // or reduce everything after backward (false, for comparison).
-  bool overlap = true;
-  // How each bucket's two phases move their chunks over the R replicas (comm::ExchangeSchedule):
-  // MPI's nonblocking collectives (collective, the default: MPICH throttles its own all-to-all),
-  // pairwise point-to-point rounds with at most exchange_window rounds in flight (pairwise), or
-  // automatic: pairwise where R - 1 exceeds exchange_window, the collectives otherwise (for an MPI
-  // that posts every message of a nonblocking collective at once, such as SimGrid's SMPI;
-  // docs/data_parallel.md). The sums are the same bits with either. NCCL buckets take NCCL's
-  // grouped calls whatever this says.
-  enum class Exchange { automatic, collective, pairwise };
-  Exchange exchange = Exchange::collective;
-  int exchange_window = 32;  // at least 1 (distop::Error at construction otherwise)
-};
+// Internal to the parallel layer: the reducer behind parallel::DataParallel (its public face) and
+// parallel::ShardedOptimizer, which reads the bucket layout.
+using ReducerOptions = DataParallelOptions;
 
 // Averages the gradients of a model's parameters over the replicas of `replicas` after each
 // backward pass, so that every replica steps with the gradient of the mean loss over the global
@@ -110,13 +89,14 @@ class GradientReducer {
   // replica 0's (comm::bcast over the reduction communicator). Collective.
   void broadcast_state();
 
-  // backward(tape, loss), then the averaged gradients: the replay starts reductions as gradients
-  // become ready and drives them; when it returns every gradient is the replicas' mean.
-  void backward(Tape& tape, Var<T>& loss);
+  // The replay of `tape` from `loss` seeded with `seed` on each of its components, then the
+  // averaged gradients: the replay starts reductions as gradients become ready and drives them;
+  // when it returns every gradient is the replicas' mean.
+  void backward(Tape& tape, Var<T>& loss, T seed = T(1));
   // For gradient accumulation over micro-batches: backward without reduction. The gradients add
   // up locally; the micro-batch that ends the accumulation calls backward(), which reduces the
   // sums. (Scale the micro-batches' losses so that their sum is the step's mean.)
-  void backward_no_sync(Tape& tape, Var<T>& loss);
+  void backward_no_sync(Tape& tape, Var<T>& loss, T seed = T(1));
 
   // The bucket layout now in use: for each bucket, the names of its parameters in the bucket's
   // order, and its bytes on this rank.
@@ -273,7 +253,8 @@ class GradientReducer {
   std::uint64_t reductions_ = 0;
   std::size_t peak_bytes_ = 0;
   bool armed_ = false;
-  bool nccl_ = false;  // this pass's buckets go through the nccl backend
+  bool in_pass_ = false;  // inside backward() or backward_no_sync()
+  bool nccl_ = false;     // this pass's buckets go through the nccl backend
   bool rebuilt_ = false;
   double wait_seconds_ = 0;
   std::size_t overlapped_ = 0;
@@ -281,5 +262,11 @@ class GradientReducer {
 
 extern template class GradientReducer<float>;
 extern template class GradientReducer<double>;
+
+namespace detail {
+// The reducer of a DataParallel, for distop's own tests and benchmarks of the bucket layout.
+template <class T>
+GradientReducer<T>& reducer_of(DataParallel<T>& data_parallel);
+}  // namespace detail
 
 }  // namespace distop::parallel
