@@ -38,8 +38,8 @@
 // reads from the forward pass instead.
 //
 // OpenBLAS 0.3.21 (Debian bookworm) does not recognise every recent CPU and then falls back to its
-// Prescott kernels; source scripts/env.sh first (it sets OPENBLAS_CORETYPE); the header line names
-// the kernels in use.
+// Prescott kernels; libdistop switches it to the CPU's widest kernels when it loads (unless
+// OPENBLAS_CORETYPE names others), for the baseline's GEMM too. The header line names the kernels.
 #include "distop/kernels/conv.hpp"
 
 #include <cblas.h>

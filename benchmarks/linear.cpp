@@ -32,8 +32,9 @@
 //
 // Two things outside distop move these figures on some machines:
 // - OpenBLAS 0.3.21 (Debian bookworm) does not recognise every recent CPU and then falls back to
-//   its Prescott kernels (about 30 instead of 110-145 GFLOP/s); the header line names the kernels
-//   in use, and OPENBLAS_CORETYPE=SkylakeX (say) picks better ones.
+//   its Prescott kernels (about 30 instead of 100-145 GFLOP/s); libdistop switches it to the CPU's
+//   widest kernels when it loads, unless OPENBLAS_CORETYPE names others, and the BLAS baseline here
+//   runs the same kernels. The header line names them.
 // - distop allocates fresh outputs and gradients every step, as PyTorch does. glibc returns freed
 //   memory at the top of the heap to the system once more than its trim threshold is free, so a
 //   step that frees all it allocated can page-fault its memory back in on every repetition (seen

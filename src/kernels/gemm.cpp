@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 
+#include "blas_kernels.hpp"
 #include "gemm_raw.hpp"
 #ifdef DISTOP_HAVE_CUDA
 #include "gemm_cuda.hpp"
@@ -16,6 +17,11 @@
 namespace distop::kernels {
 
 namespace {
+
+// When libdistop loads, after the BLAS it links (a dependency's constructors run first) and before
+// any GEMM: OpenBLAS's kernels as fast as the CPU allows, whatever the program's environment
+// (blas_kernels.hpp). Here, beside the GEMM, so that a static libdistop links it in too.
+[[gnu::constructor]] void choose_blas_kernels_on_load() { detail::choose_blas_kernels(); }
 
 std::string describe(const char* name, Op op, const Shape& s) {
   return std::string(op == Op::T ? "op(" : "") + name + (op == Op::T ? ") = " : " = ") +
