@@ -1,7 +1,8 @@
-// GradientReducer: replicas of a model (alone, or each itself partitioned) end every backward pass
-// with the gradient of the mean loss over the global batch, the one-rank model's gradient, whatever
-// the bucketing, with overlap or without, and with accumulation over micro-batches.
-#include "distop/parallel/gradient_reducer.hpp"
+// DataParallel's gradient reduction (its reducer's buckets, read through the internal header):
+// replicas of a model (alone, or each itself partitioned) end every backward pass with the gradient
+// of the mean loss over the global batch, the one-rank model's gradient, whatever the bucketing,
+// with overlap or without, and with accumulation over micro-batches.
+#include "gradient_reducer.hpp"
 
 #include <gtest/gtest.h>
 
@@ -19,6 +20,7 @@
 #include "distop/nn/activation.hpp"
 #include "distop/nn/distributed_linear.hpp"
 #include "distop/nn/linear.hpp"
+#include "distop/parallel/data_parallel.hpp"
 #include "mpi_test_util.hpp"
 #include "replica_mlp.hpp"
 
@@ -80,27 +82,27 @@ TEST(GradientReducer, ReplicasEndWithTheGlobalBatchGradient) {
   const auto ref = reference(global);
   for (const int r : replica_counts()) {
     for (const bool overlap : {true, false}) {
-      for (const auto grouping : {parallel::ReducerOptions::Grouping::buckets,
-                                  parallel::ReducerOptions::Grouping::layers}) {
+      for (const auto grouping : {parallel::DataParallelOptions::Grouping::buckets,
+                                  parallel::DataParallelOptions::Grouping::layers}) {
         parallel::Replicas replicas(MPI_COMM_WORLD, r);
         Mlp model(replicas.model_comm(), kSeed);
-        parallel::GradientReducer<double> reducer(model, replicas,
-                                                  {.first_bucket_bytes = 64,
-                                                   .bucket_bytes = 256,
-                                                   .grouping = grouping,
-                                                   .overlap = overlap});
+        parallel::DataParallel<double> dp(model, replicas,
+                                          {.first_bucket_bytes = 64,
+                                           .bucket_bytes = 256,
+                                           .grouping = grouping,
+                                           .overlap = overlap});
         const std::int64_t b = global / r;
         for (int step = 0; step < 2; ++step) {  // the second pass runs on the rebuilt buckets
           Tape tape;
           auto loss = loss_of(model, tape, replicas.index() * b, b);
-          reducer.backward(tape, loss);
+          dp.backward(tape, loss);
           const std::string what = std::to_string(r) + " replicas, overlap " +
                                    std::to_string(overlap) + ", step " + std::to_string(step);
           expect_reference_gradients(model, ref, what);
           for (auto& p : model.parameters()) p.zero_grad();
         }
-        if (grouping == parallel::ReducerOptions::Grouping::buckets) {
-          EXPECT_TRUE(reducer.rebuilt());
+        if (grouping == parallel::DataParallelOptions::Grouping::buckets) {
+          EXPECT_TRUE(dp.buckets_rebuilt());
         }
       }
     }
@@ -146,31 +148,32 @@ TEST(GradientReducer, TheBucketingDoesNotChangeABit) {
     const std::int64_t b = 24 / r;
     parallel::Replicas replicas(MPI_COMM_WORLD, r);
     const auto want = sequential_mean(replicas, b);
-    for (const auto grouping : {parallel::ReducerOptions::Grouping::buckets,
-                                parallel::ReducerOptions::Grouping::layers}) {
+    for (const auto grouping : {parallel::DataParallelOptions::Grouping::buckets,
+                                parallel::DataParallelOptions::Grouping::layers}) {
       for (const std::size_t cap : {std::size_t{8}, std::size_t{200}, std::size_t{1} << 20}) {
         for (const bool overlap : {true, false}) {
           Mlp model(replicas.model_comm(), kSeed);
-          parallel::GradientReducer<double> reducer(model, replicas,
-                                                    {.first_bucket_bytes = cap,
-                                                     .bucket_bytes = cap,
-                                                     .grouping = grouping,
-                                                     .overlap = overlap});
+          parallel::DataParallel<double> dp(model, replicas,
+                                            {.first_bucket_bytes = cap,
+                                             .bucket_bytes = cap,
+                                             .grouping = grouping,
+                                             .overlap = overlap});
           for (int step = 0; step < 2; ++step) {  // the second pass runs on the rebuilt buckets
             Tape tape;
             auto loss = loss_of(model, tape, replicas.index() * b, b);
-            reducer.backward(tape, loss);
+            dp.backward(tape, loss);
             EXPECT_EQ(all_gradients(model), want)
                 << r << " replicas, cap " << cap << ", grouping "
-                << (grouping == parallel::ReducerOptions::Grouping::buckets ? "buckets" : "layers")
+                << (grouping == parallel::DataParallelOptions::Grouping::buckets ? "buckets"
+                                                                                 : "layers")
                 << ", overlap " << overlap << ", step " << step;
             for (auto& p : model.parameters()) p.zero_grad();
           }
-          if (cap == 8 && overlap && grouping == parallel::ReducerOptions::Grouping::buckets) {
+          if (cap == 8 && overlap && grouping == parallel::DataParallelOptions::Grouping::buckets) {
             std::size_t held = 0;  // parameters of which this rank holds a box
             for (auto& p : model.parameters()) held += p.value().local_numel() > 0 ? 1 : 0;
-            EXPECT_GE(reducer.buckets().size(), held) << "one parameter a bucket";
-            EXPECT_GT(reducer.last_overlapped_buckets(), 0u) << "no bucket started during backward";
+            EXPECT_GE(dp.buckets().size(), held) << "one parameter a bucket";
+            EXPECT_GT(dp.last_overlapped_buckets(), 0u) << "no bucket started during backward";
           }
         }
       }
@@ -182,7 +185,7 @@ TEST(GradientReducer, ThePairwiseExchangeGivesTheCollectivesBits) {
   // The exchange only moves chunks: pairwise rounds with windows of 1 and 2 rounds, and the
   // automatic choice (pairwise once R - 1 exceeds the window), give the sequential sum's bits, with
   // whole buckets and with sharded gradients (ZeRO stage 2: the owned chunks).
-  using Exchange = parallel::ReducerOptions::Exchange;
+  using Exchange = parallel::DataParallelOptions::Exchange;
   for (const int r : replica_counts()) {
     if (r == 1) continue;
     const std::int64_t b = 24 / r;
@@ -193,17 +196,18 @@ TEST(GradientReducer, ThePairwiseExchangeGivesTheCollectivesBits) {
         if (exchange == Exchange::collective && window == 2) continue;  // the window is unused
         for (const std::size_t cap : {std::size_t{8}, std::size_t{1} << 20}) {
           Mlp model(replicas.model_comm(), kSeed);
-          parallel::GradientReducer<double> reducer(model, replicas,
-                                                    {.first_bucket_bytes = cap,
-                                                     .bucket_bytes = cap,
-                                                     .exchange = exchange,
-                                                     .exchange_window = window});
+          parallel::DataParallel<double> dp(model, replicas,
+                                            {.first_bucket_bytes = cap,
+                                             .bucket_bytes = cap,
+                                             .exchange = exchange,
+                                             .exchange_window = window});
+          auto& reducer = parallel::detail::reducer_of(dp);
           const std::string what = std::to_string(r) + " replicas, exchange " +
                                    std::to_string(static_cast<int>(exchange)) + ", window " +
                                    std::to_string(window) + ", cap " + std::to_string(cap);
           Tape tape;
           auto loss = loss_of(model, tape, replicas.index() * b, b);
-          reducer.backward(tape, loss);
+          dp.backward(tape, loss);
           EXPECT_EQ(all_gradients(model), want) << what;
           for (auto& p : model.parameters()) p.zero_grad();
           // Sharded: each owned chunk holds the same bits as the whole bucket's chunk did.
@@ -213,7 +217,7 @@ TEST(GradientReducer, ThePairwiseExchangeGivesTheCollectivesBits) {
           reducer.set_shard_gradients(true);
           Tape tape2;
           auto loss2 = loss_of(model, tape2, replicas.index() * b, b);
-          reducer.backward(tape2, loss2);
+          dp.backward(tape2, loss2);
           for (std::size_t k = 0; k < reducer.bucket_count(); ++k) {
             if (reducer.bucket_sharded(k)) {
               EXPECT_EQ(reducer.owned_gradient(k).to_vector(), whole[k])
@@ -226,7 +230,7 @@ TEST(GradientReducer, ThePairwiseExchangeGivesTheCollectivesBits) {
   }
   parallel::Replicas replicas(MPI_COMM_WORLD, world_size());
   Mlp model(replicas.model_comm(), kSeed);
-  EXPECT_THROW(parallel::GradientReducer<double>(model, replicas, {.exchange_window = 0}),
+  EXPECT_THROW(parallel::DataParallel<double>(model, replicas, {.exchange_window = 0}),
                distop::Error);
 }
 
@@ -237,15 +241,17 @@ TEST(GradientReducer, WithoutTheGatherOnlyTheOwnedChunkIsTheMean) {
     const std::int64_t b = 24 / r;
     parallel::Replicas replicas(MPI_COMM_WORLD, r);
     Mlp full(replicas.model_comm(), kSeed), sharded(replicas.model_comm(), kSeed);
-    parallel::GradientReducer<double> a(full, replicas,
-                                        {.first_bucket_bytes = 64, .bucket_bytes = 256});
-    parallel::GradientReducer<double> c(sharded, replicas,
-                                        {.first_bucket_bytes = 64, .bucket_bytes = 256});
+    parallel::DataParallel<double> dp_full(full, replicas,
+                                           {.first_bucket_bytes = 64, .bucket_bytes = 256});
+    parallel::DataParallel<double> dp_sharded(sharded, replicas,
+                                              {.first_bucket_bytes = 64, .bucket_bytes = 256});
+    auto& a = parallel::detail::reducer_of(dp_full);
+    auto& c = parallel::detail::reducer_of(dp_sharded);
     c.set_gather_gradients(false);
-    for (auto* pair : {&a, &c}) {
+    for (auto* dp : {&dp_full, &dp_sharded}) {
       Tape tape;
-      auto loss = loss_of(pair == &a ? full : sharded, tape, replicas.index() * b, b);
-      pair->backward(tape, loss);
+      auto loss = loss_of(dp == &dp_full ? full : sharded, tape, replicas.index() * b, b);
+      dp->backward(tape, loss);
     }
     ASSERT_EQ(a.bucket_count(), c.bucket_count());
     std::size_t compared = 0;
@@ -269,7 +275,7 @@ TEST(GradientReducer, AccumulationOverMicroBatchesEqualsOneBatch) {
   for (const int r : replica_counts()) {
     parallel::Replicas replicas(MPI_COMM_WORLD, r);
     Mlp model(replicas.model_comm(), kSeed);
-    parallel::GradientReducer<double> reducer(model, replicas);
+    parallel::DataParallel<double> dp(model, replicas);
     const std::int64_t b = global / r, half = b / 2;
     if (b % 2 != 0) continue;
     // Two micro-batches of half the replica's rows, the first without reduction.
@@ -277,9 +283,9 @@ TEST(GradientReducer, AccumulationOverMicroBatchesEqualsOneBatch) {
       Tape tape;
       auto loss = loss_of(model, tape, replicas.index() * b + micro * half, half);
       if (micro == 0)
-        reducer.backward_no_sync(tape, loss);
+        dp.backward_no_sync(tape, loss);
       else
-        reducer.backward(tape, loss);
+        dp.backward(tape, loss);
     }
     // backward seeds dL = 1 for each half: the sum of the two halves' mean gradients, twice the
     // mean over the replica's rows.
@@ -293,12 +299,22 @@ TEST(GradientReducer, BroadcastMakesEveryReplicaStartFromReplicaZero) {
   for (const int r : replica_counts()) {
     parallel::Replicas replicas(MPI_COMM_WORLD, r);
     Mlp model(replicas.model_comm(), kSeed + 100 * static_cast<std::uint64_t>(replicas.index()));
-    parallel::GradientReducer<double> reducer(model, replicas);
-    reducer.broadcast_state();
     Mlp zero(replicas.model_comm(), kSeed);
-    const auto a = model.parameters(), b = zero.parameters();
-    for (std::size_t i = 0; i < a.size(); ++i)
-      EXPECT_EQ(a[i].value().local().to_vector(), b[i].value().local().to_vector()) << r;
+    const auto expect_replica_zero = [&](const std::string& when) {
+      const auto a = model.parameters(), b = zero.parameters();
+      for (std::size_t i = 0; i < a.size(); ++i)
+        EXPECT_EQ(a[i].value().local().to_vector(), b[i].value().local().to_vector())
+            << r << " replicas, " << when << ", parameter " << i;
+    };
+    // Construction broadcasts replica 0's parameters and buffers.
+    parallel::DataParallel<double> dp(model, replicas);
+    expect_replica_zero("after construction");
+    // broadcast_state() again, after the other replicas' parameters changed.
+    for (auto& p : model.parameters())
+      if (replicas.index() != 0 && p.value().local_numel() > 0)
+        p.value().local().fill(static_cast<double>(replicas.index()) + 0.5);
+    dp.broadcast_state();
+    expect_replica_zero("after broadcast_state");
   }
 }
 

@@ -25,6 +25,8 @@
 #include "distop/optim/adamw.hpp"
 #include "distop/optim/rmsprop.hpp"
 #include "distop/optim/sgd.hpp"
+#include "distop/parallel/data_parallel.hpp"
+#include "gradient_reducer.hpp"  // the buckets' chunks, which the state's shards follow
 #include "mpi_test_util.hpp"
 #include "replica_mlp.hpp"
 #include "temp_dir.hpp"
@@ -117,12 +119,12 @@ std::vector<int> replica_counts() {
 }
 
 // One training step of every replica on its share of global batch `step`.
-void train_step(Mlp& model, parallel::GradientReducer<double>& reducer,
-                optim::Optimizer<double>& opt, const parallel::Replicas& replicas, int step) {
+void train_step(Mlp& model, parallel::DataParallel<double>& dp, optim::Optimizer<double>& opt,
+                const parallel::Replicas& replicas, int step) {
   const std::int64_t b = kGlobal / replicas.count();
   Tape tape;
   auto loss = loss_of(model, tape, step * kGlobal + replicas.index() * b, b);
-  reducer.backward(tape, loss);
+  dp.backward(tape, loss);
   opt.step();
   opt.zero_grad();
 }
@@ -144,33 +146,33 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
 }
 
 // A small first bucket and small later ones, so that chunks cut through parameters.
-constexpr parallel::ReducerOptions kBuckets{.first_bucket_bytes = 64, .bucket_bytes = 256};
+constexpr parallel::DataParallelOptions kBuckets{.first_bucket_bytes = 64, .bucket_bytes = 256};
 
 TEST(ShardedOptimizer, EveryOptimizerTrainsAsUnshardedDataParallelism) {
   for (const auto& c : optimizers()) {
     for (const int r : replica_counts()) {
       parallel::Replicas replicas(MPI_COMM_WORLD, r);
       Mlp plain(replicas.model_comm());
-      parallel::GradientReducer<double> plain_reducer(plain, replicas, kBuckets);
+      parallel::DataParallel<double> plain_dp(plain, replicas, kBuckets);
       auto plain_opt = make_unsharded(plain, c);
       // Three steps: the buckets are rebuilt from the observed ready order after the first.
-      for (int step = 0; step < 3; ++step)
-        train_step(plain, plain_reducer, *plain_opt, replicas, step);
+      for (int step = 0; step < 3; ++step) train_step(plain, plain_dp, *plain_opt, replicas, step);
       const auto want = values(plain);
       for (const int stage : {1, 2}) {
         Mlp model(replicas.model_comm());
         // Stage 1 over one group per layer: the reduction's order, so the result, does not
         // depend on the layout. Stage 2 over rebuilt buckets, whose owned gradients change place.
-        parallel::ReducerOptions options = kBuckets;
-        if (stage == 1) options.grouping = parallel::ReducerOptions::Grouping::layers;
-        parallel::GradientReducer<double> reducer(model, replicas, options);
-        auto opt_ptr = c.make_groups ? std::make_unique<parallel::ShardedOptimizer<double>>(
-                                           reducer, stage, groups_of(model, c), c.make_groups)
-                                     : std::make_unique<parallel::ShardedOptimizer<double>>(
-                                           reducer, stage, c.make);
+        parallel::DataParallelOptions options = kBuckets;
+        if (stage == 1) options.grouping = parallel::DataParallelOptions::Grouping::layers;
+        parallel::DataParallel<double> dp(model, replicas, options);
+        const auto& reducer = parallel::detail::reducer_of(dp);
+        auto opt_ptr =
+            c.make_groups ? std::make_unique<parallel::ShardedOptimizer<double>>(
+                                dp, stage, groups_of(model, c), c.make_groups)
+                          : std::make_unique<parallel::ShardedOptimizer<double>>(dp, stage, c.make);
         parallel::ShardedOptimizer<double>& opt = *opt_ptr;
-        for (int step = 0; step < 3; ++step) train_step(model, reducer, opt, replicas, step);
-        EXPECT_EQ(reducer.rebuilt(), stage == 2);
+        for (int step = 0; step < 3; ++step) train_step(model, dp, opt, replicas, step);
+        EXPECT_EQ(dp.buckets_rebuilt(), stage == 2);
         expect_close(
             values(model), want, 1e-13,
             c.name + ", " + std::to_string(r) + " replicas, stage " + std::to_string(stage));
@@ -195,14 +197,13 @@ TEST(ShardedOptimizer, EveryOptimizerTrainsAsUnshardedDataParallelism) {
         // bucket whole and its receive buffer (R copies of the owned chunk), stage 2 only the
         // owned chunks (with one replica, the bucket whole), and the parameters no gradient.
         const std::int64_t grads = r == 1 ? total : (stage == 1 ? total + r * held : held);
-        EXPECT_EQ(reducer.gradient_bytes(), static_cast<std::size_t>(grads) * sizeof(double))
+        EXPECT_EQ(dp.gradient_bytes(), static_cast<std::size_t>(grads) * sizeof(double))
             << c.name << ", stage " << stage;
-        EXPECT_GE(reducer.peak_gradient_bytes(), reducer.gradient_bytes());
+        EXPECT_GE(dp.peak_gradient_bytes(), dp.gradient_bytes());
         if (stage == 2 && r > 1) {
           for (const auto& p : model.parameters()) EXPECT_FALSE(p.has_grad());
         }
-        // The assembled state is the unsharded optimizer's.
-        opt.gather_state();
+        // The state gathered from the replicas (collective) is the unsharded optimizer's.
         const auto a = opt.state_dict(), u = plain_opt->state_dict();
         ASSERT_EQ(a.params.size(), u.params.size());
         ASSERT_EQ(a.groups, u.groups);
@@ -236,27 +237,28 @@ TEST(ShardedOptimizer, Stage2AccumulatesWholeGradientsOverMicroBatches) {
     std::vector<std::vector<double>> chunks;  // unsharded: the owned chunks of the second step
     for (const int stage : {0, 2}) {
       Mlp model(replicas.model_comm());
-      parallel::GradientReducer<double> reducer(model, replicas, kBuckets);
+      parallel::DataParallel<double> dp(model, replicas, kBuckets);
+      const auto& reducer = parallel::detail::reducer_of(dp);
       std::unique_ptr<optim::Optimizer<double>> opt =
           stage == 0 ? adam.make(model.parameters())
-                     : std::make_unique<parallel::ShardedOptimizer<double>>(reducer, 2, adam.make);
+                     : std::make_unique<parallel::ShardedOptimizer<double>>(dp, 2, adam.make);
       for (int step = 0; step < 2; ++step) {
         for (int micro = 0; micro < 2; ++micro) {
           Tape tape;
           auto loss =
               loss_of(model, tape, step * kGlobal + replicas.index() * b + micro * half, half);
           if (micro == 0) {
-            reducer.backward_no_sync(tape, loss);
+            dp.backward_no_sync(tape, loss);
             if (stage == 2 && r > 1) {  // the whole local gradients, beside the owned chunks
               std::size_t local = 0, owned = 0;
               for (const auto& p : model.parameters())
                 local += static_cast<std::size_t>(p.value().local_numel());
               for (std::size_t k = 0; k < reducer.bucket_count(); ++k)
                 owned += static_cast<std::size_t>(reducer.owned_gradient(k).numel());
-              EXPECT_EQ(reducer.gradient_bytes(), (local + owned) * sizeof(double));
+              EXPECT_EQ(dp.gradient_bytes(), (local + owned) * sizeof(double));
             }
           } else {
-            reducer.backward(tape, loss);
+            dp.backward(tape, loss);
             // At the second step, when both reducers have rebuilt their buckets (stage 2 at the
             // start of the pass, unsharded after the first).
             for (std::size_t k = 0; step == 1 && k < reducer.bucket_count(); ++k) {
@@ -283,13 +285,13 @@ TEST(ShardedOptimizer, TheDocsExampleTrainsAsAdam) {
   parallel::Replicas replicas(MPI_COMM_WORLD, world_size());
   nn::Linear<float> model(8, 3, {.seed = 1}), plain(8, 3, {.seed = 1});
   // [sharded]
-  parallel::GradientReducer<float> reducer(model, replicas);
-  parallel::ShardedOptimizer<float> opt(reducer, /*stage=*/2, [](std::vector<Var<float>> shards) {
+  parallel::DataParallel<float> dp(model, replicas);
+  parallel::ShardedOptimizer<float> opt(dp, /*stage=*/2, [](std::vector<Var<float>> shards) {
     return std::make_unique<optim::Adam<float>>(std::move(shards), optim::AdamOptions{.lr = 1e-3});
   });
-  // per step: reducer.backward(tape, loss); opt.step(); opt.zero_grad();
+  // per step: dp.backward(tape, loss); opt.step(); opt.zero_grad();
   // [sharded]
-  parallel::GradientReducer<float> plain_reducer(plain, replicas);
+  parallel::DataParallel<float> plain_dp(plain, replicas);
   optim::Adam<float> adam(plain.parameters(), {.lr = 1e-3});
   const std::vector<std::int32_t> labels{0, 1, 2, 1};
   for (int step = 0; step < 3; ++step) {
@@ -298,7 +300,7 @@ TEST(ShardedOptimizer, TheDocsExampleTrainsAsAdam) {
     for (auto* m : {&model, &plain}) {
       Tape tape;
       auto loss = loss::cross_entropy(tape, m->forward(tape, Var<float>(x)), labels);
-      (m == &model ? reducer : plain_reducer).backward(tape, loss);
+      (m == &model ? dp : plain_dp).backward(tape, loss);
       optim::Optimizer<float>& o = m == &model ? static_cast<optim::Optimizer<float>&>(opt) : adam;
       o.step();
       o.zero_grad();
@@ -309,32 +311,57 @@ TEST(ShardedOptimizer, TheDocsExampleTrainsAsAdam) {
     EXPECT_EQ(a[i].value().local().to_vector(), b[i].value().local().to_vector()) << i;
 }
 
-TEST(ShardedOptimizer, StateDictNeedsGatherStateAfterAStep) {
+// This rank's state of `opt` (every tensor and scalar of the parameters of which it holds a box),
+// compared with `want` to `tol`.
+void expect_state_close(const optim::OptimizerState<double>& got,
+                        const optim::OptimizerState<double>& want,
+                        const std::vector<Var<double>>& params, const std::string& what) {
+  ASSERT_EQ(got.params.size(), want.params.size()) << what;
+  ASSERT_EQ(got.groups, want.groups) << what;
+  for (std::size_t i = 0; i < want.params.size(); ++i) {
+    if (params[i].value().local_numel() == 0) continue;
+    EXPECT_EQ(got.params[i].scalars, want.params[i].scalars) << what << " parameter " << i;
+    ASSERT_EQ(got.params[i].tensors.size(), want.params[i].tensors.size()) << what;
+    for (const auto& [key, t] : want.params[i].tensors) {
+      ASSERT_EQ(got.params[i].tensors.count(key), 1u) << what << " " << key;
+      expect_close(got.params[i].tensors.at(key).to_vector(), t.to_vector(), 1e-13,
+                   what + " state " + key);
+    }
+  }
+}
+
+TEST(ShardedOptimizer, StateDictIsTheCurrentUnshardedStateAfterEveryStep) {
+  // state_dict() gathers the shards itself (collective over the replicas): right after each step,
+  // with nothing else called first, it is the unsharded optimizer's state of the same steps.
   parallel::Replicas replicas(MPI_COMM_WORLD, world_size());
-  Mlp model(replicas.model_comm());
-  parallel::GradientReducer<double> reducer(model, replicas, kBuckets);
-  parallel::ShardedOptimizer<double> opt(reducer, 2, optimizers()[1].make);
-  train_step(model, reducer, opt, replicas, 0);
-  EXPECT_THROW((void)opt.state_dict(), Error);
-  opt.gather_state();
-  EXPECT_NO_THROW((void)opt.state_dict());
-  EXPECT_THROW(parallel::ShardedOptimizer<double>(reducer, 3, optimizers()[1].make), Error);
+  Mlp model(replicas.model_comm()), plain(replicas.model_comm());
+  parallel::DataParallel<double> dp(model, replicas, kBuckets);
+  parallel::DataParallel<double> plain_dp(plain, replicas, kBuckets);
+  parallel::ShardedOptimizer<double> opt(dp, 2, optimizers()[1].make);
+  auto adam = optimizers()[1].make(plain.parameters());
+  for (int step = 0; step < 2; ++step) {
+    train_step(model, dp, opt, replicas, step);
+    train_step(plain, plain_dp, *adam, replicas, step);
+    expect_state_close(opt.state_dict(), adam->state_dict(), plain.parameters(),
+                       "after step " + std::to_string(step));
+  }
+  EXPECT_THROW(parallel::ShardedOptimizer<double>(dp, 3, optimizers()[1].make), Error);
   // Groups of Vars that are not the model's parameters, or a factory of another group count.
   Mlp other(replicas.model_comm());
-  EXPECT_THROW(parallel::ShardedOptimizer<double>(reducer, 2, {other.parameters()},
-                                                  optimizers()[0].make_groups),
-               Error);
+  EXPECT_THROW(
+      parallel::ShardedOptimizer<double>(dp, 2, {other.parameters()}, optimizers()[0].make_groups),
+      Error);
   const GroupFactory one_group = [](std::vector<std::vector<Var<double>>> g) {
     return std::make_unique<optim::SGD<double>>(g.at(0));
   };
   EXPECT_THROW(parallel::ShardedOptimizer<double>(
-                   reducer, 2, {{model.parameters()[0]}, {model.parameters()[1]}}, one_group),
+                   dp, 2, {{model.parameters()[0]}, {model.parameters()[1]}}, one_group),
                Error);
   // Two groups with options of their own (the docs' example), stepping after the first optimizer.
   // [groups]
   const auto p = model.parameters();  // fc1.weight, fc1.bias, fc2.weight, fc2.bias
   parallel::ShardedOptimizer<double> grouped(
-      reducer, /*stage=*/2, {{p[2], p[3]}, {p[0], p[1]}},
+      dp, /*stage=*/2, {{p[2], p[3]}, {p[0], p[1]}},
       [](std::vector<std::vector<Var<double>>> g) -> std::unique_ptr<optim::Optimizer<double>> {
         using Group = optim::SGD<double>::Group;
         return std::make_unique<optim::SGD<double>>(std::vector<Group>{
@@ -345,9 +372,11 @@ TEST(ShardedOptimizer, StateDictNeedsGatherStateAfterAStep) {
   EXPECT_EQ(grouped.group_count(), 2u);
   EXPECT_EQ(grouped.lr(1), 0.2);
   EXPECT_EQ(grouped.group_options(0).at("nesterov"), 1.0);
-  train_step(model, reducer, grouped, replicas, 1);
-  grouped.gather_state();
-  EXPECT_EQ(grouped.state_dict().params.size(), 4u);
+  train_step(model, dp, grouped, replicas, 2);
+  const auto state = grouped.state_dict();
+  ASSERT_EQ(state.params.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i)  // SGD with momentum: each stepped parameter's buffer
+    EXPECT_EQ(state.params[i].tensors.count("momentum_buffer"), 1u) << i;
 }
 
 // A directory that every rank sees: made by rank 0, its path broadcast.
@@ -378,29 +407,27 @@ TEST(ShardedOptimizer, ACheckpointAtTwoReplicasContinuesAtOtherCounts) {
   {  // two steps at 2 replicas, stage 2, checkpointed
     parallel::Replicas replicas(MPI_COMM_WORLD, 2);
     Mlp model(replicas.model_comm());
-    parallel::GradientReducer<double> reducer(model, replicas, kBuckets);
-    parallel::ShardedOptimizer<double> opt(reducer, 2, adam.make);
-    for (int step = 0; step < 2; ++step) train_step(model, reducer, opt, replicas, step);
-    opt.gather_state();
-    if (replicas.index() == 0) io::save_checkpoint(dir.str(), model, opt, {.global_step = 2});
-    MPI_Barrier(MPI_COMM_WORLD);
+    parallel::DataParallel<double> dp(model, replicas, kBuckets);
+    parallel::ShardedOptimizer<double> opt(dp, 2, adam.make);
+    for (int step = 0; step < 2; ++step) train_step(model, dp, opt, replicas, step);
+    // Every rank of every replica (the state is gathered from the shards); replica 0 writes.
+    io::save_checkpoint(dir.str(), dp, opt, {.global_step = 2});
   }
   for (const int r : replica_counts()) {
     parallel::Replicas replicas(MPI_COMM_WORLD, r);
     // Unsharded, loaded from the same checkpoint: the reference for two more steps.
     Mlp plain(replicas.model_comm());
-    parallel::GradientReducer<double> plain_reducer(plain, replicas, kBuckets);
+    parallel::DataParallel<double> plain_dp(plain, replicas, kBuckets);
     auto plain_opt = adam.make(plain.parameters());
-    io::load_checkpoint(dir.str(), plain, *plain_opt);
-    for (int step = 2; step < 4; ++step)
-      train_step(plain, plain_reducer, *plain_opt, replicas, step);
+    io::load_checkpoint(dir.str(), plain_dp, *plain_opt);
+    for (int step = 2; step < 4; ++step) train_step(plain, plain_dp, *plain_opt, replicas, step);
     for (const int stage : {1, 2}) {
       Mlp model(replicas.model_comm());
-      parallel::GradientReducer<double> reducer(model, replicas, kBuckets);
-      parallel::ShardedOptimizer<double> opt(reducer, stage, adam.make);
-      const auto info = io::load_checkpoint(dir.str(), model, opt);
+      parallel::DataParallel<double> dp(model, replicas, kBuckets);
+      parallel::ShardedOptimizer<double> opt(dp, stage, adam.make);
+      const auto info = io::load_checkpoint(dir.str(), dp, opt);
       EXPECT_EQ(info.global_step, 2);
-      for (int step = 2; step < 4; ++step) train_step(model, reducer, opt, replicas, step);
+      for (int step = 2; step < 4; ++step) train_step(model, dp, opt, replicas, step);
       expect_close(values(model), values(plain), 1e-13,
                    "resumed at " + std::to_string(r) + " replicas, stage " + std::to_string(stage));
     }

@@ -1,5 +1,5 @@
 #pragma once
-// A small MLP fixture shared by the data-parallel MPI tests (GradientReducer, ShardedOptimizer):
+// A small MLP fixture shared by the data-parallel MPI tests (DataParallel, ShardedOptimizer):
 // a model over one replica's ranks and the cross-entropy loss of a synthetic global batch on it.
 
 #include <mpi.h>
