@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "distop/io/state_dict.hpp"
 #include "distop/nn/distributed_linear.hpp"
 #include "distop/optim/adagrad.hpp"
 #include "distop/optim/adam.hpp"
@@ -78,45 +79,41 @@ Partition weight_partition() {
   }
 }
 
-// Two distributed linear layers and a parameter that the optimizer holds but never steps.
+// Two distributed linear layers and a parameter that the optimizer holds but never steps
+// ("frozen"), optionally without fc2 or with one more parameter ("extra"). Its parameters, in
+// named_parameters() order: frozen, [extra,] fc1.weight, fc1.bias[, fc2.weight, fc2.bias].
 template <class T>
-struct Model {
-  Model(std::uint64_t seed, std::int64_t fc2_out = 3, bool with_fc2 = true, bool with_extra = false)
-      : fc1(7, 5, weight_partition(), {.seed = seed}),
-        frozen(DistTensor<T>(TensorSpace(Shape{4, 6}, fc1.weight_partition())), true) {
+class Model : public nn::Module<T> {
+ public:
+  Model(std::uint64_t seed, std::int64_t fc2_out = 3, bool with_fc2 = true,
+        bool with_extra = false) {
+    const Partition p = weight_partition();
+    this->register_module("fc1", std::make_shared<nn::DistributedLinear<T>>(
+                                     7, 5, p, nn::LinearOptions{.seed = seed}));
+    this->register_parameter("frozen", Var<T>(DistTensor<T>(TensorSpace(Shape{4, 6}, p)), true));
     if (with_fc2)
-      fc2 = std::make_unique<nn::DistributedLinear<T>>(5, fc2_out, fc1.weight_partition(),
-                                                       nn::LinearOptions{.seed = seed + 1});
+      this->register_module("fc2", std::make_shared<nn::DistributedLinear<T>>(
+                                       5, fc2_out, p, nn::LinearOptions{.seed = seed + 1}));
     if (with_extra)
-      extra = Var<T>(DistTensor<T>(TensorSpace(Shape{2, 3}, fc1.weight_partition())), true);
+      this->register_parameter("extra", Var<T>(DistTensor<T>(TensorSpace(Shape{2, 3}, p)), true));
   }
-  io::NamedParameters<T> named() const {
-    io::NamedParameters<T> n{{"fc1.weight", fc1.parameters()[0]},
-                             {"fc1.bias", fc1.parameters()[1]}};
-    if (fc2) {
-      n.emplace_back("fc2.weight", fc2->parameters()[0]);
-      n.emplace_back("fc2.bias", fc2->parameters()[1]);
-    }
-    n.emplace_back("frozen", frozen);
-    if (extra.defined()) n.emplace_back("extra", extra);
-    return n;
-  }
-  std::vector<Var<T>> parameters() const {
-    std::vector<Var<T>> ps;
-    for (const auto& [name, p] : named()) ps.push_back(p);
-    return ps;
-  }
-  // This rank's boxes, in named() order.
+  // This rank's boxes, in named_parameters() order.
   std::vector<std::vector<T>> local() const {
     std::vector<std::vector<T>> v;
-    for (const auto& [name, p] : named()) v.push_back(p.value().local().to_vector());
+    for (const auto& p : this->named_parameters()) v.push_back(p.var.value().local().to_vector());
     return v;
   }
+};
 
-  nn::DistributedLinear<T> fc1;
-  std::unique_ptr<nn::DistributedLinear<T>> fc2;
-  Var<T> frozen;
-  Var<T> extra;
+// A model whose parameters' names start with "optimizer." (a child module registered under that
+// name), which checkpoints reserve for the optimizer's state.
+template <class T>
+class ReservedNames : public nn::Module<T> {
+ public:
+  ReservedNames() {
+    this->register_module("optimizer", std::make_shared<nn::DistributedLinear<T>>(
+                                           7, 5, weight_partition(), nn::LinearOptions{.seed = 1}));
+  }
 };
 
 // `steps` optimizer steps with made-up gradients that depend on the current values and the step
@@ -126,8 +123,9 @@ template <class T>
 void train(const Model<T>& model, optim::Optimizer<T>& opt, int first_step, int steps,
            optim::LRScheduler<T>* scheduler = nullptr) {
   for (int s = first_step; s < first_step + steps; ++s) {
-    for (const auto& [name, p] : model.named()) {
-      if (name == "frozen") continue;
+    for (const auto& named : model.named_parameters()) {
+      if (named.name == "frozen") continue;
+      const Var<T>& p = named.var;
       auto v = p.value().local().to_vector();
       for (std::size_t k = 0; k < v.size(); ++k)
         v[k] =
@@ -176,10 +174,11 @@ template <class T, class Opt>
 std::unique_ptr<optim::Optimizer<T>> two_groups(const Model<T>& m,
                                                 const typename Opt::Options& first,
                                                 const typename Opt::Options& second) {
-  const auto all = m.parameters();
   std::vector<typename Opt::Group> groups(2);
-  groups[0] = {{all[0], all[1]}, first};
-  groups[1] = {std::vector<Var<T>>(all.begin() + 2, all.end()), second};
+  groups[0].options = first;
+  groups[1].options = second;
+  for (const auto& p : m.named_parameters())
+    groups[p.name.rfind("fc1.", 0) == 0 ? 0 : 1].params.push_back(p.var);
   return std::make_unique<Opt>(std::move(groups));
 }
 
@@ -242,7 +241,7 @@ void expect_resumed_run_is_bit_identical() {
                             .seed = 18446744073709551615ull,
                             .metadata = {{"model", "two layers"}},
                             .scheduler = sched_a.state()};
-    io::save_checkpoint(dir.str(), a.named(), *opt_a, info);
+    io::save_checkpoint(dir.str(), a, *opt_a, info);
     const auto saved_values = a.local();
     const auto saved_state = state_of(*opt_a);
     const auto saved_options = options_of(*opt_a);
@@ -253,7 +252,7 @@ void expect_resumed_run_is_bit_identical() {
     Model<T> b(99);
     auto opt_b = make(b, true);
     optim::LRScheduler<T> sched_b(*opt_b, optim::LRSchedule::cosine(10).with_warmup(2));
-    const auto loaded = io::load_checkpoint(dir.str(), b.named(), *opt_b);
+    const auto loaded = io::load_checkpoint(dir.str(), b, *opt_b);
     EXPECT_EQ(loaded.epoch, 2);
     EXPECT_EQ(loaded.step_in_epoch, 17);
     EXPECT_EQ(loaded.global_step, 3);
@@ -287,7 +286,7 @@ TEST(Checkpoint, IsASafetensorsFileOfGlobalTensors) {
   Model<float> a(1);
   optim::SGD<float> opt(a.parameters(), kOptions);
   train(a, opt, 0, 1);
-  io::save_checkpoint(dir.str(), a.named(), opt, {});
+  io::save_checkpoint(dir.str(), a, opt, {});
   const auto file = io::SafetensorsFile::open(io::checkpoint_path(dir.str()));
   EXPECT_EQ(io::checkpoint_path(dir.str()), dir.file("checkpoint.safetensors"));
   EXPECT_EQ(file.names(),
@@ -303,7 +302,7 @@ TEST(Checkpoint, IsASafetensorsFileOfGlobalTensors) {
   EXPECT_EQ(m.at("optimizer"), "SGD");
   EXPECT_EQ(m.at("optimizer.groups"), "1");
   EXPECT_EQ(m.at("optimizer.group.0.params"),
-            "[\"fc1.weight\",\"fc1.bias\",\"fc2.weight\",\"fc2.bias\",\"frozen\"]");
+            "[\"frozen\",\"fc1.weight\",\"fc1.bias\",\"fc2.weight\",\"fc2.bias\"]");
   EXPECT_EQ(m.at("optimizer.group.0.lr"), "0.050000000000000003");  // 17 digits: reads back exactly
   EXPECT_EQ(m.at("optimizer.group.0.nesterov"), "0");
   EXPECT_EQ(m.count("scheduler.last_step"), 0u);
@@ -314,7 +313,7 @@ TEST(Checkpoint, IsASafetensorsFileOfGlobalTensors) {
   optim::Adam<double> adam(b.parameters(), {.lr = 0.01, .amsgrad = true});
   optim::LRScheduler<double> scheduler(adam, optim::LRSchedule::step(1, 0.5));
   train(b, adam, 0, 2, &scheduler);
-  io::save_checkpoint(adam_dir.str(), b.named(), adam, {.scheduler = scheduler.state()});
+  io::save_checkpoint(adam_dir.str(), b, adam, {.scheduler = scheduler.state()});
   const auto adam_file = io::SafetensorsFile::open(io::checkpoint_path(adam_dir.str()));
   for (const char* key : {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}) {
     EXPECT_TRUE(adam_file.contains(std::string("optimizer.") + key + ".fc2.weight")) << key;
@@ -350,10 +349,10 @@ struct Snapshot {
 
 // Expects load_checkpoint to throw distop::Error mentioning `what` on this rank (so on all).
 template <class T>
-void expect_load_error(const std::string& dir, const Model<T>& m, optim::Optimizer<T>& opt,
+void expect_load_error(const std::string& dir, Model<T>& m, optim::Optimizer<T>& opt,
                        const std::string& what) {
   try {
-    io::load_checkpoint(dir, m.named(), opt);
+    io::load_checkpoint(dir, m, opt);
     ADD_FAILURE() << "load_checkpoint did not throw (expected: " << what << ")";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
@@ -374,7 +373,7 @@ TEST(Checkpoint, BadFilesAreErrorsOnEveryRankAndChangeNothing) {
   expect_load_error(dir.str(), b, opt_b, "does not exist");
   before.expect_unchanged(b, opt_b);
 
-  io::save_checkpoint(dir.str(), a.named(), opt_a, {});
+  io::save_checkpoint(dir.str(), a, opt_a, {});
   const std::string path = io::checkpoint_path(dir.str());
   const auto size = std::filesystem::file_size(path);
   on_rank0([&] { std::filesystem::resize_file(path, size - 9); });
@@ -395,8 +394,9 @@ TEST(Checkpoint, BadFilesAreErrorsOnEveryRankAndChangeNothing) {
   expect_load_error(dir.str(), b, opt_b, "not valid JSON");
   before.expect_unchanged(b, opt_b);
 
-  // A valid safetensors file that is not a checkpoint (as save_parameters writes).
-  io::save_parameters(path, a.named());
+  // A valid safetensors file that is not a checkpoint (the model's weights, as save_state_dict
+  // writes them).
+  io::save_state_dict(path, a);
   expect_load_error(dir.str(), b, opt_b, "not a distop checkpoint");
   before.expect_unchanged(b, opt_b);
 }
@@ -406,7 +406,7 @@ TEST(Checkpoint, AnotherModelsCheckpointIsAnErrorAndChangesNothing) {
   Model<double> a(1);
   optim::SGD<double> opt_a(a.parameters(), kOptions);
   train(a, opt_a, 0, 2);
-  io::save_checkpoint(dir.str(), a.named(), opt_a, {});
+  io::save_checkpoint(dir.str(), a, opt_a, {});
 
   Model<double> wrong_shape(3, /*fc2_out=*/4);
   optim::SGD<double> opt_ws(wrong_shape.parameters(), kOptions);
@@ -435,7 +435,7 @@ TEST(Checkpoint, AnotherOptimizersCheckpointIsAnErrorNamingBothAndChangesNothing
   Model<double> a(1);
   optim::Adam<double> adam(a.parameters(), {.lr = 0.01});
   train(a, adam, 0, 2);
-  io::save_checkpoint(dir.str(), a.named(), adam, {});
+  io::save_checkpoint(dir.str(), a, adam, {});
 
   Model<double> b(7);
   optim::SGD<double> sgd(b.parameters(), kOptions);
@@ -494,7 +494,7 @@ TEST(Checkpoint, StateTheOptimizerWouldRejectIsAnErrorAndChangesNothing) {
   const Snapshot<double> before(b, opt_b);
   const auto expect_rejected = [&](const std::function<void(io::Metadata&)>& edit,
                                    const std::string& drop, const std::string& what) {
-    io::save_checkpoint(dir.str(), a.named(), adam, {});
+    io::save_checkpoint(dir.str(), a, adam, {});
     tamper(dir.str(), edit, drop);
     expect_load_error(dir.str(), b, opt_b, what);
     before.expect_unchanged(b, opt_b);
@@ -534,7 +534,7 @@ TEST(Checkpoint, ACorruptTensorIsAnErrorNamingItAndChangesNothing) {
   optim::SGD<double> opt_b(b.parameters(), kOptions);
   train(b, opt_b, 0, 1);
   const Snapshot<double> before(b, opt_b);
-  io::save_checkpoint(dir.str(), a.named(), opt_a, {});
+  io::save_checkpoint(dir.str(), a, opt_a, {});
   const std::string path = io::checkpoint_path(dir.str());
   on_rank0([&] {
     const auto file = io::SafetensorsFile::open(path);
@@ -552,7 +552,7 @@ TEST(Checkpoint, ACorruptTensorIsAnErrorNamingItAndChangesNothing) {
   before.expect_unchanged(b, opt_b);
 
   // Without checksums (PyTorch's files have none) the same bytes load as they are.
-  io::save_checkpoint(dir.str(), a.named(), opt_a, {});
+  io::save_checkpoint(dir.str(), a, opt_a, {});
   tamper(dir.str(), [](io::Metadata& m) {
     for (auto it = m.begin(); it != m.end();)
       it = it->first.rfind("distop.crc32.", 0) == 0 ? m.erase(it) : std::next(it);
@@ -560,7 +560,7 @@ TEST(Checkpoint, ACorruptTensorIsAnErrorNamingItAndChangesNothing) {
   on_rank0([&] {
     EXPECT_EQ(io::SafetensorsFile::open(path).metadata().count(io::checksum_key("fc2.weight")), 0u);
   });
-  EXPECT_EQ(io::load_checkpoint(dir.str(), b.named(), opt_b).epoch, 0);
+  EXPECT_EQ(io::load_checkpoint(dir.str(), b, opt_b).epoch, 0);
   EXPECT_EQ(b.local(), a.local());
 }
 
@@ -569,7 +569,7 @@ TEST(Checkpoint, ALeftoverTemporaryFileFromACrashedWriteIsIgnored) {
   Model<double> a(1);
   optim::SGD<double> opt(a.parameters(), kOptions);
   train(a, opt, 0, 1);
-  io::save_checkpoint(dir.str(), a.named(), opt, {.epoch = 1});
+  io::save_checkpoint(dir.str(), a, opt, {.epoch = 1});
   const auto first = a.local();
   // What a writer killed half way leaves: the first half of a newer checkpoint under its
   // temporary name.
@@ -582,12 +582,12 @@ TEST(Checkpoint, ALeftoverTemporaryFileFromACrashedWriteIsIgnored) {
   train(a, opt, 1, 1);
   Model<double> b(5);
   optim::SGD<double> opt_b(b.parameters(), kOptions);
-  EXPECT_EQ(io::load_checkpoint(dir.str(), b.named(), opt_b).epoch, 1);
+  EXPECT_EQ(io::load_checkpoint(dir.str(), b, opt_b).epoch, 1);
   EXPECT_EQ(b.local(), first);
 
   // And the next save replaces the checkpoint as usual.
-  io::save_checkpoint(dir.str(), a.named(), opt, {.epoch = 2});
-  EXPECT_EQ(io::load_checkpoint(dir.str(), b.named(), opt_b).epoch, 2);
+  io::save_checkpoint(dir.str(), a, opt, {.epoch = 2});
+  EXPECT_EQ(io::load_checkpoint(dir.str(), b, opt_b).epoch, 2);
   EXPECT_EQ(b.local(), a.local());
 }
 
@@ -598,9 +598,9 @@ TEST(Checkpoint, RanksThatReadDifferentContentsAllFail) {
   SharedDir one, two;
   Model<double> a(1);
   optim::SGD<double> opt(a.parameters(), kOptions);
-  io::save_checkpoint(one.str(), a.named(), opt, {.epoch = 1});
+  io::save_checkpoint(one.str(), a, opt, {.epoch = 1});
   train(a, opt, 0, 1);
-  io::save_checkpoint(two.str(), a.named(), opt, {.epoch = 1});
+  io::save_checkpoint(two.str(), a, opt, {.epoch = 1});
   Model<double> b(5);
   optim::SGD<double> opt_b(b.parameters(), kOptions);
   const Snapshot<double> before(b, opt_b);
@@ -615,19 +615,21 @@ TEST(Checkpoint, SaveErrorsAreRaisedOnEveryRank) {
   optim::SGD<double> opt(a.parameters(), kOptions);
   // The checkpoint directory is a file.
   on_rank0([&] { std::ofstream(dir.file("not_a_dir")) << "x"; });
-  EXPECT_THROW(io::save_checkpoint(dir.file("not_a_dir"), a.named(), opt, {}), Error);
+  EXPECT_THROW(io::save_checkpoint(dir.file("not_a_dir"), a, opt, {}), Error);
   // A parameter name in the optimizer's namespace.
-  auto named = a.named();
-  named[0].first = "optimizer.momentum.x";
-  EXPECT_THROW(io::save_checkpoint(dir.str(), named, opt, {}), Error);
-  // An optimizer parameter without a name.
-  named = a.named();
-  named.pop_back();
-  EXPECT_THROW(io::save_checkpoint(dir.str(), named, opt, {}), Error);
+  ReservedNames<double> reserved;
+  optim::SGD<double> reserved_opt(reserved.parameters(), kOptions);
+  EXPECT_THROW(io::save_checkpoint(dir.str(), reserved, reserved_opt, {}), Error);
+  // An optimizer parameter that is none of the model's, so without a name.
+  auto params = a.parameters();
+  params.push_back(
+      Var<double>(DistTensor<double>(TensorSpace(Shape{2, 3}, weight_partition())), true));
+  optim::SGD<double> stray(params, kOptions);
+  EXPECT_THROW(io::save_checkpoint(dir.str(), a, stray, {}), Error);
   // A scheduler state that is not one base learning rate per group.
-  EXPECT_THROW(io::save_checkpoint(dir.str(), a.named(), opt,
-                                   {.scheduler = optim::LRSchedulerState{1, {0.1, 0.2}}}),
-               Error);
+  EXPECT_THROW(
+      io::save_checkpoint(dir.str(), a, opt, {.scheduler = optim::LRSchedulerState{1, {0.1, 0.2}}}),
+      Error);
 }
 
 }  // namespace

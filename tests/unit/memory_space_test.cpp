@@ -13,6 +13,7 @@
 #include <map>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "distop/autodiff/var.hpp"
@@ -21,6 +22,7 @@
 #include "distop/dist/partition.hpp"
 #include "distop/io/checkpoint.hpp"
 #include "distop/io/safetensors.hpp"
+#include "distop/nn/module.hpp"
 #include "distop/optim/sgd.hpp"
 #include "ramp_dataset.hpp"
 #include "temp_dir.hpp"
@@ -225,6 +227,12 @@ TEST(MemorySpace, SafetensorsThroughHostTensors) {
             (std::vector<double>{0.5, -1.5, 2.25}));
 }
 
+// A model of one parameter, "w".
+class OneParameter : public nn::Module<float> {
+ public:
+  explicit OneParameter(Var<float> w) { register_parameter("w", std::move(w)); }
+};
+
 // A checkpoint round trip (one rank): the parameters and the optimizer's state are assembled into
 // host memory, written, read into host memory and copied back into the parameters' space.
 TEST(MemorySpace, CheckpointRoundTripThroughTheHostPath) {
@@ -233,12 +241,12 @@ TEST(MemorySpace, CheckpointRoundTripThroughTheHostPath) {
   auto values = DistTensor<float>::from_local(
       space, Tensor<float>::from_vector(Shape{2, 3}, {1, -2, 3, -4, 5, -6}));
   Var<float> w(values, true);
-  const io::NamedParameters<float> params{{"w", w}};
+  OneParameter model(w);
   optim::SGD<float> opt({w}, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
   w.grad().local().fill(0.5f);
   opt.step();  // w - 0.05, and a momentum buffer of 0.5
   const auto saved = w.value().local().to_vector();
-  io::save_checkpoint(dir.str(), params, opt, io::CheckpointInfo{.epoch = 2, .global_step = 7});
+  io::save_checkpoint(dir.str(), model, opt, io::CheckpointInfo{.epoch = 2, .global_step = 7});
 
   // The file holds the values, read as a host tensor.
   const auto file = io::SafetensorsFile::open(io::checkpoint_path(dir.str()));
@@ -246,7 +254,7 @@ TEST(MemorySpace, CheckpointRoundTripThroughTheHostPath) {
 
   w.value().local().fill(0.0f);
   optim::SGD<float> fresh({w}, optim::SGDOptions{.lr = 0.1, .momentum = 0.9});
-  const auto info = io::load_checkpoint(dir.str(), params, fresh);
+  const auto info = io::load_checkpoint(dir.str(), model, fresh);
   EXPECT_EQ(info.epoch, 2);
   EXPECT_EQ(info.global_step, 7);
   EXPECT_EQ(w.value().local().to_vector(), saved);
