@@ -82,16 +82,16 @@ inline double allreduce_alone_ms(std::size_t bytes, MPI_Comm comm, int warmup, i
   return median(alone) * 1e3;
 }
 
-// The rest of a training step after the forward pass: backward through `reducer`, with the
-// gradients reduced over the replicas (`reduce`) or not (backward_no_sync: the compute-only step),
-// then the optimizer's step and zero_grad.
+// The rest of a training step after the forward pass: backward through `dp`, with the gradients
+// reduced over the replicas (`reduce`) or not (backward_no_sync: the compute-only step), then the
+// optimizer's step and zero_grad.
 template <class Optimizer>
-void finish_step(parallel::GradientReducer<float>& reducer, Tape& tape, Var<float>& loss,
-                 bool reduce, Optimizer& opt) {
+void finish_step(parallel::DataParallel<float>& dp, Tape& tape, Var<float>& loss, bool reduce,
+                 Optimizer& opt) {
   if (reduce)
-    reducer.backward(tape, loss);
+    dp.backward(tape, loss);
   else
-    reducer.backward_no_sync(tape, loss);
+    dp.backward_no_sync(tape, loss);
   opt.step();
   opt.zero_grad();
 }

@@ -6,15 +6,15 @@
 //
 // Modes, each timed as the median over --steps steps (a step's time is the slowest rank's), taking
 // turns in blocks of 5 steps with the order rotated every round (after --warmup steps of the
-// first mode; each block builds its reducer and runs 2 untimed steps first):
-//   compute      backward without any reduction (GradientReducer::backward_no_sync): the floor
+// first mode; each block builds its parallel::DataParallel and runs 2 untimed steps first):
+//   compute      backward without any reduction (DataParallel::backward_no_sync): the floor
 //   after        every bucket's all-reduce started after backward (overlap off), then waited
 //   overlap      buckets of the default caps (1 MiB first, 25 MiB others), started during backward
 //   overlap-S    the same with S KiB buckets (a sweep), and
 //   layers       one reduction per layer (Laanait et al.'s grouping), started during backward
 // and, measured in the same run, the MPI_Allreduce of the same bytes as one message ("allreduce").
 // exposed = step - compute: the communication the step still exposes. It splits into
-//   wait         what backward() waited for after the replay (GradientReducer::last_wait_seconds),
+//   wait         what backward() waited for after the replay (DataParallel::last_wait_seconds),
 //   cpu          the reduction's CPU work outside that wait: the time after the forward pass
 //                (backward, optimizer step, zero_grad) less the wait, against the compute mode's
 //                (the ready hooks packing and starting buckets, progress calls during the replay,
@@ -88,56 +88,58 @@ int main(int argc, char** argv) {
 
   // The modes take turns, in blocks of kBlock timed steps, the order rotated every round, so that
   // the shared machine's drift falls on every mode alike. A parameter has one ready hook, so one
-  // reducer at a time: each block builds its mode's reducer (outside the timed steps) and runs
+  // DataParallel at a time: each block builds its mode's (outside the timed steps) and runs
   // kSettle untimed steps first, the first of which rebuilds the buckets in the order the
   // gradients became ready, the second the first with the rebuilt buckets.
   struct Mode {
-    Mode(std::string n, parallel::ReducerOptions o, bool r)
+    Mode(std::string n, parallel::DataParallelOptions o, bool r)
         : name(std::move(n)), options(o), reduce(r) {}
     std::string name;
-    parallel::ReducerOptions options;
+    parallel::DataParallelOptions options;
     bool reduce;
     std::vector<double> times, waits, tail_work;
     std::size_t buckets = 0;
   };
   std::vector<Mode> modes;
-  modes.emplace_back("compute", parallel::ReducerOptions{}, false);
-  modes.emplace_back("after", parallel::ReducerOptions{.overlap = false}, true);
-  modes.emplace_back("overlap", parallel::ReducerOptions{}, true);
+  modes.emplace_back("compute", parallel::DataParallelOptions{}, false);
+  modes.emplace_back("after", parallel::DataParallelOptions{.overlap = false}, true);
+  modes.emplace_back("overlap", parallel::DataParallelOptions{}, true);
   for (const std::size_t kib : {64, 256, 1024, 4096})
     modes.emplace_back(
         "overlap-" + std::to_string(kib),
-        parallel::ReducerOptions{.first_bucket_bytes = kib << 10, .bucket_bytes = kib << 10}, true);
+        parallel::DataParallelOptions{.first_bucket_bytes = kib << 10, .bucket_bytes = kib << 10},
+        true);
   modes.emplace_back(
-      "layers", parallel::ReducerOptions{.grouping = parallel::ReducerOptions::Grouping::layers},
+      "layers",
+      parallel::DataParallelOptions{.grouping = parallel::DataParallelOptions::Grouping::layers},
       true);
 
   // One step; returns the seconds after the forward pass (backward, optimizer step, zero_grad).
-  auto step = [&](parallel::GradientReducer<float>& reducer, bool reduce) {
+  auto step = [&](parallel::DataParallel<float>& dp, bool reduce) {
     Tape tape;
     auto loss = data.loss(tape, model);
     const auto t0 = std::chrono::steady_clock::now();
-    bench::finish_step(reducer, tape, loss, reduce, opt);
+    bench::finish_step(dp, tape, loss, reduce, opt);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   constexpr int kBlock = 5, kSettle = 2;
   {
-    parallel::GradientReducer<float> reducer(model, replicas, modes.front().options);
-    for (int s = 0; s < warmup; ++s) step(reducer, false);
+    parallel::DataParallel<float> dp(model, replicas, modes.front().options);
+    for (int s = 0; s < warmup; ++s) step(dp, false);
   }
   const int rounds = (steps + kBlock - 1) / kBlock;
   for (int round = 0; round < rounds; ++round) {
     for (std::size_t k = 0; k < modes.size(); ++k) {
       Mode& m = modes[(k + static_cast<std::size_t>(round)) % modes.size()];
-      parallel::GradientReducer<float> reducer(model, replicas, m.options);
-      for (int s = 0; s < kSettle; ++s) step(reducer, m.reduce);
+      parallel::DataParallel<float> dp(model, replicas, m.options);
+      for (int s = 0; s < kSettle; ++s) step(dp, m.reduce);
       for (int s = 0; s < kBlock && static_cast<int>(m.times.size()) < steps; ++s) {
         MPI_Barrier(MPI_COMM_WORLD);
         const auto t0 = std::chrono::steady_clock::now();
-        const double tail = step(reducer, m.reduce);
+        const double tail = step(dp, m.reduce);
         const double t =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const double wait = m.reduce ? reducer.last_wait_seconds() : 0.0;
+        const double wait = m.reduce ? dp.last_wait_seconds() : 0.0;
         // The step's time is the slowest rank's; its wait and CPU work are that rank's too (a
         // faster rank's wait includes waiting for the slower one's compute).
         const int slowest = slowest_rank(t);
@@ -145,7 +147,7 @@ int main(int argc, char** argv) {
         m.waits.push_back(value_of_rank(wait, slowest));
         m.tail_work.push_back(value_of_rank(tail - wait, slowest));
       }
-      m.buckets = reducer.buckets().size();
+      m.buckets = dp.buckets().size();
     }
   }
   std::vector<Row> rows;

@@ -3,7 +3,7 @@
 //   primitives     distop's AllSumReduce, Broadcast (forward and adjoint) and HaloExchange on a
 //                  fixed number of bytes per rank (weak scaling),
 //   lenet5         examples/lenet5's training step, model parallel over --model-ranks ranks per
-//                  replica, data parallel over the replicas (GradientReducer), batch --batch per
+//                  replica, data parallel over the replicas (DataParallel), batch --batch per
 //                  replica,
 //   data_parallel  examples/cnn's data-parallel step (one replica per rank, batch --batch per
 //                  rank), the gradients reduced in buckets overlapped with backward, and the same
@@ -60,18 +60,18 @@ struct Settings {
   std::int64_t batch = 64;
   int model_ranks = 2;
   std::int64_t bytes = 1 << 20;
-  std::size_t bucket_kib = 0;          // 0: the reducer's default caps
-  std::string exchange = "automatic";  // the reducer's exchange (ReducerOptions::exchange)
+  std::size_t bucket_kib = 0;          // 0: DataParallel's default caps
+  std::string exchange = "automatic";  // DataParallelOptions::exchange
   int exchange_window = 32;            // its window of pairwise rounds
   bool injected = false;               // data_parallel: --compute injected
   std::string compute_profile;  // --compute-profile: replayed if it exists, else measured to it
   cost::Machine machine{1e-6, 1.0 / 25e9, 1.0 / 10e9, 1.0 / 20e9};
 };
 
-parallel::ReducerOptions reducer_options(const Settings& s) {
-  parallel::ReducerOptions o;
+parallel::DataParallelOptions data_parallel_options(const Settings& s) {
+  parallel::DataParallelOptions o;
   if (s.bucket_kib > 0) o.first_bucket_bytes = o.bucket_bytes = s.bucket_kib << 10;
-  using Exchange = parallel::ReducerOptions::Exchange;
+  using Exchange = parallel::DataParallelOptions::Exchange;
   o.exchange = s.exchange == "collective" ? Exchange::collective
                : s.exchange == "pairwise" ? Exchange::pairwise
                                           : Exchange::automatic;
@@ -187,12 +187,12 @@ void run_lenet5(const Settings& s, int ranks) {
   if (model.holds_output())
     for (std::int64_t i = 0; i < s.batch; ++i) labels.push_back(static_cast<std::int32_t>(i % 10));
   optim::SGD<float> opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
-  parallel::GradientReducer<float> reducer(model, replicas, reducer_options(s));
+  parallel::DataParallel<float> dp(model, replicas, data_parallel_options(s));
   const double ms = time_steps(s, [&] {
     Tape tape;
     auto logits = model.forward(tape, Var<float>(x));
     auto loss = loss::cross_entropy(tape, logits, labels);
-    reducer.backward(tape, loss);
+    dp.backward(tape, loss);
     opt.step();
     opt.zero_grad();
   });
@@ -207,7 +207,7 @@ void run_data_parallel(const Settings& s, int ranks) {
   const bench::CnnBatch data(model, s.batch);
   optim::SGD<float> opt(model.parameters(), {.lr = 1e-4, .momentum = 0.9});
   auto real_forward = [&](Tape& tape) { return data.loss(tape, model); };
-  // --compute injected: rank 0 measures the real forward and backward (before the reducer sets
+  // --compute injected: rank 0 measures the real forward and backward (before DataParallel sets
   // its hooks), every rank replays that profile as injected compute (injected_compute.hpp).
   std::unique_ptr<bench::InjectedStep> injected;
   if (s.injected) {
@@ -225,15 +225,15 @@ void run_data_parallel(const Settings& s, int ranks) {
     injected = std::make_unique<bench::InjectedStep>(
         model.parameters(), bench::ComputeProfile::broadcast(profile, 0, MPI_COMM_WORLD));
   }
-  parallel::GradientReducer<float> reducer(model, replicas, reducer_options(s));
+  parallel::DataParallel<float> dp(model, replicas, data_parallel_options(s));
   auto step = [&](bool reduce) {
     Tape tape;
     auto loss = injected ? injected->forward(tape) : real_forward(tape);
-    bench::finish_step(reducer, tape, loss, reduce, opt);
+    bench::finish_step(dp, tape, loss, reduce, opt);
   };
   const double compute_ms = time_steps(s, [&] { step(false); });
   const double step_ms = time_steps(s, [&] { step(true); });
-  // The reducer's buckets (parallel/gradient_reducer.cpp): each reduce-scattered as an
+  // DataParallel's buckets (parallel/gradient_reducer.cpp): each reduce-scattered as an
   // all-to-all of its R chunks (MPI_Ialltoallv), the R received chunks summed, and the sums
   // all-gathered (MPI_Iallgatherv). The last bucket to become ready (the first layers', at the end
   // of backward) cannot overlap any compute; the others can.
@@ -245,7 +245,7 @@ void run_data_parallel(const Settings& s, int ranks) {
             m.gamma * static_cast<double>(chunk) * (r - 1) + cost::allgather(b, r, m).seconds) *
            1e3;
   };
-  const auto buckets = reducer.buckets();
+  const auto buckets = dp.buckets();
   auto last_and_all_ms = [&](int r) {
     double all = 0;
     for (const auto& b : buckets) all += bucket_ms(static_cast<std::int64_t>(b.bytes), r);
@@ -305,12 +305,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--bytes", s.bytes, "primitives: bytes per rank")->capture_default_str();
   app.add_option("--bucket-kib", s.bucket_kib,
-                 "lenet5, data_parallel: the reducer's bucket cap in KiB (0: its defaults, 1 MiB "
+                 "lenet5, data_parallel: DataParallel's bucket cap in KiB (0: its defaults, 1 MiB "
                  "first, 25 MiB others)")
       ->capture_default_str();
   app.add_option(
          "--exchange", s.exchange,
-         "lenet5, data_parallel: how the reducer moves its chunks (ReducerOptions::exchange): "
+         "lenet5, data_parallel: how the buckets' chunks move (DataParallelOptions::exchange): "
          "collective (MPI_Ialltoallv/Iallgatherv), pairwise (point-to-point rounds, "
          "--exchange-window in flight) or automatic (pairwise once replicas - 1 exceed the "
          "window)")

@@ -23,7 +23,7 @@
 //   convolutions' weight and bias broadcasts (adjoint: sum-reduces) with broadcast/sum_reduce; the
 //   fully connected layers' input broadcasts over their P_out ranks and output sum-reduces over
 //   their P_in ranks;
-//   the gradients' reduction over R replicas: the reducer's buckets (its default caps), each a
+//   the gradients' reduction over R replicas: DataParallel's buckets (its default caps), each a
 //   reduce-scatter as an all-to-all of chunks, the chunks' sum and an all-gather (bucket_seconds),
 //   over the R ranks of the reduction group (for LeNet-5 spread over 2R hosts): the last bucket
 //   exposed with overlap, all of them without.
@@ -61,7 +61,7 @@ namespace {
 using namespace distop;
 
 // What one program's step costs at one batch: compute per layer (ms, slowest rank), the step's
-// compute (ms), the operators' measured time (ms), and the reducer's buckets (bytes, ready order).
+// compute (ms), the operators' measured time (ms), and DataParallel's buckets (bytes, ready order).
 struct Measured {
   std::int64_t batch = 0;
   std::map<std::string, double> layer_ms;  // "forward conv1", "backward conv1", ...
@@ -332,13 +332,12 @@ double lenet5_comm_seconds(examples::LeNet5& model, std::int64_t batch, const co
   return total;
 }
 
-// The reducer's buckets (bytes, in ready order) of `model` over `replicas`, the slowest rank's
+// DataParallel's buckets (bytes, in ready order) of `model` over `replicas`, the slowest rank's
 // per bucket (collective over MPI_COMM_WORLD's ranks in replicas).
-std::vector<std::int64_t> buckets_of(const nn::Module<float>& model,
-                                     const parallel::Replicas& replicas) {
-  parallel::GradientReducer<float> reducer(model, replicas);
+std::vector<std::int64_t> buckets_of(nn::Module<float>& model, const parallel::Replicas& replicas) {
+  const parallel::DataParallel<float> dp(model, replicas);
   std::vector<std::int64_t> out;
-  for (const auto& b : reducer.buckets()) out.push_back(static_cast<std::int64_t>(b.bytes));
+  for (const auto& b : dp.buckets()) out.push_back(static_cast<std::int64_t>(b.bytes));
   return out;
 }
 

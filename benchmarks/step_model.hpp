@@ -1,6 +1,6 @@
 #pragma once
 // The pure parts of bench_step_model (benchmarks/step_model.cpp): a two-level fat tree as the cost
-// model's machine for a group of ranks, the data-parallel reduction of the reducer's buckets over
+// model's machine for a group of ranks, the data-parallel reduction of DataParallel's buckets over
 // R replicas on it, and the step's projection (weak and strong scaling). No MPI calls.
 
 #include <algorithm>
@@ -39,7 +39,7 @@ inline cost::Machine fat_tree_machine(const FatTree& t, int span) {
   return {within_leaf ? t.leaf_latency : t.spine_latency, beta, t.gamma, t.copy};
 }
 
-// One bucket of `bytes` reduced over r replicas as parallel::GradientReducer does: reduce-scatter
+// One bucket of `bytes` reduced over r replicas as parallel::DataParallel does: reduce-scatter
 // as an all-to-all of its r chunks (MPI_Ialltoallv, every pair posted at once), the r - 1 received
 // chunks summed into the own one, then the sums all-gathered (MPI_Iallgatherv). Seconds.
 inline double bucket_seconds(std::int64_t bytes, int r, const cost::Machine& m) {

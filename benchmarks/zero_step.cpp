@@ -5,15 +5,15 @@
 //   mpiexec.mpich -n 2 build/benchmarks/bench_zero [--batch 64] [--steps 20] [--bucket-kb 25600]
 //                                                  [--csv]
 //
-// Modes: zero0 (Adam over the whole model, the reducer all-reducing the gradients), zero1
+// Modes: zero0 (Adam over the whole model, DataParallel all-reducing the gradients), zero1
 // (parallel::ShardedOptimizer stage 1: Adam over this replica's chunks, the gradients still
 // all-gathered, the parameters all-gathered after the step) and zero2 (stage 2: no gradient
 // all-gather, only the owned chunks of the gradients kept). state_bytes is the bytes of the
 // optimizer's state tensors allocated on a rank after a step (the largest over the ranks), counted
-// from the tensors themselves; grad_bytes the bytes of gradient storage the reducer holds after
+// from the tensors themselves; grad_bytes the bytes of gradient storage DataParallel holds after
 // the step (bucket, receive and owned-shard buffers and parameter gradients outside buckets,
-// counted from the tensors: GradientReducer::gradient_bytes), grad_peak the most it held during
-// the last backward (GradientReducer::peak_gradient_bytes: the same count, sampled at each ready
+// counted from the tensors: DataParallel::gradient_bytes), grad_peak the most it held during the
+// last backward (DataParallel::peak_gradient_bytes: the same count, sampled at each ready
 // gradient and reduction event, with the rotating full-size buffers of stage 2); step_ms the
 // median over --steps steps of forward, backward with reduction, and optimizer step (the slowest
 // rank's). allreduce is MPI_Allreduce of the gradients' bytes alone, measured in the same run.
@@ -78,11 +78,11 @@ int main(int argc, char** argv) {
     return std::make_unique<optim::Adam<float>>(std::move(p), adam);
   };
 
-  // One model, reducer and optimizer per mode, their steps interleaved (a round runs one step of
-  // each mode), so that a busy machine slows every mode alike.
+  // One model, DataParallel and optimizer per mode, their steps interleaved (a round runs one step
+  // of each mode), so that a busy machine slows every mode alike.
   struct Run {
     std::unique_ptr<examples::ConvNet> model;
-    std::unique_ptr<parallel::GradientReducer<float>> reducer;
+    std::unique_ptr<parallel::DataParallel<float>> dp;
     std::unique_ptr<optim::Optimizer<float>> opt;
     parallel::ShardedOptimizer<float>* sharded = nullptr;
     std::vector<double> times;
@@ -91,14 +91,14 @@ int main(int argc, char** argv) {
   for (int zero = 0; zero < 3; ++zero) {
     Run& r = runs[static_cast<std::size_t>(zero)];
     r.model = std::make_unique<examples::ConvNet>(1, 28, 28, 1, replicas.model_comm());
-    parallel::ReducerOptions options;
+    parallel::DataParallelOptions options;
     options.bucket_bytes = static_cast<std::size_t>(bucket_kb * 1024);
     options.first_bucket_bytes = std::min(options.first_bucket_bytes, options.bucket_bytes);
-    r.reducer = std::make_unique<parallel::GradientReducer<float>>(*r.model, replicas, options);
+    r.dp = std::make_unique<parallel::DataParallel<float>>(*r.model, replicas, options);
     if (zero == 0) {
       r.opt = make(r.model->parameters());
     } else {
-      auto s = std::make_unique<parallel::ShardedOptimizer<float>>(*r.reducer, zero, make);
+      auto s = std::make_unique<parallel::ShardedOptimizer<float>>(*r.dp, zero, make);
       r.sharded = s.get();
       r.opt = std::move(s);
     }
@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
       const auto t0 = std::chrono::steady_clock::now();
       Tape tape;
       auto loss = data.loss(tape, *r.model);
-      r.reducer->backward(tape, loss);
+      r.dp->backward(tape, loss);
       r.opt->step();
       r.opt->zero_grad();
       const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -122,8 +122,8 @@ int main(int argc, char** argv) {
     const std::size_t bytes =
         r.sharded ? r.sharded->state_bytes() : state_bytes(r.opt->state_dict());
     rows.push_back(Row{zero, max_over_ranks(static_cast<double>(bytes)),
-                       max_over_ranks(static_cast<double>(r.reducer->gradient_bytes())),
-                       max_over_ranks(static_cast<double>(r.reducer->peak_gradient_bytes())),
+                       max_over_ranks(static_cast<double>(r.dp->gradient_bytes())),
+                       max_over_ranks(static_cast<double>(r.dp->peak_gradient_bytes())),
                        bench::median(r.times) * 1e3});
   }
 
