@@ -94,6 +94,13 @@ Decomposition Decomposition::blocks(const Shape& global, const Shape& grid,
   return d;
 }
 
+bool operator==(const Decomposition& a, const Decomposition& b) {
+  if (a.global_ != b.global_ || a.grid_ != b.grid_ || a.bounds_ != b.bounds_) return false;
+  for (int d = 0; d < a.global_.rank(); ++d)
+    if (a.split_by(d) != b.split_by(d)) return false;
+  return true;
+}
+
 bool Decomposition::replicates(int grid_axis) const {
   return std::find(axis_map_.begin(), axis_map_.end(), grid_axis) == axis_map_.end();
 }

@@ -115,8 +115,11 @@ bool TensorSpace::operator==(const TensorSpace& other) const {
 std::uint64_t TensorSpace::fingerprint() const {
   comm::Fingerprint fp;
   fp.add_all(global_shape().extents()).add_all(partition().shape().extents());
-  fp.add_all(partition().ranks()).add_all(decomposition().axis_map());
-  for (int a = 0; a < rank(); ++a) fp.add_all(decomposition().bounds(a));
+  // What operator== compares: the grid axis that splits each axis only where it is split.
+  fp.add_all(partition().ranks());
+  for (int a = 0; a < rank(); ++a)
+    fp.add(static_cast<std::uint64_t>(decomposition().split_by(a)))
+        .add_all(decomposition().bounds(a));
   return fp.value();
 }
 

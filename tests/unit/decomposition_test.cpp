@@ -62,3 +62,24 @@ TEST(Decomposition, BadInputsAreErrors) {
     EXPECT_NE(std::string(e.what()).find("cannot be split"), std::string::npos) << e.what();
   }
 }
+
+// Equality is of the boxes every grid cell holds, however the decompositions were derived.
+TEST(Decomposition, EqualWhenEveryGridCellHoldsTheSameBox) {
+  // Split over a grid axis of extent 1 is the same as unsplit.
+  const auto mapped = Decomposition::balanced(Shape{6, 4}, Shape{1, 2}, {0, 1});
+  const auto unmapped = Decomposition::balanced(Shape{6, 4}, Shape{1, 2}, {-1, 1});
+  EXPECT_TRUE(mapped == unmapped);
+  EXPECT_EQ(mapped.split_by(0), -1);
+  EXPECT_EQ(mapped.split_by(1), 1);
+  EXPECT_EQ(mapped.axis_map(), (std::vector<int>{0, 1}));  // the description is kept as given
+  // Explicit blocks equal to the balanced ones.
+  EXPECT_TRUE(Decomposition::blocks(Shape{6, 4}, Shape{1, 2}, {{6}, {2, 2}}, {-1, 1}) == mapped);
+  // Unequal: one box differs (other block bounds), another grid axis splits, another grid.
+  EXPECT_FALSE(Decomposition::blocks(Shape{6, 4}, Shape{1, 2}, {{6}, {1, 3}}, {-1, 1}) == mapped);
+  EXPECT_FALSE(Decomposition::balanced(Shape{6, 4}, Shape{2, 2}, {1, -1}) ==
+               Decomposition::balanced(Shape{6, 4}, Shape{2, 2}, {0, -1}));
+  EXPECT_FALSE(Decomposition::balanced(Shape{6, 4}, Shape{2, 1}, {-1, -1}) ==
+               Decomposition::balanced(Shape{6, 4}, Shape{1, 2}, {-1, -1}));
+  EXPECT_FALSE(Decomposition::balanced(Shape{6, 4}, Shape{2}, {0, -1}) ==
+               Decomposition::balanced(Shape{6, 4}, Shape{2}, {-1, -1}));
+}

@@ -34,8 +34,12 @@ class Decomposition {
   const std::vector<int>& axis_map() const noexcept { return axis_map_; }
   // Block offsets along tensor axis d: parts + 1 entries, from 0 to the global extent.
   const std::vector<std::int64_t>& bounds(int axis) const { return bounds_.at(axis); }
-  // The number of blocks along tensor axis d (1 when it is held whole or its grid axis has extent 1).
+  // The number of blocks along tensor axis d (1 when it is held whole or its grid axis has extent
+  // 1).
   std::int64_t parts(int axis) const { return static_cast<std::int64_t>(bounds(axis).size()) - 1; }
+  // The grid axis that splits tensor axis d into more than one block, or -1 where every grid cell
+  // holds it whole (unmapped, or mapped to a grid axis of extent 1: the same boxes either way).
+  int split_by(int axis) const { return parts(axis) > 1 ? axis_map_.at(axis) : -1; }
   // Whether grid axis g splits no tensor axis.
   bool replicates(int grid_axis) const;
   bool balanced() const;
@@ -45,7 +49,10 @@ class Decomposition {
   std::vector<std::int64_t> local_offset(const std::vector<int>& coords) const;
 
   std::string str() const;
-  friend bool operator==(const Decomposition&, const Decomposition&) = default;
+  // Whether both give every grid cell the same box: the same global shape, grid and block bounds,
+  // and each axis split by the same grid axis where it is split at all. An axis mapped to a grid
+  // axis of extent 1 equals the unmapped axis, however the two were derived.
+  friend bool operator==(const Decomposition& a, const Decomposition& b);
 
  private:
   Shape global_;

@@ -43,13 +43,18 @@ class TensorSpace {
   // output features, or a new batch size).
   TensorSpace with_extent(int axis, std::int64_t extent) const;
 
-  // Same global shape, same partition ranks and grid, same decomposition.
+  // Whether both hold the same entries on the same processes: the same global shape, the same
+  // partition (Partition::same_as: the same parent ranks in the same grid, from congruent parents,
+  // so that two partitions built separately over the same ranks and grid count as one) and the
+  // same box on every grid cell (Decomposition's ==: an axis split over a grid axis of extent 1 is
+  // the unsplit axis), however each space was derived. A check of metadata, the same on every rank.
   bool operator==(const TensorSpace& other) const;
   // Whether both are copies of the same space object (then equal, on the very same partition and
   // communicators): a check of one pointer, for caches keyed by a space.
   bool same_object(const TensorSpace& other) const noexcept { return impl_ == other.impl_; }
-  // A hash of the whole description (global shape, grid, ranks, axis map and every block bound),
-  // which collective constructors compare across ranks: equal spaces hash alike on every rank.
+  // A hash of what operator== compares (global shape, grid, ranks, every block bound and the grid
+  // axis splitting each split axis), which collective constructors compare across ranks: equal
+  // spaces hash alike on every rank.
   std::uint64_t fingerprint() const;
   std::string str() const;
 
