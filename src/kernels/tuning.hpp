@@ -15,9 +15,9 @@
 namespace distop::kernels {
 
 struct KernelTuning {
-  // Columns per work item of sum_rows (elementwise.cpp): a tile of adjacent columns on a CPU, whose
-  // inner loops then read contiguous entries into independent accumulators; one per thread on a
-  // GPU, which keeps the reads coalesced across threads. At most 16.
+  // Columns per work item of sum_rows (elementwise_rows.cpp): a tile of adjacent columns on a CPU,
+  // whose inner loops then read contiguous entries into independent accumulators; one per thread on
+  // a GPU, which keeps the reads coalesced across threads. At most 16.
   int sum_tile;
   // How many samples share one im2col matrix and one GEMM in the portable convolution
   // (conv_internal.hpp: chunk_samples): samples are grouped until the matrix has about

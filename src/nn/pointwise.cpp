@@ -1,36 +1,13 @@
 #include "distop/nn/pointwise.hpp"
 
 #include <limits>
-#include <utility>
 
-#include "distop/autodiff/function.hpp"
-#include "distop/kernels/pointwise.hpp"
+#include "distop/kernels/elementwise.hpp"
+#include "unary.hpp"
 
 namespace distop::nn {
 
 namespace {
-
-template <class T>
-using Forward = void (*)(const Tensor<T>&, Tensor<T>&);
-template <class T>
-using Backward = void (*)(const Tensor<T>&, const Tensor<T>&, T, Tensor<T>&);
-
-// y = f(x), with dx = beta dx + backward(saved, dy) from the saved input (save_output false) or
-// output (true).
-template <class T>
-Var<T> pointwise(Tape& tape, const Var<T>& x, const char* name, Forward<T> forward,
-                 Backward<T> backward, bool save_output) {
-  auto y = DistTensor<T>::uninitialized(x.space());
-  forward(x.value().local(), y.local());
-  // The output's storage, shared (not copied) with the result, when the backward pass reads it.
-  Tensor<T> saved_output = save_output ? y.local() : Tensor<T>();
-  return make_function<T>(
-      tape, name, {x}, std::move(y),
-      [backward, save_output, saved_output](const DistTensor<T>& dy, Gradients<T>& grads) {
-        const Tensor<T>& saved = save_output ? saved_output : grads.input(0).value().local();
-        grads.accumulate(0, [&](T beta, Tensor<T>& g) { backward(saved, dy.local(), beta, g); });
-      });
-}
 
 // A bound in T: saturated to T's infinities beyond its range, the other infinity where absent.
 template <class T>
@@ -44,22 +21,29 @@ T bound(std::optional<double> v, bool upper) {
 
 }  // namespace
 
+using detail::Saved;
+
 template <class T>
 Var<T> exp(Tape& tape, const Var<T>& x) {
-  return pointwise<T>(tape, x, "exp", kernels::exp<T>, kernels::exp_backward<T>, true);
+  return detail::unary(tape, x, "exp", Saved::output, kernels::exp<T>, kernels::exp_backward<T>);
 }
 template <class T>
 Var<T> log(Tape& tape, const Var<T>& x) {
-  return pointwise<T>(tape, x, "log", kernels::log<T>, kernels::log_backward<T>, false);
+  return detail::unary(tape, x, "log", Saved::input, kernels::log<T>, kernels::log_backward<T>);
 }
 template <class T>
 Var<T> sqrt(Tape& tape, const Var<T>& x) {
-  return pointwise<T>(tape, x, "sqrt", kernels::sqrt<T>, kernels::sqrt_backward<T>, true);
+  return detail::unary(tape, x, "sqrt", Saved::output, kernels::sqrt<T>, kernels::sqrt_backward<T>);
+}
+template <class T>
+Var<T> rsqrt(Tape& tape, const Var<T>& x) {
+  return detail::unary(tape, x, "rsqrt", Saved::output, kernels::rsqrt<T>,
+                       kernels::rsqrt_backward<T>);
 }
 template <class T>
 Var<T> logsigmoid(Tape& tape, const Var<T>& x) {
-  return pointwise<T>(tape, x, "logsigmoid", kernels::logsigmoid<T>,
-                      kernels::logsigmoid_backward<T>, false);
+  return detail::unary(tape, x, "logsigmoid", Saved::input, kernels::logsigmoid<T>,
+                       kernels::logsigmoid_backward<T>);
 }
 
 template <class T>
@@ -67,13 +51,11 @@ Var<T> clamp(Tape& tape, const Var<T>& x, std::optional<double> min, std::option
   DISTOP_CHECK(min || max, "clamp", "at least one of min and max must be given");
   const T lo = bound<T>(min, false);
   const T hi = bound<T>(max, true);
-  auto y = DistTensor<T>::uninitialized(x.space());
-  kernels::clamp(x.value().local(), lo, hi, y.local());
-  return make_function<T>(
-      tape, "clamp", {x}, std::move(y), [lo, hi](const DistTensor<T>& dy, Gradients<T>& grads) {
-        grads.accumulate(0, [&](T beta, Tensor<T>& g) {
-          kernels::clamp_backward(grads.input(0).value().local(), lo, hi, dy.local(), beta, g);
-        });
+  return detail::unary(
+      tape, x, "clamp", Saved::input,
+      [lo, hi](const Tensor<T>& in, Tensor<T>& y) { kernels::clamp(in, lo, hi, y); },
+      [lo, hi](const Tensor<T>& in, const Tensor<T>& dy, T beta, Tensor<T>& dx) {
+        kernels::clamp_backward(in, lo, hi, dy, beta, dx);
       });
 }
 
@@ -81,6 +63,7 @@ Var<T> clamp(Tape& tape, const Var<T>& x, std::optional<double> min, std::option
   template Var<T> exp(Tape&, const Var<T>&);                                                 \
   template Var<T> log(Tape&, const Var<T>&);                                                 \
   template Var<T> sqrt(Tape&, const Var<T>&);                                                \
+  template Var<T> rsqrt(Tape&, const Var<T>&);                                               \
   template Var<T> clamp(Tape&, const Var<T>&, std::optional<double>, std::optional<double>); \
   template Var<T> logsigmoid(Tape&, const Var<T>&);
 DISTOP_INSTANTIATE(float)

@@ -33,18 +33,19 @@ template <class T>
 Var<T> reduce(Tape& tape, const Var<T>& x, const char* op, std::vector<int> axes, Shape box,
               const TensorSpace& out_space, double alpha) {
   const T a = static_cast<T>(alpha);
-  auto y = DistTensor<T>::uninitialized(out_space);
-  if (y.local_numel() > 0)
-    kernels::sum_axes(x.value().local().reshaped(box), axes, a, T(0), y.local());
-  return make_function<T>(tape, op, {x}, std::move(y),
-                          [axes = std::move(axes), box = std::move(box), a](const DistTensor<T>& dy,
-                                                                            Gradients<T>& grads) {
-                            grads.accumulate(0, [&](T beta, Tensor<T>& g) {
-                              if (g.numel() == 0) return;
-                              Tensor<T> g_box = g.reshaped(box);
-                              kernels::broadcast_axes(dy.local(), axes, a, beta, g_box);
-                            });
-                          });
+  return make_function<T>(tape, op, {x}, [&] {
+    auto y = DistTensor<T>::uninitialized(out_space);
+    if (y.local_numel() > 0)
+      kernels::sum_axes(x.value().local().reshaped(box), axes, a, T(0), y.local());
+    return Computed{std::move(y), [axes = std::move(axes), box = std::move(box), a](
+                                      const DistTensor<T>& dy, Gradients<T>& grads) {
+                      grads.accumulate(0, [&](T beta, Tensor<T>& g) {
+                        if (g.numel() == 0) return;
+                        Tensor<T> g_box = g.reshaped(box);
+                        kernels::broadcast_axes(dy.local(), axes, a, beta, g_box);
+                      });
+                    }};
+  });
 }
 
 template <class T>

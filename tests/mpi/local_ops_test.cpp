@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "box_util.hpp"
 #include "distop/autodiff/apply.hpp"
 #include "distop/nn/arithmetic.hpp"
 #include "distop/nn/concat.hpp"
@@ -27,6 +28,7 @@
 using namespace distop;
 using distop::test::local_space;
 using distop::test::random_tensor;
+using distop::test::sum_over_ranks;
 using distop::test::world_size;
 
 namespace {
@@ -115,22 +117,7 @@ void expect_near_rel(double got, double want, const std::string& what) {
 // Every entry of this rank's box of `got` against the global tensor `want`.
 void expect_box(const DistTensor<double>& got, const std::vector<double>& want,
                 const std::string& what) {
-  const auto idx = got.space().global_indices();
-  const auto v = got.local().to_vector();
-  ASSERT_EQ(v.size(), idx.size()) << what;
-  for (std::size_t i = 0; i < v.size(); ++i)
-    expect_near_rel(v[i], want[static_cast<std::size_t>(idx[i])],
-                    what + " entry " + std::to_string(i));
-}
-
-// The sum over the ranks of each rank's box of a replicated (or scalar) tensor.
-std::vector<double> sum_over_ranks(const DistTensor<double>& t, std::size_t numel) {
-  std::vector<double> v = t.local().to_vector();
-  if (v.empty()) v.assign(numel, 0.0);
-  EXPECT_EQ(v.size(), numel);
-  MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_SUM,
-                MPI_COMM_WORLD);
-  return v;
+  distop::test::expect_box_near(got, want, 1e-12, what);
 }
 
 void expect_equals_one_rank(const Case& c) {
@@ -316,13 +303,18 @@ TEST(LocalOps, BrokenContractsAreErrorsOnEveryRank) {
   Var<double> b_split(DistTensor<double>(
       TensorSpace(l.partition, Decomposition::balanced(Shape{5}, l.partition.shape(), {0}))));
   EXPECT_THROW(nn::add(tape, x, b_split), Error);
-  // The same shape in another layout, and a factor on another partition.
+  // The same shape in another layout, and a factor on other ranks.
   std::vector<std::int64_t> other{kBatch - (world_size() - 1)};  // most rows on the first rank
   other.resize(l.batch_parts.size(), 1);
   if (other != l.batch_parts) {
     Var<double> moved(random_tensor<double>(batch_space({"other", l.partition, other}, kRows), 2));
     EXPECT_THROW(nn::mul(tape, x, moved), Error);
   }
-  EXPECT_THROW(nn::scale(tape, x, Var<double>(DistTensor<double>(local_space(Shape{1})))), Error);
+  // A factor held by rank 0 alone, where every rank holds rows of x.
+  const Partition first = Partition::world(Shape{1}, {0});
+  EXPECT_THROW(nn::scale(tape, x,
+                         Var<double>(DistTensor<double>(TensorSpace(
+                             first, Decomposition::balanced(Shape{1}, first.shape(), {-1}))))),
+               Error);
   EXPECT_EQ(tape.size(), 0u);
 }

@@ -1,6 +1,6 @@
-// nn::add, sub, mul (same space and broadcast along the batch axis) and scale (by a constant and by
-// a scalar Var): values against naive loops, gradients against finite differences, float against
-// double, bad operands.
+// nn::add, sub, mul, div (same space and broadcast by torch's rules), adding a constant and scale
+// (by a constant and by a scalar Var): values against naive loops, gradients against finite
+// differences, float against double, bad operands.
 #include "distop/nn/arithmetic.hpp"
 
 #include <gtest/gtest.h>
@@ -9,7 +9,8 @@
 #include <vector>
 
 #include "distop/autodiff/function.hpp"
-#include "distop/kernels/arithmetic.hpp"
+#include "distop/kernels/elementwise.hpp"
+#include "distop/nn/reduction.hpp"
 #include "gradcheck.hpp"
 
 namespace {
@@ -35,22 +36,36 @@ struct BinaryCase {
 std::vector<BinaryCase> binary_cases() {
   return {{"add", nn::add<double>, [](double a, double b) { return a + b; }},
           {"sub", nn::sub<double>, [](double a, double b) { return a - b; }},
-          {"mul", nn::mul<double>, [](double a, double b) { return a * b; }}};
+          {"mul", nn::mul<double>, [](double a, double b) { return a * b; }},
+          {"div", nn::div<double>, [](double a, double b) { return a / b; }}};
 }
 
-// a of shape `a_shape` against b of `b_shape`: the values entry by entry (b's entry j of every row
-// of a, for a row operand) and both gradients.
+// The entry of b (of shape bs, broadcast against as by torch's rules) that entry i of a meets.
+std::size_t broadcast_entry(const Shape& as, const Shape& bs, std::size_t i) {
+  std::int64_t j = 0, stride = 1;
+  const auto strides = as.strides();
+  for (int d = as.rank() - 1, e = bs.rank() - 1; e >= 0; --d, --e) {
+    const std::int64_t index = (static_cast<std::int64_t>(i) / strides[d]) % as[d];
+    if (bs[e] != 1) j += index * stride;
+    stride *= bs[e];
+  }
+  return static_cast<std::size_t>(j);
+}
+
+// a of shape `a_shape` against b of `b_shape`: the values entry by entry (b broadcast) and both
+// gradients. b's entries lie in [0.5, 1.5), away from 0 for div.
 void check_binary(const BinaryCase& c, const Shape& a_shape, const Shape& b_shape) {
   SCOPED_TRACE(std::string(c.name) + " " + a_shape.str() + " with " + b_shape.str());
   Var<double> a(random_tensor<double>(local_space(a_shape), 1), true);
-  Var<double> b(random_tensor<double>(local_space(b_shape), 2), true);
+  Var<double> b(random_tensor<double>(local_space(b_shape), 2, 0.5, 1.5), true);
   Tape tape;
   const auto y = c.op(tape, a, b).value().local().to_vector();
   const auto av = a.value().local().to_vector();
   const auto bv = b.value().local().to_vector();
   ASSERT_EQ(y.size(), av.size());
   for (std::size_t i = 0; i < y.size(); ++i)
-    EXPECT_DOUBLE_EQ(y[i], c.naive(av[i], bv[i % bv.size()])) << "entry " << i;
+    EXPECT_DOUBLE_EQ(y[i], c.naive(av[i], bv[broadcast_entry(a_shape, b_shape, i)]))
+        << "entry " << i;
   tape.clear();
   const auto r = random_tensor<double>(local_space(a_shape), 3);
   test::expect_gradients_match([&](Tape& t) { return test::weighted_sum(t, c.op(t, a, b), r); },
@@ -64,14 +79,19 @@ TEST(Arithmetic, SameSpaceValuesAndGradients) {
   }
 }
 
-TEST(Arithmetic, BroadcastAlongTheBatchAxis) {
+TEST(Arithmetic, BroadcastByTorchsRules) {
   for (const auto& c : binary_cases()) {
     check_binary(c, Shape{4, 3}, Shape{3});        // the trailing shape
     check_binary(c, Shape{4, 3}, Shape{1, 3});     // [1, ...]
     check_binary(c, Shape{3, 2, 5}, Shape{2, 5});  // 3-D rows
     check_binary(c, Shape{3, 2, 5}, Shape{1, 2, 5});
-    check_binary(c, Shape{5}, Shape{1});     // one scalar per entry
-    check_binary(c, Shape{1, 4}, Shape{4});  // one row
+    check_binary(c, Shape{5}, Shape{1});                    // one scalar per entry
+    check_binary(c, Shape{1, 4}, Shape{4});                 // one row
+    check_binary(c, Shape{4, 3}, Shape{4, 1});              // a column: a mean taken with keepdim
+    check_binary(c, Shape{3, 2, 5}, Shape{3, 1, 1});        // one value per sample
+    check_binary(c, Shape{3, 2, 5}, Shape{2, 1});           // a middle axis
+    check_binary(c, Shape{2, 3, 2, 3}, Shape{2, 1, 2, 1});  // alternating
+    check_binary(c, Shape{3, 4}, Shape{1, 1});
   }
 }
 
@@ -94,8 +114,41 @@ TEST(Arithmetic, BroadcastGradientIsTheSumOverRows) {
   }
 }
 
+TEST(Arithmetic, DivGradientsAreTheQuotientRule) {
+  // a / b with b a column: da = dy / b, db = -sum over the row of dy a / b^2.
+  Var<double> a(random_tensor<double>(local_space(Shape{3, 4}), 1), true);
+  Var<double> b(random_tensor<double>(local_space(Shape{3, 1}), 2, 0.5, 1.5), true);
+  const auto r = random_tensor<double>(local_space(Shape{3, 4}), 3);
+  Tape tape;
+  auto l = test::weighted_sum(tape, nn::div(tape, a, b), r);
+  distop::backward(tape, l);
+  const auto av = a.value().local().to_vector(), bv = b.value().local().to_vector();
+  const auto rv = r.local().to_vector();
+  const auto da = a.grad().local().to_vector(), db = b.grad().local().to_vector();
+  for (std::size_t i = 0; i < 3; ++i) {
+    double s = 0;
+    for (std::size_t j = 0; j < 4; ++j) {
+      EXPECT_NEAR(da[i * 4 + j], rv[i * 4 + j] / bv[i], 1e-14);
+      s -= rv[i * 4 + j] * av[i * 4 + j] / (bv[i] * bv[i]);
+    }
+    EXPECT_NEAR(db[i], s, 1e-13);
+  }
+}
+
+TEST(Arithmetic, AddAConstant) {
+  Var<double> x(random_tensor<double>(local_space(Shape{3, 4}), 6), true);
+  Tape tape;
+  const auto y = nn::add(tape, x, 1e-5).value().local().to_vector();
+  const auto xv = x.value().local().to_vector();
+  for (std::size_t i = 0; i < y.size(); ++i) EXPECT_DOUBLE_EQ(y[i], xv[i] + 1e-5);
+  tape.clear();
+  const auto r = random_tensor<double>(x.space(), 7);
+  test::expect_gradients_match(
+      [&](Tape& t) { return test::weighted_sum(t, nn::add(t, nn::mul(t, x, x), -0.5), r); }, {x});
+}
+
 TEST(Arithmetic, AVarUsedAsBothOperands) {
-  Var<double> x(random_tensor<double>(local_space(Shape{3, 3}), 4), true);
+  Var<double> x(random_tensor<double>(local_space(Shape{3, 3}), 4, 0.5, 1.5), true);
   const auto r = random_tensor<double>(x.space(), 5);
   for (const auto& c : binary_cases()) {
     SCOPED_TRACE(c.name);
@@ -168,10 +221,14 @@ TEST(Arithmetic, FloatMatchesDouble) {
   test::expect_float_matches_double(
       space,
       [&](Tape& t, const Var<double>& x) {
-        return nn::scale(t, nn::sub(t, nn::mul(t, x, Var<double>(bd)), x), 3.0);
+        auto m = nn::mean(t, x, {1}, true);
+        auto z = nn::div(t, nn::mul(t, x, Var<double>(bd)), nn::add(t, nn::mul(t, m, m), 1.0));
+        return nn::scale(t, nn::sub(t, z, x), 3.0);
       },
       [&](Tape& t, const Var<float>& x) {
-        return nn::scale(t, nn::sub(t, nn::mul(t, x, Var<float>(bf)), x), 3.0);
+        auto m = nn::mean(t, x, {1}, true);
+        auto z = nn::div(t, nn::mul(t, x, Var<float>(bf)), nn::add(t, nn::mul(t, m, m), 1.0));
+        return nn::scale(t, nn::sub(t, z, x), 3.0);
       },
       1e-6);
 }
@@ -180,15 +237,16 @@ TEST(Arithmetic, FloatMatchesDouble) {
 template <class T>
 Var<T> square(Tape& tape, const Var<T>& x) {
   using namespace distop;
-  auto y = DistTensor<T>::uninitialized(x.space());
-  kernels::mul(T(1), x.value().local(), x.value().local(), T(0), y.local());  // y = x x
-  return make_function<T>(tape, "square", {x}, std::move(y),
-                          [](const DistTensor<T>& dy, Gradients<T>& grads) {
-                            const Tensor<T>& xv = grads.input(0).value().local();
-                            grads.accumulate(0, [&](T beta, Tensor<T>& g) {
-                              kernels::mul(T(2), dy.local(), xv, beta, g);  // g = beta g + 2 dy x
-                            });
-                          });
+  return make_function<T>(tape, "square", {x}, [&] {
+    auto y = DistTensor<T>::uninitialized(x.space());
+    kernels::mul(T(1), x.value().local(), x.value().local(), T(0), y.local());  // y = x x
+    return Computed{std::move(y), [](const DistTensor<T>& dy, Gradients<T>& grads) {
+                      const Tensor<T>& xv = grads.input(0).value().local();
+                      grads.accumulate(0, [&](T beta, Tensor<T>& g) {
+                        kernels::mul(T(2), dy.local(), xv, beta, g);  // g = beta g + 2 dy x
+                      });
+                    }};
+  });
 }
 
 TEST(Arithmetic, TheDocumentedMakeFunctionExample) {

@@ -1,4 +1,4 @@
-// nn::exp, log, sqrt, clamp and logsigmoid: values against <cmath>, gradients against finite
+// nn::exp, log, sqrt, rsqrt, clamp and logsigmoid: values against <cmath>, gradients against finite
 // differences, clamp at and beyond its bounds, logsigmoid far from 0, float against double.
 #include "distop/nn/pointwise.hpp"
 
@@ -45,6 +45,8 @@ std::vector<UnaryCase> unary_cases() {
       {"exp", nn::exp<double>, nn::exp<float>, [](double x) { return std::exp(x); }, -3, 3},
       {"log", nn::log<double>, nn::log<float>, [](double x) { return std::log(x); }, 0.2, 5},
       {"sqrt", nn::sqrt<double>, nn::sqrt<float>, [](double x) { return std::sqrt(x); }, 0.2, 5},
+      {"rsqrt", nn::rsqrt<double>, nn::rsqrt<float>, [](double x) { return 1 / std::sqrt(x); }, 0.2,
+       5},
       {"logsigmoid", nn::logsigmoid<double>, nn::logsigmoid<float>,
        [](double x) { return -std::log1p(std::exp(-x)); }, -6, 6},
   };

@@ -1,5 +1,5 @@
 #pragma once
-// Elementwise math functions of Vars on the tape: exp, log, sqrt, clamp and logsigmoid.
+// Elementwise math functions of Vars on the tape: exp, log, sqrt, rsqrt, clamp and logsigmoid.
 
 #include <optional>
 
@@ -21,6 +21,9 @@ Var<T> log(Tape& tape, const Var<T>& x);
 // y = sqrt(x); dx = dy / (2 y) (the output is saved).
 template <class T>
 Var<T> sqrt(Tape& tape, const Var<T>& x);
+// y = 1 / sqrt(x), as torch.rsqrt; dx = -dy y^3 / 2 (the output is saved).
+template <class T>
+Var<T> rsqrt(Tape& tape, const Var<T>& x);
 
 // y = min(max(x, min), max), a missing bound not applied, as torch.clamp (max wins where
 // min > max; NaN stays NaN). Bounds beyond T's range saturate to its infinities. dx = dy where
