@@ -3,9 +3,9 @@
 #include <vector>
 
 #include "../box_runs.hpp"
-#include "../runs.hpp"
 #include "box_simd.hpp"
 #include "fast_path.hpp"
+#include "runs.hpp"
 
 #if DISTOP_HOST_KERNELS
 

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "../simd_target.hpp"
+#include "simd_target.hpp"
 
 namespace distop::kernels::detail {
 
@@ -29,7 +29,7 @@ DISTOP_TARGET_BEGIN("avx512f")
 namespace avx512 {
 namespace {
 
-#include "../simd_vec_avx512.inc"
+#include "simd_vec_avx512.inc"
 
 // One 64-byte vector, and the first bytes (a multiple of 4, under 64) of one, from s to d.
 constexpr std::int64_t kVecBytes = 64;
@@ -48,7 +48,7 @@ DISTOP_TARGET_BEGIN("avx2")
 namespace avx2 {
 namespace {
 
-#include "../simd_vec_avx2.inc"
+#include "simd_vec_avx2.inc"
 
 // One 32-byte vector, and the first bytes (a multiple of 4, under 32) of one, from s to d.
 constexpr std::int64_t kVecBytes = 32;

@@ -5,11 +5,11 @@
 #include "../../core/scratch.hpp"
 #include "../conv_internal.hpp"
 #include "../gemm_raw.hpp"
-#include "../runs.hpp"
 #include "../window_ranges.hpp"
 #include "conv_direct.hpp"
 #include "distop/kernels/simd.hpp"
 #include "fast_path.hpp"
+#include "runs.hpp"
 
 #if DISTOP_HOST_KERNELS
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "../../core/scratch.hpp"
-#include "../simd_target.hpp"
 #include "distop/core/error.hpp"
+#include "simd_target.hpp"
 
 namespace distop::kernels {
 namespace detail {

@@ -25,6 +25,12 @@
 // kernels::host_kernels_enabled() is false: the environment variable DISTOP_HOST_KERNELS=off
 // switches the layer off at run time in a build that compiled it, so that one build tests both
 // forms.
+//
+// Everything host-only lives in this folder: the fast paths, their hand-vectorised forms
+// (*_simd.*, over the vector traits of simd_vec_*.inc, compiled per instruction set by
+// simd_target.hpp), the run loops of runs.hpp, and the CPU detection behind host_simd_bytes() and
+// host_kernels_enabled() (simd.cpp, compiled in every build). The kernels beside this folder are
+// the portable ones.
 
 #include <cstdint>
 
@@ -66,7 +72,7 @@ template <class T>
 bool col2im(const T* col, std::int64_t nb, std::int64_t channels, const conv_detail::Geo& g, T beta,
             T* dx);
 
-// kernels::add_row_vector, fill_rows and sum_rows (elementwise.cpp) on checked raw pointers: y
+// kernels::add_row_vector, fill_rows and sum_rows (elementwise_rows.cpp) on checked raw pointers: y
 // (dy) [rows, n], b (db) [n], rows and n positive (host/rows.cpp).
 template <class T>
 bool add_row_vector(T* y, const T* b, std::int64_t rows, std::int64_t n);

@@ -4,10 +4,10 @@
 #include <type_traits>
 
 #include "../pool_internal.hpp"
-#include "../pool_simd.hpp"
 #include "../space.hpp"
 #include "../window_ranges.hpp"
 #include "fast_path.hpp"
+#include "pool_simd.hpp"
 
 // The host fast paths of max and average pooling: a work item per row of outputs (or per plane),
 // the window's taps outer and the row's outputs inner, so that the compiler vectorises over the

@@ -1,12 +1,12 @@
 #include <cstdint>
 #include <cstring>
 
-#include "../rows_simd.hpp"
 #include "fast_path.hpp"
+#include "rows_simd.hpp"
 
 #if DISTOP_HOST_KERNELS
 
-// The host fast paths of the bias-row kernels of elementwise.cpp (add_row_vector, fill_rows,
+// The host fast paths of the bias-row kernels of elementwise_rows.cpp (add_row_vector, fill_rows,
 // sum_rows): plain loops and the AVX-512/AVX2 short-row forms of rows_simd.hpp, where the portable
 // form is a Kokkos parallel loop with a work item per entry (or per tile of columns).
 
