@@ -16,9 +16,10 @@ rest of the step being backward (and DDP's reduction) and the optimizer. Prints 
 or CSV rows (--csv): framework,model,processes,batch_per_replica,mode,step_ms,forward_ms.
 
 Exit status 2 (and a line saying so) where PyTorch is not installed. OpenBLAS, which PyTorch calls
-for its fully connected layers, gets the kernels that distop picks for itself on a CPU that
-OpenBLAS 0.3.21 does not recognise (OPENBLAS_CORETYPE, unless it is set), so that both run the best
-kernels they can; convolutions run on oneDNN, which detects the CPU itself.
+for its fully connected layers, is given the CPU's widest kernel family (OPENBLAS_CORETYPE SkylakeX
+or Haswell, unless the variable is set), as libdistop makes it run where OpenBLAS 0.3.21 does not
+recognise the CPU, so that both sides run the best kernels they can; PyTorch's convolutions run on
+oneDNN, which detects the CPU itself.
 """
 
 import argparse
