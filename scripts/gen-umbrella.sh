@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates include/distop/distop.hpp, the umbrella header, from the public headers (those git
-# tracks, when run in a checkout: add a new header before regenerating).
+# tracks, when run in a checkout: add a new header before regenerating), but for
+# distop/train/cli.hpp, the distop::cli library's (CLI11), which a program includes itself.
 set -euo pipefail
 cd "$(dirname "$0")/../include"
 {
@@ -11,5 +12,5 @@ cd "$(dirname "$0")/../include"
     git ls-files 'distop/*/*.hpp'
   else
     find distop -mindepth 2 -name '*.hpp'
-  fi | LC_ALL=C sort | sed 's/.*/#include "&"/'
+  fi | grep -v '^distop/train/cli\.hpp$' | LC_ALL=C sort | sed 's/.*/#include "&"/'
 } > distop/distop.hpp

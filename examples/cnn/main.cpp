@@ -9,21 +9,11 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <distop/distop.hpp>
+#include <distop/train/cli.hpp>
 
 #include "model.hpp"
 
-namespace {
-
 using namespace distop;
-
-// This rank's rows of the batch (the local box [rows, C, H, W] at offset (r0, 0, 0, 0), each row
-// one whole image): gathered in host memory, copied once into the model's memory space.
-void load_rows(const data::Dataset& d, const std::vector<std::int64_t>& order,
-               const data::BatchRange& range, const TensorSpace&, DistTensor<float>& x) {
-  data::load_batch(d, data::Sampler::indices(order, range), x);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   train::TrainOptions o;
@@ -72,10 +62,13 @@ int main(int argc, char** argv) {
     // The model and a batch must fit in memory, checked before anything large is allocated.
     train::check_training_fits(
         "cnn", examples::ConvNet::footprint(train_set.channels, train_set.rows, train_set.cols),
-        (o.batch_size + o.replicas - 1) / o.replicas, o, o.replicas, "the model");
+        train::examples_per_step(o, train_set.size), o, o.replicas, "the model");
     examples::ConvNet model(train_set.channels, train_set.rows, train_set.cols, o.seed,
                             replicas.model_comm());
-    return train::fit("cnn", model, o, train_set, test_set, load_rows,
-                      {{"model", "cnn"}, {"dataset", dataset}}, &replicas);
+    train::CrossEntropyLoss<float> loss;
+    return train::fit(model, loss, train_set, &test_set, o,
+                      {.program = "cnn",
+                       .replicas = &replicas,
+                       .save_metadata = {{"model", "cnn"}, {"dataset", dataset}}});
   });
 }

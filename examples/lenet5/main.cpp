@@ -9,21 +9,11 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <distop/distop.hpp>
+#include <distop/train/cli.hpp>
 
 #include "model.hpp"
 
-namespace {
-
 using namespace distop;
-
-// This rank's spatial block of the batch's images (the local box [batch, 1, rows, cols] at offset
-// (0, 0, r0, c0)): gathered in host memory, copied once into the model's memory space.
-void load_block(const data::Dataset& d, const std::vector<std::int64_t>& order,
-                const data::BatchRange& range, const TensorSpace&, DistTensor<float>& x) {
-  data::load_batch(d, data::Sampler::indices(order, range), x);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   train::TrainOptions o;
@@ -46,10 +36,14 @@ int main(int argc, char** argv) {
     int model_ranks = 1;
     MPI_Comm_size(replicas.model_comm(), &model_ranks);
     train::check_training_fits("lenet5", examples::LeNet5::footprint(model_ranks),
-                               (o.batch_size + o.replicas - 1) / o.replicas, o, o.replicas,
+                               train::examples_per_step(o, train_set.size), o, o.replicas,
                                "the model");
     examples::LeNet5 model(o.seed, replicas.model_comm());
-    return train::fit("lenet5", model, o, train_set, test_set, load_block, {{"model", "lenet5"}},
-                      &replicas);
+    // Each rank loads its spatial block of the batch's images (the local box [batch, 1, rows,
+    // cols] at offset (0, 0, r0, c0)).
+    train::CrossEntropyLoss<float> loss;
+    return train::fit(
+        model, loss, train_set, &test_set, o,
+        {.program = "lenet5", .replicas = &replicas, .save_metadata = {{"model", "lenet5"}}});
   });
 }

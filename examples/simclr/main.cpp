@@ -7,12 +7,12 @@
 //   mpiexec.mpich -n 2 build/examples/simclr/simclr --probe-only          (the random encoder)
 //
 // Data parallel: one replica per rank, each taking batch-size / ranks images of every step; the
-// loss couples all the replicas' rows (loss::ntxent and friends over MPI_COMM_WORLD), and the
-// gradient reducer averages the replicas' gradients. The loop is train::fit's, with the step's
-// loss given as a train::CustomLoss: the driver's options, flags, checkpoints and logs.
+// loss couples all the replicas' rows (loss::ntxent and friends over MPI_COMM_WORLD, one loss
+// spanning every replica, which parallel::DataParallel counts once). The loop is train::fit's,
+// with a train::ContrastiveLoss of the two views: the driver's options, flags, checkpoints and
+// logs.
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -20,7 +20,7 @@
 #include <distop/data/augment.hpp>
 #include <distop/distop.hpp>
 #include <distop/loss/contrastive.hpp>
-#include <filesystem>
+#include <distop/train/cli.hpp>
 #include <map>
 #include <optional>
 #include <string>
@@ -54,52 +54,20 @@ LossScalars scalars_of(const std::string& loss) {
   return LossScalars::none;
 }
 
-// The per-epoch learning curve: "epoch,train_loss,seconds" (rank 0), kept up to the resumed
-// epoch on --resume as train::MetricsCsv keeps its rows.
-class EpochCsv : public train::AppendedFile {
- public:
-  static constexpr const char* kHeader = "epoch,train_loss,seconds";
-  EpochCsv() = default;
-  EpochCsv(const std::string& path, std::optional<int> resume_after)
-      : AppendedFile(path, kept_lines(path, resume_after), kProgram) {}
-  void append(int epoch, double loss, double seconds) noexcept {
-    char row[96];
-    std::snprintf(row, sizeof row, "%d,%.6f,%.3f", epoch, loss, seconds);
-    write_line(row);
-  }
-
- private:
-  static std::vector<std::string> kept_lines(const std::string& path,
-                                             std::optional<int> resume_after) {
-    std::vector<std::string> kept{kHeader};
-    if (!resume_after || !std::filesystem::exists(path)) return kept;
-    const auto lines = train::detail::complete_lines(path);
-    DISTOP_CHECK(!lines.empty() && lines.front() == kHeader, kProgram, "the existing file ", path,
-                 " does not start with the header '", kHeader, "'; not appending to it");
-    for (std::size_t i = 1; i < lines.size(); ++i) {
-      char* end = nullptr;
-      const long epoch = std::strtol(lines[i].c_str(), &end, 10);
-      const bool whole = end != lines[i].c_str() && *end == ',' &&
-                         std::count(lines[i].begin(), lines[i].end(), ',') == 2;
-      if (whole && epoch >= 1 && epoch <= *resume_after) kept.push_back(lines[i]);
-    }
-    return kept;
-  }
-};
-
 // The two augmented views of this rank's rows of a batch: row i of the local box is example
-// order[range.begin + offset + i]; view v of it is data::augment(seed, epoch, example, v).
-void load_views(const data::Dataset& d, const std::vector<std::int64_t>& order,
-                const data::BatchRange& range, const TensorSpace& space, std::uint64_t seed,
-                std::uint64_t epoch, const data::AugmentOptions& augment, DistTensor<float>& a,
-                DistTensor<float>& b) {
+// batch.examples[offset + i]; view v of it is data::augment(seed, epoch, example, v).
+void load_views(const train::Batch& batch, std::uint64_t seed, const data::AugmentOptions& augment,
+                DistTensor<float>& a, DistTensor<float>& b) {
+  const TensorSpace& space = a.space();
   const auto& local = space.local_shape();
   if (local.numel() == 0) return;
+  const data::Dataset& d = batch.data;
   const std::int64_t r0 = space.local_offset()[0], n = d.pixels();
+  const auto epoch = static_cast<std::uint64_t>(batch.epoch);
   // Augmented on the host, each view copied once into the model's memory space.
   auto va = HostTensor<float>::uninitialized(local), vb = HostTensor<float>::uninitialized(local);
   for (std::int64_t i = 0; i < local[0]; ++i) {
-    const auto example = order[static_cast<std::size_t>(range.begin + r0 + i)];
+    const auto example = batch.examples[static_cast<std::size_t>(r0 + i)];
     const float* img = d.image(example);
     const auto sample = static_cast<std::uint64_t>(example);
     data::augment(img, d.channels, d.rows, d.cols, va.data() + i * n, seed, epoch, sample, 0,
@@ -109,19 +77,6 @@ void load_views(const data::Dataset& d, const std::vector<std::int64_t>& order,
   }
   deep_copy(a.local(), va);
   deep_copy(b.local(), vb);
-}
-
-// The global batch's contrastive loss of the two views' projections, the same on every rank.
-Var<float> contrastive_loss(Tape& tape, const SimCLRNet& model, const Var<float>& za,
-                            const Var<float>& zb, const SimclrSettings& s) {
-  const loss::ContrastiveOptions options{.strategy = loss::parse_strategy(s.strategy),
-                                         .root = s.root};
-  if (s.loss == "clip")
-    return loss::clip_loss(tape, za, zb, model.logit_scale(), MPI_COMM_WORLD, options);
-  if (s.loss == "siglip")
-    return loss::siglip_loss(tape, za, zb, model.logit_scale(), model.logit_bias(), MPI_COMM_WORLD,
-                             options);
-  return loss::ntxent(tape, za, zb, static_cast<float>(s.temperature), MPI_COMM_WORLD, options);
 }
 
 // The probe's result, on stdout (also with --quiet: it is the program's result).
@@ -172,8 +127,8 @@ int run(train::TrainOptions& o, SimclrSettings& s, bool replicas_given, bool tem
                      SimCLRNet::kHidden);
     footprint.elementwise("head.relu", SimCLRNet::kHidden);
     footprint.linear("head.fc2", SimCLRNet::kHidden, SimCLRNet::kEmbedding);
-    train::check_training_fits(kProgram, footprint, 2 * (o.batch_size / ranks), o, ranks,
-                               "the model");
+    train::check_training_fits(kProgram, footprint, 2 * train::examples_per_step(o, train_set.size),
+                               o, ranks, "the model");
   }
   SimCLRNet model(train_set.channels, train_set.rows, train_set.cols, o.seed, scalars_of(s.loss),
                   replicas.model_comm());
@@ -190,46 +145,26 @@ int run(train::TrainOptions& o, SimclrSettings& s, bool replicas_given, bool tem
     return 0;
   }
 
-  char temperature[32];  // the shortest text that reads back as the same double
-  *std::to_chars(temperature, temperature + sizeof temperature - 1, s.temperature).ptr = '\0';
-  // train::fit runs the loop (sampling, optimizer, schedule, reducer, --zero, checkpoints, the
-  // checkpoint directory's lock, signals, logs, --trace, --profile, --save); each step's loss is
-  // the contrastive loss of the two views' projections.
-  train::CustomLoss<SimCLRNet> custom;
-  custom.loss = [&](Tape& tape, SimCLRNet& m, const data::Dataset& d,
-                    const std::vector<std::int64_t>& order, const data::BatchRange& range,
-                    std::int64_t epoch) {
-    const auto space = m.input_space(range.size());
-    auto xa = DistTensor<float>::uninitialized(space);
-    auto xb = DistTensor<float>::uninitialized(space);
-    load_views(d, order, range, space, o.seed, static_cast<std::uint64_t>(epoch), s.augment, xa,
-               xb);
-    const auto za = m.forward(tape, Var<float>(xa));
-    const auto zb = m.forward(tape, Var<float>(xb));
-    return contrastive_loss(tape, m, za, zb, s);
-  };
-  // The views depend on the loss's settings too; a resume must repeat them.
-  custom.settings = {{"loss", s.loss}, {"temperature", temperature}};
-  std::string metrics_path = o.metrics;
-  if (metrics_path.empty() && !o.checkpoint_dir.empty())
-    metrics_path = o.checkpoint_dir + "/metrics.csv";
-  std::optional<EpochCsv> csv;
-  custom.on_start = [&](std::optional<int> resumed_after) {
-    csv.emplace(train::AppendedFile::open_on<EpochCsv>(
-        MPI_COMM_WORLD, 0, metrics_path, kProgram,
-        [&] { return EpochCsv(metrics_path, resumed_after); }));
-  };
-  custom.on_epoch = [&](int epoch, double loss, double seconds) {
-    csv->append(epoch, loss, seconds);
-  };
-  // fit reads the batches through custom.loss; this loader (the plain images of a batch, as the
-  // other examples load them) is its argument for the classifiers' path, which custom replaces.
-  auto plain = [](const data::Dataset& d, const std::vector<std::int64_t>& order,
-                  const data::BatchRange& range, const TensorSpace&, DistTensor<float>& x) {
-    data::load_batch(d, data::Sampler::indices(order, range), x);
-  };
-  const int status = train::fit(kProgram, model, o, train_set, test_set, plain,
-                                {{"model", kProgram}, {"loss", s.loss}}, &replicas, &custom);
+  // train::fit runs the loop (sampling, optimizer, schedule, data parallelism, --zero,
+  // checkpoints, the checkpoint directory's lock, signals, logs, --trace, --profile, --save); each
+  // step's loss is the contrastive loss of the two views' projections over the global batch. The
+  // metrics CSV (default CHECKPOINT_DIR/metrics.csv) is "epoch,train_loss,seconds".
+  using Contrastive = train::ContrastiveLoss<float>;
+  Contrastive::Options options;
+  options.kind = s.loss == "clip"     ? Contrastive::Kind::clip
+                 : s.loss == "siglip" ? Contrastive::Kind::siglip
+                                      : Contrastive::Kind::ntxent;
+  options.temperature = s.temperature;
+  options.contrastive = {.strategy = loss::parse_strategy(s.strategy), .root = s.root};
+  if (s.loss != "ntxent") options.logit_scale = model.logit_scale();
+  if (s.loss == "siglip") options.logit_bias = model.logit_bias();
+  Contrastive loss([&](const train::Batch& batch, DistTensor<float>& xa,
+                       DistTensor<float>& xb) { load_views(batch, o.seed, s.augment, xa, xb); },
+                   MPI_COMM_WORLD, options);
+  const int status = train::fit(model, loss, train_set, nullptr, o,
+                                {.program = kProgram,
+                                 .replicas = &replicas,
+                                 .save_metadata = {{"model", kProgram}, {"loss", s.loss}}});
   if (status != 0) return status;
   if (!s.no_probe) {
     const auto p =

@@ -25,7 +25,8 @@ HostTensor<float> batch_images(const Dataset& d, const std::vector<std::int64_t>
   return out;
 }
 
-void load_batch(const Dataset& d, const std::vector<std::int64_t>& examples, DistTensor<float>& x) {
+template <class T>
+void load_batch(const Dataset& d, const std::vector<std::int64_t>& examples, DistTensor<T>& x) {
   const TensorSpace& space = x.space();
   const Shape& global = space.global_shape();
   const auto n = static_cast<std::int64_t>(examples.size()), pixels = d.pixels();
@@ -33,8 +34,8 @@ void load_batch(const Dataset& d, const std::vector<std::int64_t>& examples, Dis
                "a batch of ", n, " examples of ", pixels,
                " values each does not fit a tensor of global shape ", global.str());
   if (space.local_shape().numel() == 0) return;
-  auto box = HostTensor<float>::uninitialized(space.local_shape());
-  float* dst = box.data();
+  auto box = HostTensor<T>::uninitialized(space.local_shape());
+  T* dst = box.data();
   // Runs of consecutive global indices are copied whole (a row-major box's last axis, or more).
   const std::vector<std::int64_t> idx = space.global_indices();
   std::size_t i = 0;
@@ -50,5 +51,8 @@ void load_batch(const Dataset& d, const std::vector<std::int64_t>& examples, Dis
   }
   deep_copy(x.local(), box);  // the one copy into x's memory space
 }
+
+template void load_batch(const Dataset&, const std::vector<std::int64_t>&, DistTensor<float>&);
+template void load_batch(const Dataset&, const std::vector<std::int64_t>&, DistTensor<double>&);
 
 }  // namespace distop::data

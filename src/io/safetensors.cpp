@@ -254,6 +254,23 @@ std::string hex32(std::uint32_t v) {
 }
 }  // namespace
 
+namespace {
+// The CRC-32 of every metadata entry but the metadata's own checksum, in key order, each as its
+// key and value each followed by a NUL byte.
+std::string metadata_checksum(const Metadata& metadata) {
+  const std::string own = checksum_key(kMetadataKey);
+  std::string text;
+  for (const auto& [key, value] : metadata) {
+    if (key == own) continue;
+    text += key;
+    text += '\0';
+    text += value;
+    text += '\0';
+  }
+  return hex32(crc32_of(text.data(), text.size()));
+}
+}  // namespace
+
 void add_checksums(const std::vector<TensorEntry>& entries, Metadata& metadata) {
   for (const TensorEntry& e : entries) {
     const std::size_t element = find_dtype_size(e.dtype);
@@ -265,6 +282,8 @@ void add_checksums(const std::vector<TensorEntry>& entries, Metadata& metadata) 
     metadata[checksum_key(e.name)] = hex32(
         bytes == 0 ? crc32_of(nullptr, 0) : crc32_of(e.data, static_cast<std::size_t>(bytes)));
   }
+  // Last: the metadata's own checksum, over the others too.
+  metadata[checksum_key(kMetadataKey)] = metadata_checksum(metadata);
 }
 
 template <class T, class Space>
@@ -345,6 +364,15 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
         DISTOP_CHECK(mvalue.is_string(), kOp, "metadata ", in_quotes(mkey), " in file ", path,
                      " is a JSON ", mvalue.type_name(), ", expected a string");
         file.metadata_[mkey] = mvalue.get<std::string>();
+      }
+      // A file distop wrote carries its metadata's checksum: a changed setting, count or number
+      // (a checkpoint's learning rate, say) is found before anything reads it.
+      const auto sum = file.metadata_.find(checksum_key(kMetadataKey));
+      if (sum != file.metadata_.end()) {
+        const std::string found = metadata_checksum(file.metadata_);
+        DISTOP_CHECK(found == sum->second, kOp, "the metadata of file ", path,
+                     " is corrupt: the CRC-32 of its entries is ", found, ", its metadata ",
+                     in_quotes(sum->first), " says ", sum->second);
       }
       continue;
     }

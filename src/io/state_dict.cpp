@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "distop/comm/agree.hpp"
+#include "distop/comm/mpi.hpp"
 #include "distop/dist/assemble.hpp"
 
 namespace distop::io {
@@ -27,7 +28,10 @@ template <class T>
 void save_state_dict(const std::string& path, const nn::Module<T>& module,
                      const Metadata& metadata) {
   const auto params = module.named_parameters();
-  const auto buffers = module.named_buffers();
+  auto buffers = module.named_buffers();
+  // The state_dict's: the persistent buffers (a Dropout's call count is training state, for
+  // checkpoints).
+  std::erase_if(buffers, [](const nn::NamedBuffer<T>& b) { return !b.persistent; });
   // Assembled on parent rank 0 (collective), in the order of the entries below.
   std::vector<std::vector<T>> globals;
   std::vector<std::int64_t> counts;
@@ -40,7 +44,7 @@ void save_state_dict(const std::string& path, const nn::Module<T>& module,
   }
   const MPI_Comm comm = parent_of(module);
   int rank = 0;
-  MPI_Comm_rank(comm, &rank);
+  DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &rank), "save_state_dict");
   comm::agree(comm, "save_state_dict", [&] {
     if (rank != 0) return;
     std::vector<TensorEntry> entries;

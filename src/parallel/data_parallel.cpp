@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <climits>
 #include <functional>
-#include <set>
 
 #include "distop/comm/agree.hpp"
 #include "distop/comm/mpi.hpp"
@@ -15,24 +14,6 @@ namespace distop::parallel {
 namespace {
 
 constexpr const char* kOp = "DataParallel";
-
-// The replicas that the ranks of partition `p` belong to: R's replica r holds world ranks
-// [r P/R, (r + 1) P/R).
-std::set<int> replicas_of(const Partition& p, const Replicas& replicas) {
-  MPI_Group parent = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
-  DISTOP_MPI_CHECK(MPI_Comm_group(p.parent(), &parent), kOp);
-  DISTOP_MPI_CHECK(MPI_Comm_group(replicas.world(), &world), kOp);
-  std::vector<int> in_world(p.ranks().size());
-  const int translated = MPI_Group_translate_ranks(parent, static_cast<int>(p.ranks().size()),
-                                                   p.ranks().data(), world, in_world.data());
-  MPI_Group_free(&parent);  // freeing a group handle cannot fail in a way worth reporting
-  MPI_Group_free(&world);
-  DISTOP_MPI_CHECK(translated, kOp);
-  std::set<int> out;
-  for (const int r : in_world)
-    if (r != MPI_UNDEFINED) out.insert(r / replicas.model_ranks());
-  return out;
-}
 
 }  // namespace
 
@@ -68,7 +49,7 @@ T DataParallel<T>::seed_of(const TensorSpace& space) {
   // k: the replicas that this rank's loss spans (0 on a rank outside the loss's partition, whose
   // seed seeds nothing).
   const Partition& p = space.partition();
-  const int k = p.active() ? static_cast<int>(replicas_of(p, *replicas_).size()) : 0;
+  const int k = p.active() ? replicas_->spanned(p) : 0;
   if (loss_replicas_ == 0) {
     // The first backward: every group of replicas sharing a loss must span as many replicas.
     int range[2] = {k > 0 ? -k : INT_MIN, k};  // max(-k), max(k) over the ranks that hold a loss

@@ -1,12 +1,34 @@
 #include "distop/parallel/replicas.hpp"
 
+#include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "distop/comm/agree.hpp"
 #include "distop/comm/mpi.hpp"
 
 namespace distop::parallel {
+
+int Replicas::spanned(const Partition& p) const {
+  constexpr const char* op = "Replicas::spanned";
+  MPI_Group parent = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  DISTOP_MPI_CHECK(MPI_Comm_group(p.parent(), &parent), op);
+  DISTOP_MPI_CHECK(MPI_Comm_group(world_, &world), op);
+  std::vector<int> in_world(p.ranks().size());
+  const int translated = MPI_Group_translate_ranks(parent, static_cast<int>(p.ranks().size()),
+                                                   p.ranks().data(), world, in_world.data());
+  // Freeing a group handle releases a local object; its result says nothing worth reporting.
+  MPI_Group_free(&parent);
+  MPI_Group_free(&world);
+  DISTOP_MPI_CHECK(translated, op);
+  std::set<int> replicas;
+  for (const int r : in_world) {
+    DISTOP_CHECK(r != MPI_UNDEFINED, op, "a rank of the partition is not a rank of the replicas");
+    replicas.insert(r / model_ranks_);
+  }
+  return static_cast<int>(replicas.size());
+}
 
 Replicas::Replicas(MPI_Comm world, int replicas) : world_(world), count_(replicas) {
   constexpr const char* op = "Replicas";
@@ -46,7 +68,7 @@ Replicas& Replicas::operator=(Replicas&& other) noexcept {
 
 Replicas::~Replicas() {
   // Not collective under MPICH (a communicator is freed locally once its operations are done);
-  // skipped after MPI_Finalize.
+  // skipped after MPI_Finalize. Unchecked: a destructor never throws (a failed free leaks).
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;

@@ -3,6 +3,7 @@
 // under mpiexec; exits non-zero on failure.
 #include <cstdio>
 #include <distop/distop.hpp>
+#include <distop/train/cli.hpp>
 
 // [model]
 // A model-parallel MLP: fc1's weight is split by columns over every rank (each rank holds a block
@@ -35,21 +36,6 @@ class Mlp : public distop::nn::Module<float> {
 
 namespace {
 
-// This rank's box of the batch (its block of every image's pixels), as train::fit asks.
-void load_features(const distop::data::Dataset& d, const std::vector<std::int64_t>& order,
-                   const distop::data::BatchRange& range, const distop::TensorSpace& space,
-                   distop::DistTensor<float>& x) {
-  const auto& local = space.local_shape();
-  if (local.numel() == 0) return;
-  const std::int64_t first = space.local_offset()[1], cols = local[1];
-  std::vector<float> v;
-  for (std::int64_t i = 0; i < local[0]; ++i) {
-    const float* img = d.image(order[static_cast<std::size_t>(range.begin + i)]);
-    v.insert(v.end(), img + first, img + first + cols);
-  }
-  x.local().copy_from(distop::Tensor<float>::from_vector(local, v));
-}
-
 int adjoint_check() {
   int n = 0, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &n);
@@ -73,7 +59,8 @@ int main(int argc, char** argv) {
     auto train_set = distop::data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, true);
     auto test_set = distop::data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, false);
     Mlp model(o.seed);
-    return distop::train::fit("consumer", model, o, train_set, test_set, load_features);
+    distop::train::CrossEntropyLoss<float> loss;  // of the logits against the labels
+    return distop::train::fit(model, loss, train_set, &test_set, o, {.program = "consumer"});
   });
   // [main]
 }

@@ -61,26 +61,29 @@ std::int64_t expect_state_dict(const fs::path& path, std::int64_t channels, std:
   return count;
 }
 
-// The checkpoint of `dir` rewritten with its metadata entry `key` replaced by `value`, or left out
-// when `value` is empty.
-void edit_checkpoint_metadata(const fs::path& dir, const std::string& key,
-                              const std::string& value) {
+// The checkpoint of `dir` rewritten with its metadata entry `key` set to `value` (none: left as it
+// is) and the tensor `drop` left out (none: every tensor kept). With `checksums`, the checksums are
+// made anew for the edited file (as a writer of a valid file would); without, the file keeps the
+// old ones (as a file changed behind distop's back does).
+void edit_checkpoint(const fs::path& dir, const std::string& key, const std::string& value,
+                     const std::string& drop, bool checksums) {
   const fs::path path = dir / "checkpoint.safetensors";
   const auto f = SafetensorsFile::open(path.string());
   auto metadata = f.metadata();
-  ASSERT_EQ(metadata.count(key), 1u) << key;
-  if (value.empty())
-    metadata.erase(key);
-  else
+  if (!key.empty()) {
+    ASSERT_EQ(metadata.count(key), 1u) << key;
     metadata[key] = value;
+  }
   std::vector<std::vector<std::byte>> bytes;
   std::vector<distop::io::TensorEntry> entries;
   const auto names = f.names();
   bytes.reserve(names.size());
   for (const auto& name : names) {
+    if (name == drop) continue;
     bytes.push_back(f.read_bytes(name));
     entries.emplace_back(name, f.dtype(name), f.shape(name), bytes.back().data());
   }
+  if (checksums) distop::io::add_checksums(entries, metadata);
   distop::io::write_safetensors(path.string(), entries, metadata);
 }
 
@@ -121,9 +124,9 @@ TEST_F(Cnn, ResumeContinuesExactlyAsAnUninterruptedRun) {
   auto b1 = run_cnn(data + "--steps 3 --loss-log " + (w / "b.txt").string() + " --checkpoint-dir " +
                     (w / "ckpt-b").string());
   ASSERT_EQ(b1.status, 0) << b1.output;
-  const auto meta =
-      SafetensorsFile::open((w / "ckpt-b" / "checkpoint.safetensors").string()).metadata();
-  EXPECT_EQ(meta.at("user.dropout_calls.dropout"), "3");
+  // The Dropout's call count, a buffer of the module held by the checkpoint.
+  const auto checkpoint = SafetensorsFile::open((w / "ckpt-b" / "checkpoint.safetensors").string());
+  EXPECT_EQ(checkpoint.read<std::int64_t>("dropout.calls"), std::vector<std::int64_t>{3});
   auto b2 =
       run_cnn(data + "--steps 6 --resume --loss-log " + (w / "b.txt").string() + " --save " +
               (w / "b.safetensors").string() + " --checkpoint-dir " + (w / "ckpt-b").string());
@@ -136,18 +139,33 @@ TEST_F(Cnn, ResumeContinuesExactlyAsAnUninterruptedRun) {
       << "the final weights differ";
 }
 
-TEST_F(Cnn, CheckpointWithoutItsDropoutCountIsAClearError) {
+// Resuming with settings the checkpoint contradicts, or from a checkpoint changed behind distop's
+// back or missing a part, is an error naming what is wrong.
+TEST_F(Cnn, AChangedOrIncompleteCheckpointIsAClearError) {
   const auto ckpt = dir_ / "ckpt";
   const std::string data =
       "--data " + distop::test::write_small_idx_dataset(dir_ / "data").string() + " ";
   auto o = run_cnn(data + "--steps 1 --checkpoint-dir " + ckpt.string());
   ASSERT_EQ(o.status, 0) << o.output;
-  edit_checkpoint_metadata(ckpt, "user.dropout_calls.dropout", "three");
-  expect_clean_failure(run_cnn(data + "--steps 2 --resume --checkpoint-dir " + ckpt.string()),
-                       "has metadata user.dropout_calls.dropout 'three', expected a count");
-  edit_checkpoint_metadata(ckpt, "user.dropout_calls.dropout", "");
-  expect_clean_failure(run_cnn(data + "--steps 2 --resume --checkpoint-dir " + ckpt.string()),
-                       "has no call count of the Dropout 'dropout'");
+  const std::string resume = data + "--steps 2 --resume --checkpoint-dir " + ckpt.string();
+  // Another learning rate than the checkpoint's schedule would be dropped: refused, named.
+  expect_clean_failure(run_cnn(resume + " --lr 0.5"), "was made with --lr 0.02, not 0.5");
+  // One digit of the schedule's base learning rate: still valid JSON and a valid number, and a
+  // resume would run at nine times the learning rate; the metadata's checksum finds it.
+  const auto lr = SafetensorsFile::open((ckpt / "checkpoint.safetensors").string())
+                      .metadata()
+                      .at("scheduler.base_lr.0");
+  std::string changed = lr;
+  changed[changed.find('2')] = '9';  // 0.02 (the program's default) -> 0.09
+  edit_checkpoint(ckpt, "scheduler.base_lr.0", changed, "", false);
+  const auto corrupt = run_cnn(resume);
+  expect_clean_failure(corrupt, "the metadata of file");
+  expect_clean_failure(corrupt, "is corrupt: the CRC-32 of its entries is");
+  // A checkpoint without the Dropout's call count (its masks would restart from call 0).
+  o = run_cnn(data + "--steps 1 --checkpoint-dir " + ckpt.string());
+  ASSERT_EQ(o.status, 0) << o.output;
+  edit_checkpoint(ckpt, "", "", "dropout.calls", true);
+  expect_clean_failure(run_cnn(resume), "dropout.calls");
 }
 
 TEST_F(Cnn, TrainsOnCifar10) {

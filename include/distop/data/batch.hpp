@@ -22,7 +22,8 @@ HostTensor<float> batch_images(const Dataset& d, const std::vector<std::int64_t>
 // split along any axes, is gathered into a host tensor and copied into x's memory space with one
 // deep_copy. Not collective; ranks outside x's partition (an empty box) do nothing. Throws
 // distop::Error (op "load_batch") when x's global shape does not fit the batch, or for an index
-// outside [0, d.size) in the box.
-void load_batch(const Dataset& d, const std::vector<std::int64_t>& examples, DistTensor<float>& x);
+// outside [0, d.size) in the box. float and double tensors (the pixels converted).
+template <class T>
+void load_batch(const Dataset& d, const std::vector<std::int64_t>& examples, DistTensor<T>& x);
 
 }  // namespace distop::data

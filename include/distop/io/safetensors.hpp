@@ -107,15 +107,17 @@ extern template void write_safetensors<double, HostMemSpace>(
 
 // Checksums. distop's checkpoints and weights files carry the CRC-32 (zlib's crc32, the checksum
 // of gzip and PNG) of each tensor's bytes in the metadata, as 8 lowercase hex digits under
-// checksum_key(name) = "distop.crc32.<name>". SafetensorsFile checks a tensor against its
-// checksum, when the file has one, each time it reads the tensor; files without checksums (those
-// PyTorch writes) are read as they are.
+// checksum_key(name) = "distop.crc32.<name>", and the CRC-32 of the metadata itself (every other
+// entry, in key order, each key and value followed by a NUL byte) under
+// checksum_key("__metadata__"). SafetensorsFile checks the metadata's checksum when it opens the
+// file and a tensor's each time it reads the tensor, when the file has them; files without
+// checksums (those PyTorch writes) are read as they are.
 std::string checksum_key(const std::string& name);
 // The CRC-32 of `n` bytes at `data`.
 std::uint32_t crc32_of(const void* data, std::size_t n);
 // Sets checksum_key(e.name) in `metadata` to the CRC-32 of each entry's bytes (replacing any
-// such key already there). An entry of an unknown dtype or a negative extent is an error (op
-// "write_safetensors"), as write_safetensors would raise.
+// such key already there), then the metadata's own checksum. An entry of an unknown dtype or a
+// negative extent is an error (op "write_safetensors"), as write_safetensors would raise.
 void add_checksums(const std::vector<TensorEntry>& entries, Metadata& metadata);
 
 // A safetensors file whose header has been read and validated. Tensor data is read on demand

@@ -125,6 +125,8 @@ class DataParallel {
   // backward().
   std::size_t gradient_bytes() const;
   std::size_t peak_gradient_bytes() const noexcept;
+  // The number of replicas each loss spans (see above), as the first backward() agreed; 0 before.
+  int loss_replicas() const noexcept { return loss_replicas_; }
 
  private:
   friend class ShardedOptimizer<T>;

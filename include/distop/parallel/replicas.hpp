@@ -3,6 +3,8 @@
 
 #include <mpi.h>
 
+#include "distop/dist/partition.hpp"
+
 namespace distop::parallel {
 
 // Replica r holds the ranks [r P/R, (r + 1) P/R) of `world`, in order: its model's partitions are
@@ -34,6 +36,10 @@ class Replicas {
   // The ranks at this rank's place in every replica, ordered by replica.
   MPI_Comm reduction_comm() const noexcept { return reduction_comm_; }
   MPI_Comm world() const noexcept { return world_; }
+  // The number of replicas that hold a rank of partition `p` (whose parent communicator's ranks
+  // must be ranks of world()): 1 for a partition within one replica, count() for one over the
+  // whole of world(). Local: every rank computes it from the partition's ranks.
+  int spanned(const Partition& p) const;
 
  private:
   MPI_Comm world_ = MPI_COMM_NULL;

@@ -1,14 +1,15 @@
 #pragma once
 // The files a training run appends to as it goes. MetricsCsv: a CSV file of per-epoch learning
-// curves, written by rank 0 only, for scripts/plot-metrics.sh:
+// curves, written by rank 0 only, for scripts/plot-metrics.sh. For a classifier:
 //
 //   epoch,train_loss,train_accuracy,test_accuracy,seconds
 //   1,0.612345,0.781250,0.823400,12.345
 //
 // epoch counts from 1 (the epoch just finished), accuracies are fractions in [0, 1], seconds is
-// the epoch's wall-clock time. Each row is flushed when written, so the file is a valid CSV of the
-// epochs done so far even if the run is killed. A run resumed from a checkpoint keeps the rows of
-// the epochs the checkpoint had finished and drops the rest (which the resumed run does again).
+// the epoch's wall-clock time. Other losses name their own metric columns (MetricsCsv::Columns).
+// Each row is flushed when written, so the file is a valid CSV of the epochs done so far even if
+// the run is killed. A run resumed from a checkpoint keeps the rows of the epochs the checkpoint
+// had finished and drops the rest (which the resumed run does again).
 
 #include <mpi.h>
 #include <unistd.h>
@@ -127,57 +128,84 @@ class AppendedFile {
   std::FILE* file_ = nullptr;
 };
 
+// The columns of a MetricsCsv: epoch, train_loss, then train_<metric> for a loss with a metric,
+// then the test set's measure when there is one (test_<metric>, or test_loss for a loss without a
+// metric), then seconds. The default is MetricsCsv::kHeader's.
+struct MetricsColumns {
+  std::string metric = "accuracy";  // empty: none
+  bool test = true;
+  std::string header() const {
+    std::string h = "epoch,train_loss";
+    if (!metric.empty()) h += ",train_" + metric;
+    if (test) h += metric.empty() ? ",test_loss" : ",test_" + metric;
+    return h + ",seconds";
+  }
+};
+
 class MetricsCsv : public AppendedFile {
  public:
+  // The classification header (a loss with the metric "accuracy" and a test set).
   static constexpr const char* kHeader = "epoch,train_loss,train_accuracy,test_accuracy,seconds";
+  using Columns = MetricsColumns;
 
   // A writer that writes nothing (on ranks other than 0, or when no file was asked for).
   MetricsCsv() = default;
-
   // Opens `path` for appending rows. Without `resume_after`, it starts anew: any old file is
   // replaced by the header alone. With it, the run resumes after that many finished epochs: an
   // existing file keeps its header and the rows of epochs 1..*resume_after (a row cut short by a
   // crash, or one that does not parse, is dropped), and a missing file is started anew. Throws
   // distop::Error (op "MetricsCsv") when the file cannot be written or an existing file does not
-  // start with kHeader (it is then left as it was). Local: see open() for the collective version.
-  explicit MetricsCsv(const std::string& path, std::optional<int> resume_after = std::nullopt)
-      : AppendedFile(path, kept_lines(path, resume_after), "MetricsCsv") {}
-
+  // start with the columns' header (it is then left as it was). Local: see open() for the
+  // collective version.
+  explicit MetricsCsv(const std::string& path, std::optional<int> resume_after = std::nullopt,
+                      Columns columns = {})
+      : AppendedFile(path, kept_lines(path, resume_after, columns.header()), "MetricsCsv"),
+        columns_(std::move(columns)) {}
   // Rank `root` of `comm` opens `path` as above (when it is not empty); every other rank gets a
   // writer that writes nothing. Collective: a failure is the same Error on every rank.
   static MetricsCsv open(MPI_Comm comm, const std::string& path,
-                         std::optional<int> resume_after = std::nullopt, int root = 0) {
+                         std::optional<int> resume_after = std::nullopt, int root = 0,
+                         Columns columns = {}) {
     return open_on<MetricsCsv>(comm, root, path, "MetricsCsv",
-                               [&] { return MetricsCsv(path, resume_after); });
+                               [&] { return MetricsCsv(path, resume_after, columns); });
   }
 
-  // Appends one epoch's row and flushes it. Never throws (see AppendedFile).
-  void append(int epoch, double train_loss, double train_accuracy, double test_accuracy,
+  // Appends one epoch's row and flushes it: the values of the columns (train_metric and test are
+  // written where the columns have them). Never throws (see AppendedFile).
+  void append(int epoch, double train_loss, double train_metric, double test,
               double seconds) noexcept {
     char row[160];
-    std::snprintf(row, sizeof row, "%d,%.6f,%.6f,%.6f,%.3f", epoch, train_loss, train_accuracy,
-                  test_accuracy, seconds);
+    int n = std::snprintf(row, sizeof row, "%d,%.6f", epoch, train_loss);
+    if (!columns_.metric.empty())
+      n += std::snprintf(row + n, sizeof row - static_cast<std::size_t>(n), ",%.6f", train_metric);
+    if (columns_.test)
+      n += std::snprintf(row + n, sizeof row - static_cast<std::size_t>(n), ",%.6f", test);
+    std::snprintf(row + n, sizeof row - static_cast<std::size_t>(n), ",%.3f", seconds);
     write_line(row);
   }
 
  private:
   static std::vector<std::string> kept_lines(const std::string& path,
-                                             std::optional<int> resume_after) {
-    std::vector<std::string> kept{kHeader};
+                                             std::optional<int> resume_after,
+                                             const std::string& header) {
+    std::vector<std::string> kept{header};
     if (!resume_after || !std::filesystem::exists(path)) return kept;
     const auto lines = detail::complete_lines(path);
-    DISTOP_CHECK(!lines.empty() && lines.front() == kHeader, "MetricsCsv", "the existing file ",
-                 path, " does not start with the header '", kHeader, "'; not appending to it");
+    DISTOP_CHECK(!lines.empty() && lines.front() == header, "MetricsCsv", "the existing file ",
+                 path, " does not start with the header '", header, "'; not appending to it");
+    const auto commas = std::count(header.begin(), header.end(), ',');
     for (std::size_t i = 1; i < lines.size(); ++i) {
       const std::string& line = lines[i];
       char* end = nullptr;
       const long epoch = std::strtol(line.c_str(), &end, 10);
       const bool whole =
-          end != line.c_str() && *end == ',' && std::count(line.begin(), line.end(), ',') == 4;
+          end != line.c_str() && *end == ',' && std::count(line.begin(), line.end(), ',') == commas;
       if (whole && epoch >= 1 && epoch <= *resume_after) kept.push_back(line);
     }
     return kept;
   }
+
+  Columns columns_;
 };
 
 // The loss of every training step, written by rank 0 only: one line "step loss" per step, step

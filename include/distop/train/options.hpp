@@ -1,6 +1,7 @@
 #pragma once
 // The settings of distop's training driver (train::fit) and the optimizer and learning-rate
-// schedule they describe. The command-line flags that fill them are in train/cli.hpp.
+// schedule they describe. The command-line flags that fill them are in train/cli.hpp (the
+// distop::cli library).
 
 #include <array>
 #include <cstdint>
@@ -69,11 +70,14 @@ struct TrainOptions {
   bool profile = false;  // print a per-step breakdown of the timers at the end (train/profile.hpp)
 };
 
-// Throws distop::Error (op `program`) naming the first setting that is out of range, that does
-// not apply to the chosen optimizer (--nesterov with adam, --betas with sgd, ...) or to the
-// schedule (--lr-step-size without --lr-schedule step), or that conflicts with another (--resume
-// without --checkpoint-dir, --resume with --init). Not collective: every rank passes the same
-// settings and reaches the same verdict.
+// Throws distop::Error (op `program`) naming the first setting that is out of range (the
+// optimizer's as torch.optim refuses them: --momentum, --weight-decay, --eps, --alpha below 0,
+// --betas outside [0, 1); a negative --lr-gamma), that does not apply to the chosen optimizer
+// (--nesterov with adam, --betas with sgd, ...) or to the schedule (--lr-step-size without
+// --lr-schedule step), or that conflicts with another (--resume without --checkpoint-dir, --resume
+// with --init). Values torch.optim accepts that cannot be meant (--momentum above 1, --alpha of 1
+// or more) are warned of once, on rank 0 (optim::warn_once), naming the flag. Not collective:
+// every rank passes the same settings and reaches the same verdict.
 void check_options(const TrainOptions& o, const std::string& program);
 
 // Throws distop::Error (op `program`) "<setting> needs N bytes per rank, more than the M bytes
@@ -82,9 +86,10 @@ void check_options(const TrainOptions& o, const std::string& program);
 // than a std::bad_alloc without context or a rank killed by the kernel. Local.
 void check_fits_in_memory(const std::string& program, const std::string& setting, double bytes);
 
-// The optimizer the settings describe, over `parameters` (one group).
-std::unique_ptr<optim::Optimizer<float>> make_optimizer(const TrainOptions& o,
-                                                        std::vector<Var<float>> parameters);
+// The optimizer the settings describe, over `parameters` (one group). float and double.
+template <class T>
+std::unique_ptr<optim::Optimizer<T>> make_optimizer(const TrainOptions& o,
+                                                    std::vector<Var<T>> parameters);
 
 // The schedule the settings describe, for a run of `total_steps` steps.
 optim::LRSchedule make_schedule(const TrainOptions& o, std::int64_t total_steps);
