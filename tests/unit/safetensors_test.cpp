@@ -598,3 +598,41 @@ TEST(SafetensorsTest, ChecksumsCatchCorruptTensors) {
   distop::io::write_safetensors(path, entries, {{"format", "pt"}});
   EXPECT_EQ(SafetensorsFile::open(path).read<float>("w"), w);
 }
+
+TEST(SafetensorsTest, TheMetadatasChecksumCatchesAChangedEntry) {
+  TempDir dir;
+  const std::string path = dir.file("meta.safetensors");
+  const std::vector<float> w{1, 2, 3, 4};
+  const std::vector<TensorEntry> entries{TensorEntry("w", Shape{4}, w.data())};
+  Metadata metadata{{"scheduler.base_lr.0", "0.01"}, {"epoch", "3"}};
+  distop::io::add_checksums(entries, metadata);
+  ASSERT_EQ(metadata.count(distop::io::checksum_key("__metadata__")), 1u);
+  distop::io::write_safetensors(path, entries, metadata);
+  EXPECT_EQ(SafetensorsFile::open(path).metadata().at("scheduler.base_lr.0"), "0.01");
+  // One digit changed, the file otherwise valid: opening it is the error, before any read.
+  Metadata changed = metadata;
+  changed["scheduler.base_lr.0"] = "0.09";
+  distop::io::write_safetensors(path, entries, changed);
+  try {
+    (void)SafetensorsFile::open(path);
+    ADD_FAILURE() << "a changed metadata entry went unnoticed";
+  } catch (const distop::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the metadata of file " + path + " is corrupt"),
+              std::string::npos)
+        << e.what();
+  }
+  // An entry added, or one removed, likewise.
+  for (const bool add : {true, false}) {
+    Metadata edited = metadata;
+    if (add)
+      edited["user.note"] = "x";
+    else
+      edited.erase("epoch");
+    distop::io::write_safetensors(path, entries, edited);
+    EXPECT_THROW((void)SafetensorsFile::open(path), distop::Error) << (add ? "added" : "removed");
+  }
+  // Checksums made anew for the changed metadata: a valid file again.
+  distop::io::add_checksums(entries, changed);
+  distop::io::write_safetensors(path, entries, changed);
+  EXPECT_EQ(SafetensorsFile::open(path).metadata().at("scheduler.base_lr.0"), "0.09");
+}
