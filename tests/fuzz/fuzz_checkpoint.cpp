@@ -21,11 +21,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string dir = distop::fuzz::scratch().str();
   distop::fuzz::CheckpointModel model;
   try {
-    (void)distop::io::load_checkpoint(dir, model.named(), model.optimizer);
+    (void)distop::io::load_checkpoint(dir, model.net, model.optimizer);
   } catch (const distop::Error&) {
   }
   try {
-    (void)distop::io::load_checkpoint(dir, model.named(), model.adam);
+    (void)distop::io::load_checkpoint(dir, model.net, model.adam);
   } catch (const distop::Error&) {
   }
   return 0;

@@ -71,18 +71,18 @@ int main(int argc, char** argv) {
     const fs::path work = dir / "checkpoint.work";
     fs::create_directories(ck);
     distop::fuzz::CheckpointModel model;
-    distop::io::save_checkpoint(work.string(), model.named(), model.optimizer,
+    distop::io::save_checkpoint(work.string(), model.net, model.optimizer,
                                 {.epoch = 2, .step_in_epoch = 5, .global_step = 17, .seed = 42});
     fs::rename(distop::io::checkpoint_path(work.string()), ck / "fresh");
     model.step();
-    distop::io::save_checkpoint(work.string(), model.named(), model.optimizer,
+    distop::io::save_checkpoint(work.string(), model.net, model.optimizer,
                                 {.epoch = 0,
                                  .step_in_epoch = 1,
                                  .global_step = 1,
                                  .seed = 18446744073709551615ull,
                                  .metadata = {{"run", "fuzz"}}});
     fs::rename(distop::io::checkpoint_path(work.string()), ck / "stepped");
-    distop::io::save_checkpoint(work.string(), model.named(), model.adam,
+    distop::io::save_checkpoint(work.string(), model.net, model.adam,
                                 {.epoch = 0,
                                  .step_in_epoch = 1,
                                  .global_step = 1,
