@@ -1,9 +1,10 @@
 # Installs the library, its headers and a CMake package: find_package(distop) then
-# target_link_libraries(app distop::distop).
+# target_link_libraries(app distop::distop), and distop::watchdog beside it for the hang watchdog's
+# watch of every blocking MPI call (include/distop/comm/watchdog.hpp).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS distop EXPORT distopTargets
+install(TARGETS distop distop_watchdog EXPORT distopTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}

@@ -19,10 +19,11 @@
 #include <thread>
 #include <vector>
 
+#include "../core/environment_hooks.hpp"
 #include "distop/core/error.hpp"
 #include "distop/core/timers.hpp"
 #include "distop/core/trace.hpp"
-#include "watchdog_board.hpp"
+#include "watchdog_call.hpp"
 
 namespace distop::comm {
 
@@ -39,6 +40,9 @@ std::int64_t now_ns() noexcept {
 std::atomic<double> g_limit_s{-1.0};
 std::atomic<std::int64_t> g_step{-1};
 std::atomic<const char*> g_context{nullptr};
+// Whether the program links distop::watchdog, which watches every blocking MPI call (its
+// watchdog_interpose.cpp says so when the program starts).
+std::atomic<bool> g_mpi_calls_watched{false};
 
 // The wait in progress (one: distop drives MPI from one thread).
 std::atomic<std::int64_t> g_since_ns{0};   // 0: none
@@ -50,7 +54,7 @@ thread_local int t_depth = 0;
 
 std::once_flag g_thread_once;
 
-// The node's status board (watchdog_board.hpp). A slot per rank of the node, written by its rank
+// The node's status board (open_board, below). A slot per rank of the node, written by its rank
 // alone with relaxed atomics and no MPI call (a seqlock: `version` is odd while it writes), read by
 // the other ranks' watchdog threads when they report: plain loads, since the job may be hung.
 // steady_clock is CLOCK_MONOTONIC, one clock for the processes of a node.
@@ -289,6 +293,7 @@ double limit() {
 
 [[noreturn]] void report_and_abort(double waited, double limit_s) {
   int world = -1;
+  // The abort path: its MPI calls stay unchecked (the job ends either way; -1 names no rank).
   PMPI_Comm_rank(MPI_COMM_WORLD, &world);
   char host[128] = {};
   ::gethostname(host, sizeof host - 1);
@@ -353,6 +358,7 @@ void arm(const char* op, const char* call, MPI_Comm comm) noexcept {
   if (on) std::call_once(g_thread_once, [] { std::thread(watch_loop).detach(); });
   int size = 0, rank = -1;
   if (comm != MPI_COMM_NULL) {
+    // Unchecked (noexcept, and inside MPI calls): on a failure the report says "not known".
     PMPI_Comm_size(comm, &size);
     PMPI_Comm_rank(comm, &rank);
   }
@@ -392,32 +398,6 @@ class WaitSpan {
   Clock::time_point begin_;
 };
 
-// An intercepted MPI call: watched unless a WatchedWait around it is already (then only named).
-class Call {
- public:
-  Call(const char* name, MPI_Comm comm) noexcept {
-    if (t_depth++ == 0) {
-      outermost_ = true;
-      span_.begin(name);
-      arm(name, name, comm);
-    } else if (g_since_ns.load(std::memory_order_relaxed) != 0) {
-      g_call.store(name);
-    }
-  }
-  ~Call() {
-    --t_depth;
-    if (!outermost_) return;
-    disarm();
-    span_.end();
-  }
-  Call(const Call&) = delete;
-  Call& operator=(const Call&) = delete;
-
- private:
-  bool outermost_ = false;
-  WaitSpan span_;
-};
-
 }  // namespace
 
 double watchdog_seconds() { return limit(); }
@@ -436,25 +416,50 @@ void set_watchdog_step(std::int64_t step) {
 
 void set_watchdog_context(const char* context) { g_context.store(context); }
 
+bool watchdog_watches_mpi_calls() noexcept { return g_mpi_calls_watched.load(); }
+
 namespace {
-thread_local WaitSpan t_watched_span;  // of the outermost WatchedWait (they do not overlap)
+
+thread_local WaitSpan t_outermost_span;  // of the outermost wait (they do not overlap)
+
+// Enters a wait named `op` (a WatchedWait's, or an MPI call's, then `call` too): watched if it is
+// the outermost; inside a watched one, an MPI call names itself as the call under it. Returns
+// whether it is the outermost.
+bool enter_wait(const char* op, const char* call, MPI_Comm comm) noexcept {
+  if (t_depth++ == 0) {
+    t_outermost_span = WaitSpan();
+    t_outermost_span.begin(op);
+    arm(op, call, comm);
+    return true;
+  }
+  if (call != nullptr && g_since_ns.load(std::memory_order_relaxed) != 0) g_call.store(call);
+  return false;
+}
+
+void leave_wait(bool outermost) {
+  --t_depth;
+  if (!outermost) return;
+  disarm();
+  t_outermost_span.end();
+}
+
 }  // namespace
 
-WatchedWait::WatchedWait(const char* op, MPI_Comm comm) noexcept {
-  if (t_depth++ == 0) {
-    outermost_ = true;
-    t_watched_span = WaitSpan();
-    t_watched_span.begin(op);
-    arm(op, nullptr, comm);
-  }
-}
+WatchedWait::WatchedWait(const char* op, MPI_Comm comm) noexcept
+    : outermost_(enter_wait(op, nullptr, comm)) {}
 
-WatchedWait::~WatchedWait() {
-  --t_depth;
-  if (!outermost_) return;
-  disarm();
-  t_watched_span.end();
-}
+WatchedWait::~WatchedWait() { leave_wait(outermost_); }
+
+namespace detail {
+
+WatchedMpiCall::WatchedMpiCall(const char* call, MPI_Comm comm) noexcept
+    : outermost_(enter_wait(call, call, comm)) {}
+
+WatchedMpiCall::~WatchedMpiCall() { leave_wait(outermost_); }
+
+void note_mpi_interposition() noexcept { g_mpi_calls_watched.store(true); }
+
+}  // namespace detail
 
 // The running operator (OperatorScope). The watchdog's thread reads a scope that lives on the
 // stack of the thread that opened it, so a scope must not end while it is read. A Dekker-style
@@ -504,9 +509,14 @@ std::string running_operator() {
   return text;
 }
 
-namespace detail {
+// The node's status board: opened by every Environment once MPI is initialised (collective over
+// `world`: MPI_Comm_split_type of the ranks that share memory, then MPI_Win_allocate_shared),
+// closed before MPI is finalised. Without one (no Environment, a failure, or the SMPI build, where
+// it is compiled out) the watchdog reports only its own rank's wait. Its MPI calls stay unchecked:
+// a failure leaves no board, never an error. PMPI_: they are the watchdog's own, not the program's.
+namespace {
 
-void open_watchdog_board([[maybe_unused]] MPI_Comm world) noexcept {
+void open_board([[maybe_unused]] MPI_Comm world) noexcept {
 #if !DISTOP_SMPI  // SMPI's ranks are threads of one process, and the watchdog is off there
   if (g_board.load() != nullptr) return;
   MPI_Comm node = MPI_COMM_NULL;
@@ -563,145 +573,24 @@ void open_watchdog_board([[maybe_unused]] MPI_Comm world) noexcept {
 #endif
 }
 
-void close_watchdog_board() noexcept {
+// Marks this rank's slot as ending and frees the board (collective over the node's ranks).
+void close_board() noexcept {
 #if !DISTOP_SMPI
   if (g_slot.load() == nullptr) return;
   publish_state(kEnding);
   g_slot.store(nullptr);
   g_board.store(nullptr);
+  // Unchecked, as in open_board: Environment's destructor closes it, which must not throw.
   PMPI_Win_free(&g_board_win);
   PMPI_Comm_free(&g_board_comm);
   g_board_size = 0;
 #endif
 }
 
-}  // namespace detail
+// core's Environment cannot call comm: comm installs the board's opening and closing there.
+[[maybe_unused]] const bool g_board_hook =
+    (distop::detail::add_environment_hook({&open_board, &close_board}), true);
+
+}  // namespace
 
 }  // namespace distop::comm
-
-// The MPI profiling interface: these definitions come before the MPI library's in the link, so
-// every blocking call is watched, then made through its PMPI_ name.
-using distop::comm::Call;
-extern "C" {
-
-int MPI_Wait(MPI_Request* request, MPI_Status* status) {
-  Call c("MPI_Wait", MPI_COMM_NULL);
-  return PMPI_Wait(request, status);
-}
-int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
-  Call c("MPI_Waitall", MPI_COMM_NULL);
-  return PMPI_Waitall(count, requests, statuses);
-}
-int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
-  Call c("MPI_Waitany", MPI_COMM_NULL);
-  return PMPI_Waitany(count, requests, index, status);
-}
-int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
-                 MPI_Status statuses[]) {
-  Call c("MPI_Waitsome", MPI_COMM_NULL);
-  return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
-}
-int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
-             MPI_Status* status) {
-  Call c("MPI_Recv", comm);
-  return PMPI_Recv(buf, count, type, source, tag, comm, status);
-}
-int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  Call c("MPI_Send", comm);
-  return PMPI_Send(buf, count, type, dest, tag, comm);
-}
-int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  Call c("MPI_Ssend", comm);
-  return PMPI_Ssend(buf, count, type, dest, tag, comm);
-}
-int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
-                 void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
-                 MPI_Comm comm, MPI_Status* status) {
-  Call c("MPI_Sendrecv", comm);
-  return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype,
-                       source, recvtag, comm, status);
-}
-int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
-  Call c("MPI_Probe", comm);
-  return PMPI_Probe(source, tag, comm, status);
-}
-int MPI_Barrier(MPI_Comm comm) {
-  Call c("MPI_Barrier", comm);
-  return PMPI_Barrier(comm);
-}
-int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  Call c("MPI_Bcast", comm);
-  return PMPI_Bcast(buf, count, type, root, comm);
-}
-int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
-               int root, MPI_Comm comm) {
-  Call c("MPI_Reduce", comm);
-  return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
-}
-int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
-                  MPI_Comm comm) {
-  Call c("MPI_Allreduce", comm);
-  return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
-}
-int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  Call c("MPI_Gather", comm);
-  return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-}
-int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
-                MPI_Comm comm) {
-  Call c("MPI_Gatherv", comm);
-  return PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root,
-                      comm);
-}
-int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-  Call c("MPI_Scatter", comm);
-  return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-}
-int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[],
-                 MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
-                 int root, MPI_Comm comm) {
-  Call c("MPI_Scatterv", comm);
-  return PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root,
-                       comm);
-}
-int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  Call c("MPI_Allgather", comm);
-  return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-}
-int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                   const int recvcounts[], const int displs[], MPI_Datatype recvtype,
-                   MPI_Comm comm) {
-  Call c("MPI_Allgatherv", comm);
-  return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-}
-int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  Call c("MPI_Alltoall", comm);
-  return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-}
-int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
-                  MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
-                  MPI_Datatype recvtype, MPI_Comm comm) {
-  Call c("MPI_Alltoallv", comm);
-  return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                        recvtype, comm);
-}
-int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type,
-                             MPI_Op op, MPI_Comm comm) {
-  Call c("MPI_Reduce_scatter_block", comm);
-  return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
-}
-int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
-  Call c("MPI_Comm_split", comm);
-  return PMPI_Comm_split(comm, color, key, newcomm);
-}
-int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
-  Call c("MPI_Comm_dup", comm);
-  return PMPI_Comm_dup(comm, newcomm);
-}
-
-}  // extern "C"

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "../comm/watchdog_board.hpp"
 #include "distop/core/error.hpp"
+#include "environment_hooks.hpp"
 #include "scratch.hpp"
 #include "storage.hpp"
 
@@ -124,9 +124,9 @@ Environment::Environment(int& argc, char**& argv, EnvironmentOptions options) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_dup(MPI_COMM_WORLD, &errors_);
   decide_yield_when_idle(MPI_COMM_WORLD);
-  // The hang watchdog's status board of the node, so that a report can name the ranks of its node
-  // that have not arrived (comm/watchdog.hpp).
-  comm::detail::open_watchdog_board(MPI_COMM_WORLD);
+  // The higher layers' set-up (comm: the hang watchdog's status board of the node, so that a
+  // report can name the ranks of its node that have not arrived; comm/watchdog.hpp).
+  detail::open_environment_hooks(MPI_COMM_WORLD);
 #ifdef DISTOP_HAVE_CUDA
   [[maybe_unused]] const int device = detail::select_cuda_device();
 #endif
@@ -200,7 +200,7 @@ Environment::~Environment() {
   {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) comm::detail::close_watchdog_board();
+    if (!finalized) detail::close_environment_hooks();
   }
   if (errors_ != MPI_COMM_NULL) {
     int finalized = 0;

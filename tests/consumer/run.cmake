@@ -1,5 +1,6 @@
 # Installs distop from BUILD_DIR into a scratch prefix, builds tests/consumer against it with
-# find_package(distop), and runs it under MPI. Invoked by CTest with -D variables.
+# find_package(distop), and runs its programs under MPI (consumer, and watched, which links
+# distop::watchdog too). Invoked by CTest with -D variables.
 file(REMOVE_RECURSE "${WORK_DIR}")
 execute_process(COMMAND ${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${WORK_DIR}/prefix"
                 RESULT_VARIABLE rc OUTPUT_QUIET)
@@ -20,4 +21,8 @@ execute_process(COMMAND ${MPIEXEC} -n 2 "${WORK_DIR}/build/consumer" --optimizer
                         --steps 5 --quiet --checkpoint-dir "${WORK_DIR}/run" RESULT_VARIABLE rc)
 if(rc)
   message(FATAL_ERROR "the consumer failed: ${rc}")
+endif()
+execute_process(COMMAND ${MPIEXEC} -n 2 "${WORK_DIR}/build/watched" RESULT_VARIABLE rc)
+if(rc)
+  message(FATAL_ERROR "the program linked with distop::watchdog failed: ${rc}")
 endif()

@@ -3,15 +3,20 @@
 // what it waits in and aborts the job, instead of waiting for ever (a rank stopped, crashed in a
 // way MPI does not see, or gone into another collective by a bug).
 //
-// What it watches. Every blocking MPI call a distop program makes, distop's own and the user's:
-// the library defines MPI_Wait, MPI_Waitall, MPI_Waitany, MPI_Waitsome, MPI_Recv, MPI_Send,
-// MPI_Ssend, MPI_Sendrecv, MPI_Probe, MPI_Barrier, MPI_Bcast, MPI_Reduce, MPI_Allreduce,
-// MPI_Gather(v), MPI_Scatter(v), MPI_Allgather(v), MPI_Alltoall(v), MPI_Reduce_scatter_block,
-// MPI_Comm_split and MPI_Comm_dup through the MPI profiling interface (each calls its PMPI_ form),
-// and distop's polling waits (the yielding waits of comm/collectives.hpp and comm::Exchange) are
-// watched as one wait each (WatchedWait). A loop of MPI_Test calls of the user's own is not. A
-// profiling tool that also defines these MPI_ functions and is linked before distop takes them
-// over, and the watchdog then sees only distop's polling waits.
+// What it watches. Always: distop's own waits (every wait of a comm::Request, comm::Exchange's
+// waits, and the collectives of comm/collectives.hpp where they poll, on nodes that run more ranks
+// than cores) and the program's WatchedWaits, each as one wait. In a program linked with the
+// library distop::watchdog (CMake: target_link_libraries(app PRIVATE distop::distop
+// distop::watchdog)), every blocking MPI call too, distop's and the program's: that library
+// defines MPI_Wait, MPI_Waitall, MPI_Waitany, MPI_Waitsome, MPI_Recv, MPI_Send, MPI_Ssend,
+// MPI_Sendrecv, MPI_Probe, MPI_Barrier, MPI_Bcast, MPI_Reduce, MPI_Allreduce, MPI_Gather(v),
+// MPI_Scatter(v), MPI_Allgather(v), MPI_Alltoall(v), MPI_Reduce_scatter_block, MPI_Comm_split and
+// MPI_Comm_dup through the MPI profiling interface (each calls its PMPI_ form). Without it a rank
+// stuck in a blocking MPI call is not reported (distop's blocking collectives, taken on nodes with
+// a core per rank, its plans' metadata exchanges, the program's own calls), and no MPI_ function
+// is defined by distop, so that a profiler that interposes MPI (Score-P, mpiP) can take them; a
+// profiler linked before distop::watchdog takes them over from it. A loop of MPI_Test calls of the
+// program's own is never watched.
 //
 // The limit. watchdog_seconds(): DISTOP_WATCHDOG_SECONDS when set (a number of seconds; 0 turns
 // the watchdog off), else 600 s; set_watchdog_seconds changes it. A thread started at the first
@@ -57,6 +62,8 @@ namespace distop::comm {
 
 // The limit in seconds (0: off). See above.
 double watchdog_seconds();
+// Whether every blocking MPI call is watched: the program links distop::watchdog. See above.
+bool watchdog_watches_mpi_calls() noexcept;
 // Sets the limit (0 turns the watchdog off; negative is an error). Local; takes effect for the
 // waits that start after it.
 void set_watchdog_seconds(double seconds);
@@ -69,8 +76,8 @@ void set_watchdog_context(const char* context);
 
 // Watches the wait of its scope as one operation named `op` (a string literal: it is kept), on
 // `comm` (MPI_COMM_NULL: not known). Waits nest: only the outermost is watched, and names the
-// report. Cheap: a clock read and a few stores. For polling loops (MPI_Test and yield) that the
-// MPI_ interposition cannot see as one wait.
+// report. Cheap: a clock read and a few stores. For polling loops (MPI_Test and yield), which
+// distop::watchdog's MPI_ definitions cannot see as one wait.
 class WatchedWait {
  public:
   explicit WatchedWait(const char* op, MPI_Comm comm = MPI_COMM_NULL) noexcept;

@@ -1,9 +1,10 @@
 #pragma once
 // A timeline of a run, for Perfetto (ui.perfetto.dev) or chrome://tracing: every operator's forward
 // and adjoint (the spans of core/timers.hpp), every layer's computation, forward and backward,
-// every blocking MPI call and distop wait (the hang watchdog's, comm/watchdog.hpp), the phases that
-// train::fit marks (each step, its forward, backward and optimizer step), and data parallelism's
-// bucket reductions, as Chrome trace event JSON with one track (pid) per rank.
+// every wait the hang watchdog watches (comm/watchdog.hpp: distop's waits, and every blocking MPI
+// call in a program linked with distop::watchdog), the phases that train::fit marks (each step,
+// its forward, backward and optimizer step), and data parallelism's bucket reductions, as Chrome
+// trace event JSON with one track (pid) per rank.
 //
 //   {"traceEvents": [
 //     {"name": "rank 0", "ph": "M", "pid": 0, ...},          a track's name
