@@ -3,8 +3,11 @@
 # Layers, lowest first (docs/architecture.md); the folders on one line are one layer and may
 # include each other:
 #   core; kernels; comm; dist; ops; autodiff; nn loss optim parallel; data io; testing; train
-# Reads the #include "distop/<layer>/..." (or <distop/...>) lines of include/distop/<layer>/ and
-# src/<layer>/ (no build). Usage: check-layering.sh [repository root]
+# Reads the #include lines of include/distop/<layer>/ and src/<layer>/ (no build):
+# "distop/<layer>/..." (or <distop/...>) by its layer, and a relative "file" ("spaces.hpp",
+# "../comm/foo.hpp") by the folder of the file it names beside the including one; one that names
+# no file there fails.
+# Usage: check-layering.sh [repository root]
 set -euo pipefail
 root="${1:-$(dirname "$0")/../..}"
 cd "$root"
@@ -41,18 +44,36 @@ for dir in include/distop/* src/*; do
     file="${hit%%:*}"
     rest="${hit#*:}"
     line="${rest%%:*}"
-    target="${rest#*:}"
-    target="${target#*distop/}"
+    target="${rest#*include}"
+    target="${target#*[\"<]}"
     target="${target%%[\">]*}"
-    target_layer="${target%%/*}"
-    [ "$target_layer" = "$target" ] && continue  # distop/distop.hpp is the umbrella
+    case "$target" in
+      distop/*/*) named="$target" target_layer="${target#distop/}" ;;
+      distop/*) continue ;;  # distop/distop.hpp is the umbrella
+      *)
+        [[ "$rest" =~ \" ]] || continue  # <system header>
+        # A relative include: the layer of the folder the named file is in.
+        named=$(realpath -m --relative-to=. "$(dirname "$file")/$target")
+        if [ ! -f "$named" ]; then
+          echo "$file:$line: includes \"$target\", which names no file beside it" >&2
+          status=1
+          continue
+        fi
+        case "$named" in
+          src/*/*) target_layer="${named#src/}" ;;
+          include/distop/*/*) target_layer="${named#include/distop/}" ;;
+          *) continue ;;  # not a layer's file
+        esac
+        ;;
+    esac
+    target_layer="${target_layer%%/*}"
     checked=$((checked + 1))
     to=$(level "$target_layer")
     if [ "$to" -lt 0 ] || [ "$to" -gt "$from" ]; then
-      echo "$file:$line: $layer includes distop/$target, a layer above it" >&2
+      echo "$file:$line: $layer includes $named, a layer above it" >&2
       status=1
     fi
-  done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*["<]distop/' "$dir" || true)
+  done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*["<]' "$dir" || true)
 done
 if [ "$checked" -eq 0 ]; then
   echo "check-layering: no includes found under $(pwd); wrong root?" >&2
