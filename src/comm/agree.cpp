@@ -27,6 +27,7 @@ void agree_ok(MPI_Comm comm, const std::string& op, bool ok, const std::string& 
                    op);
   std::string agreed(text.begin(), text.end());
   if (rank != first_failing) {
+    // Unchecked: naming the rank must not replace the agreed error, thrown below either way.
     int world = world_rank();
     MPI_Group g_comm, g_world;
     MPI_Comm_group(comm, &g_comm);

@@ -49,7 +49,7 @@ bool mpi_is_cuda_aware() {
 #if defined(DISTOP_HAVE_CUDA) && defined(MPIX_GPU_SUPPORT_CUDA)
   static const bool aware = [] {
     int initialized = 0;
-    MPI_Initialized(&initialized);
+    MPI_Initialized(&initialized);  // unchecked: a query; on a failure, not initialised (not aware)
     if (!initialized) return false;
     int supported = 0;
     if (MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &supported) != MPI_SUCCESS) return false;

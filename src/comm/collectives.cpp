@@ -313,6 +313,7 @@ void Request::abandon() noexcept {
     // NCCL: the operation goes on on its stream; its event is let go, its buffers kept.
     if (let_go_) let_go_();
   } else {
+    // Unchecked (noexcept, run by destructors): where a call fails the buffers are buried below.
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) {

@@ -8,21 +8,14 @@
 #include <type_traits>
 #include <utility>
 
+#include "../core/cuda_check.hpp"
 #include "device.hpp"
 #include "distop/comm/mpi.hpp"
 #include "distop/core/error.hpp"
 #include "nccl_backend.hpp"
 
-// Calls a CUDA or NCCL function and throws distop::Error(op, ...) with `describe`'s text for its
-// status unless it returned `success`.
-#define DISTOP_STATUS_CHECK(call, op, success, describe)                                    \
-  do {                                                                                      \
-    const auto distop_rc_ = (call);                                                         \
-    if (distop_rc_ != (success))                                                            \
-      throw ::distop::Error((op), std::string(#call) + " failed: " + describe(distop_rc_)); \
-  } while (0)
+// Calls an NCCL function and throws distop::Error(op, ...) with NCCL's message when it fails.
 #define DISTOP_NCCL_CHECK(call, op) DISTOP_STATUS_CHECK(call, op, ncclSuccess, ncclGetErrorString)
-#define DISTOP_CUDA_CHECK(call, op) DISTOP_STATUS_CHECK(call, op, cudaSuccess, cudaGetErrorString)
 
 namespace distop::comm::nccl {
 
@@ -44,7 +37,7 @@ class Communicator {
     DISTOP_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming), "nccl");
     DISTOP_NCCL_CHECK(ncclCommInitRank(&nccl_, size, id, rank), "nccl");
   }
-  ~Communicator() {  // never throws
+  ~Communicator() {  // never throws: the releases below are unchecked
     if (nccl_) ncclCommDestroy(nccl_);
     if (ready_) cudaEventDestroy(ready_);
     if (done_) cudaEventDestroy(done_);
@@ -80,7 +73,7 @@ class Communicator {
     DISTOP_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), op);
     const cudaError_t rc = cudaEventRecord(event, stream_);
     if (rc != cudaSuccess) {
-      cudaEventDestroy(event);
+      cudaEventDestroy(event);  // unchecked: rc, the first error, is the one thrown
       DISTOP_CUDA_CHECK(rc, op);
     }
     return event;
@@ -99,6 +92,7 @@ class Communicator {
     ncclResult_t async = ncclSuccess;
     DISTOP_NCCL_CHECK(ncclCommGetAsyncError(get(op), &async), op);
     if (async != ncclSuccess) {
+      // Unchecked: the asynchronous error, thrown below, is the one to report.
       ncclCommAbort(nccl_);
       nccl_ = nullptr;
       throw Error(op, std::string("NCCL reported an asynchronous error (") +
@@ -161,7 +155,8 @@ Request pending_request(Request::Kind kind, Communicator& c, MPI_Comm comm, cons
         wait(p, comm, op);
       },
       [held]() {
-        if (*held) cudaEventDestroy(*held);  // released once the operation has passed it
+        // Released once the operation has passed it; unchecked, as a Request's destructor runs it.
+        if (*held) cudaEventDestroy(*held);
         *held = nullptr;
       });
 }
@@ -245,7 +240,7 @@ void exchange(const std::vector<Message>& messages, MPI_Comm comm) {
     const ncclResult_t rc = m.send ? ncclSend(m.buffer, n, nccl_type<T>(), m.peer, nc, c.stream())
                                    : ncclRecv(m.buffer, n, nccl_type<T>(), m.peer, nc, c.stream());
     if (rc != ncclSuccess) {
-      ncclGroupEnd();
+      ncclGroupEnd();  // unchecked: rc, the first error, is the one thrown
       DISTOP_NCCL_CHECK(rc, "Exchange");
     }
   }
@@ -306,7 +301,7 @@ void wait(Pending& pending, MPI_Comm comm, const char* op) {
   pending.event = nullptr;
   const cudaError_t rc =
       cudaStreamWaitEvent(static_cast<cudaStream_t>(device::producer_stream()), event, 0);
-  cudaEventDestroy(event);
+  cudaEventDestroy(event);  // unchecked: the wait's status, rc, is the one to report
   DISTOP_CUDA_CHECK(rc, op);
   communicator(comm).check_async_error(op);
 }

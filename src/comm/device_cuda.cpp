@@ -5,18 +5,11 @@
 #include <string>
 #include <type_traits>
 
+#include "../core/cuda_check.hpp"
 #include "device.hpp"
 #include "distop/comm/backend.hpp"
 #include "distop/core/error.hpp"
 #include "distop/core/tensor.hpp"
-
-#define DISTOP_CUDA_RT_CHECK(call, op)                                                          \
-  do {                                                                                          \
-    const cudaError_t distop_rc_ = (call);                                                      \
-    if (distop_rc_ != cudaSuccess)                                                              \
-      throw ::distop::Error((op),                                                               \
-                            std::string(#call) + " failed: " + cudaGetErrorString(distop_rc_)); \
-  } while (0)
 
 namespace distop::comm::device {
 
@@ -31,6 +24,7 @@ void* producer_stream() {
 bool present() {
   static const bool found = [] {
     int count = 0;
+    // Unchecked: a failure means no usable device, which is the answer.
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
       cudaGetLastError();  // clear the sticky error: host paths only
       return false;
@@ -43,6 +37,7 @@ bool present() {
 bool is_device_pointer(const void* ptr) {
   if (ptr == nullptr || !present()) return false;
   cudaPointerAttributes attributes{};
+  // Unchecked: a failure is the answer, memory CUDA does not know.
   if (cudaPointerGetAttributes(&attributes, ptr) != cudaSuccess) {
     cudaGetLastError();  // memory CUDA does not know: plain host memory
     return false;
@@ -53,6 +48,7 @@ bool is_device_pointer(const void* ptr) {
 void* alloc_pinned(std::size_t bytes) noexcept {
   if (!present()) return nullptr;
   void* p = nullptr;
+  // Unchecked (noexcept): a failure returns null, and the caller takes pageable memory.
   if (cudaMallocHost(&p, bytes) != cudaSuccess) {
     cudaGetLastError();
     return nullptr;
@@ -61,26 +57,26 @@ void* alloc_pinned(std::size_t bytes) noexcept {
 }
 
 void free_pinned(void* ptr) noexcept {
-  if (ptr) cudaFreeHost(ptr);
+  if (ptr) cudaFreeHost(ptr);  // unchecked (noexcept, on the destructors' path): nothing to do
 }
 
 void copy_to_host(void* dst, const void* src, std::size_t bytes, void* stream, const char* op) {
   if (bytes == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
-  DISTOP_CUDA_RT_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), op);
-  DISTOP_CUDA_RT_CHECK(cudaStreamSynchronize(s), op);
+  DISTOP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), op);
+  DISTOP_CUDA_CHECK(cudaStreamSynchronize(s), op);
 }
 
 void copy_to_device(void* dst, const void* src, std::size_t bytes, void* stream, const char* op) {
   if (bytes == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
-  DISTOP_CUDA_RT_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s), op);
+  DISTOP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s), op);
   // The staging buffer goes back to the pool after this: the copy must have read it.
-  DISTOP_CUDA_RT_CHECK(cudaStreamSynchronize(s), op);
+  DISTOP_CUDA_CHECK(cudaStreamSynchronize(s), op);
 }
 
 void synchronize(void* stream, const char* op) {
-  DISTOP_CUDA_RT_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), op);
+  DISTOP_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), op);
 }
 
 }  // namespace distop::comm::device

@@ -16,7 +16,8 @@ namespace distop::comm {
 
 template <class T>
 Exchange<T>::~Exchange() {
-  // Unwaited NCCL messages were never posted; MPI ones complete here.
+  // Unwaited NCCL messages were never posted; MPI ones complete here (unchecked: a destructor
+  // must not throw, and a failed wait leaves nothing to undo).
   if (!requests_.empty())
     MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
 }

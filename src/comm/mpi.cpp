@@ -2,13 +2,6 @@
 
 namespace distop::comm {
 
-std::string mpi_error_string(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
-  return std::string(text, static_cast<std::size_t>(length));
-}
-
 Comm Comm::duplicate(MPI_Comm comm) {
   Comm c;
   if (comm == MPI_COMM_NULL) return c;
@@ -26,9 +19,10 @@ Comm Comm::adopt(MPI_Comm comm) {
 }
 
 Comm::~Comm() {
+  // Unchecked: a destructor never throws; a communicator that fails to free is leaked.
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);  // never throws
+  if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
 }
 
 Comm& Comm::operator=(Comm&& other) noexcept {

@@ -11,6 +11,7 @@ std::string prefix(const std::string& op, int rank) {
 }  // namespace
 
 int world_rank() noexcept {
+  // Unchecked (noexcept, and called while an Error is made): a failed query answers -1.
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);

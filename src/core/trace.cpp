@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "distop/core/error.hpp"
+#include "distop/core/mpi_check.hpp"
 #include "distop/core/timers.hpp"
 
 namespace distop::trace {
@@ -44,10 +45,10 @@ void on_root_agreed(MPI_Comm comm, int rank, F&& action) {
     }
   }
   long long length = static_cast<long long>(message.size());
-  MPI_Bcast(&length, 1, MPI_LONG_LONG, 0, comm);
+  DISTOP_MPI_CHECK(MPI_Bcast(&length, 1, MPI_LONG_LONG, 0, comm), "trace");
   if (length == 0) return;
   message.resize(static_cast<std::size_t>(length));
-  MPI_Bcast(message.data(), static_cast<int>(length), MPI_CHAR, 0, comm);
+  DISTOP_MPI_CHECK(MPI_Bcast(message.data(), static_cast<int>(length), MPI_CHAR, 0, comm), "trace");
   throw Error("trace", rank == 0 ? message : "on rank 0: " + message);
 }
 
@@ -63,7 +64,7 @@ void start(MPI_Comm comm, std::size_t max_events) {
   g_dropped = 0;
   g_max = max_events;
   timers::enable(true);
-  MPI_Barrier(comm);
+  DISTOP_MPI_CHECK(MPI_Barrier(comm), "trace");
   g_origin = std::chrono::steady_clock::now();
   g_active = true;
 }
@@ -83,8 +84,8 @@ void stop_and_write(const std::string& path, MPI_Comm comm) {
   g_active = false;
   detail::g_label = nullptr;
   int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &rank), "trace");
+  DISTOP_MPI_CHECK(MPI_Comm_size(comm, &size), "trace");
   // This rank's events as JSON objects separated by commas: its track.
   std::string mine;
   {
@@ -134,7 +135,8 @@ void stop_and_write(const std::string& path, MPI_Comm comm) {
   g_events.shrink_to_fit();
   const long long length = static_cast<long long>(mine.size());
   std::vector<long long> lengths(static_cast<std::size_t>(size));
-  MPI_Gather(&length, 1, MPI_LONG_LONG, lengths.data(), 1, MPI_LONG_LONG, 0, comm);
+  DISTOP_MPI_CHECK(MPI_Gather(&length, 1, MPI_LONG_LONG, lengths.data(), 1, MPI_LONG_LONG, 0, comm),
+                   "trace");
   on_root_agreed(comm, rank, [&] {
     long long total = 0;
     for (long long l : lengths) total += l;
@@ -152,8 +154,9 @@ void stop_and_write(const std::string& path, MPI_Comm comm) {
     }
     all.resize(static_cast<std::size_t>(offset));
   }
-  MPI_Gatherv(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(), counts.data(),
-              displs.data(), MPI_CHAR, 0, comm);
+  DISTOP_MPI_CHECK(MPI_Gatherv(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(),
+                               counts.data(), displs.data(), MPI_CHAR, 0, comm),
+                   "trace");
   on_root_agreed(comm, rank, [&] {
     std::FILE* f = std::fopen(path.c_str(), "w");
     DISTOP_CHECK(f != nullptr, "trace", "cannot write the trace ", path);

@@ -212,6 +212,7 @@ bool Partition::same_as(const Partition& other) const noexcept {
   // duplicates of one communicator are; a communicator that orders its processes otherwise is not).
   if (impl_->parent == other.impl_->parent) return true;
   int same = MPI_UNEQUAL;
+  // Unchecked (noexcept): where the comparison fails, the partitions are taken to differ.
   if (MPI_Comm_compare(parent(), other.parent(), &same) != MPI_SUCCESS) return false;
   return same == MPI_IDENT || same == MPI_CONGRUENT;
 }

@@ -72,13 +72,14 @@ BroadcastPlan::BroadcastPlan(Partition src, Partition dst)
                        kOp);
       MPI_Comm c = MPI_COMM_NULL;
       const int rc = MPI_Comm_create_group(src_.parent(), group, g, &c);
-      MPI_Group_free(&group);
-      DISTOP_MPI_CHECK(rc, kOp);
+      const int freed = MPI_Group_free(&group);
+      DISTOP_MPI_CHECK(rc, kOp);  // MPI_Comm_create_group's
+      DISTOP_MPI_CHECK(freed, kOp);
       grp.comm = comm::Comm::adopt(c);
     }
     groups_.push_back(std::move(grp));
   }
-  MPI_Group_free(&parent_group);
+  DISTOP_MPI_CHECK(MPI_Group_free(&parent_group), kOp);
 }
 
 int BroadcastPlan::source_group(const std::vector<int>& dst_coords) const {

@@ -1,5 +1,6 @@
 #pragma once
-// The MPI backend's building blocks: the check macro, datatype traits and an owning communicator.
+// The MPI backend's building blocks: the check macro (DISTOP_MPI_CHECK, core/mpi_check.hpp),
+// datatype traits and an owning communicator.
 
 #include <mpi.h>
 
@@ -7,12 +8,9 @@
 #include <string>
 #include <type_traits>
 
-#include "distop/core/error.hpp"
+#include "distop/core/mpi_check.hpp"
 
 namespace distop::comm {
-
-// The message of an MPI error code.
-std::string mpi_error_string(int code);
 
 template <class T>
 MPI_Datatype mpi_type() {
@@ -52,12 +50,3 @@ class Comm {
 };
 
 }  // namespace distop::comm
-
-// Calls an MPI function and throws distop::Error(op, ...) with MPI's message when it fails.
-#define DISTOP_MPI_CHECK(call, op)                                                        \
-  do {                                                                                    \
-    const int distop_mpi_rc_ = (call);                                                    \
-    if (distop_mpi_rc_ != MPI_SUCCESS)                                                    \
-      throw ::distop::Error((op), std::string(#call) + " failed: " +                      \
-                                      ::distop::comm::mpi_error_string(distop_mpi_rc_));  \
-  } while (0)
