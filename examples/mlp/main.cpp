@@ -62,14 +62,14 @@ int main(int argc, char** argv) {
     auto test_set = data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, false);
     parallel::Replicas replicas(MPI_COMM_WORLD, o.replicas);
     const auto sizes = parse_sizes(hidden, train_set.pixels(), 10);
-    // The weights (and as much again for the gradients and the optimizer's state) must fit.
-    double weights = 0;
-    for (std::size_t i = 0; i + 1 < sizes.size(); ++i)
-      weights += static_cast<double>(sizes[i] + 1) * static_cast<double>(sizes[i + 1]);
-    int model_ranks = 1;
+    // The model and a batch must fit in memory (the ranks of each host together), checked before
+    // anything large is allocated.
+    int model_ranks = 1, model_rank = 0;
     MPI_Comm_size(replicas.model_comm(), &model_ranks);
-    train::check_fits_in_memory("mlp", "--hidden " + hidden,
-                                3 * 4 * weights / static_cast<double>(model_ranks));
+    MPI_Comm_rank(replicas.model_comm(), &model_rank);
+    train::check_training_fits(
+        "mlp", examples::ModelParallelMlp::footprint(sizes, model_ranks, model_rank),
+        train::examples_per_step(o, train_set.size), o, o.replicas, "--hidden " + hidden);
     examples::ModelParallelMlp model(sizes, o.seed, replicas.model_comm());
     return train::fit("mlp", model, o, train_set, test_set, load_batch,
                       {{"model", "mlp"}, {"hidden", hidden}}, &replicas);

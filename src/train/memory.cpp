@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <utility>
 
 #include "distop/core/error.hpp"
@@ -78,6 +80,27 @@ TrainingBytes training_bytes(const ModelFootprint& model, std::int64_t examples,
   return b;
 }
 
+double host_memory_bytes() {
+  const char* v = std::getenv("DISTOP_HOST_MEMORY_BYTES");
+  if (v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const double bytes = std::strtod(v, &end);
+    if (end != v && *end == '\0' && std::isfinite(bytes) && bytes > 0) return bytes;
+    std::fprintf(stderr,
+                 "distop: DISTOP_HOST_MEMORY_BYTES='%s' is not a number of bytes > 0; using the "
+                 "host's physical memory\n",
+                 v);
+  }
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0;
+}
+
+std::int64_t examples_per_step(const TrainOptions& o, std::int64_t dataset_size) {
+  const std::int64_t replicas = std::max(o.replicas, 1);
+  const std::int64_t share = (std::max<std::int64_t>(dataset_size, 0) + replicas - 1) / replicas;
+  return std::min((std::max<std::int64_t>(o.batch_size, 1) + replicas - 1) / replicas, share);
+}
+
 namespace {
 
 std::string bytes_text(double bytes) {
@@ -95,10 +118,8 @@ void check_training_fits(const std::string& program, const ModelFootprint& model
                          std::int64_t examples, const TrainOptions& o, int replicas,
                          const std::string& model_setting, MPI_Comm comm) {
   const TrainingBytes mine = training_bytes(model, examples, o, replicas);
-  // The ranks of this host together, against its physical memory (0: unknown, not checked).
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  const double memory =
-      pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0;
+  // The ranks of this host together, against its memory (0: unknown, not checked).
+  const double memory = host_memory_bytes();
   MPI_Comm host = MPI_COMM_NULL;
   MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
   double local[3] = {mine.total(), mine.parameters, 1}, on_host[3] = {0, 0, 0};
@@ -129,10 +150,11 @@ void check_training_fits(const std::string& program, const ModelFootprint& model
               (model_too_large ? model_setting : "--batch-size " + std::to_string(o.batch_size)) +
                   " needs " + bytes_text(numbers[0]) + " per rank (" + bytes_text(numbers[1]) +
                   " for the parameters, their gradients and the optimizer's state, " +
-                  bytes_text(numbers[2]) + " for the activations of " + count +
-                  " examples); the " + ranks + " ranks on host " + name + " need " +
-                  bytes_text(numbers[3]) + ", more than its " + bytes_text(numbers[6]) +
-                  " of memory");
+                  bytes_text(numbers[2]) + " for the activations of " + count + " examples); the " +
+                  ranks + (numbers[5] == 1 ? " rank" : " ranks") + " on host " + name +
+                  (numbers[5] == 1 ? " needs " : " need ") + bytes_text(numbers[3]) +
+                  ", more than its " + bytes_text(numbers[6]) + " of memory" +
+                  (std::getenv("DISTOP_HOST_MEMORY_BYTES") ? " (DISTOP_HOST_MEMORY_BYTES)" : ""));
 }
 
 }  // namespace distop::train

@@ -168,3 +168,31 @@ TEST_F(MlpErrors, ReplicasThatDoNotFitAreErrors) {
                        "2 replicas do not divide it");
   expect_clean_failure(run_mlp(2, "--steps 1 --replicas 0"), "replica count must be at least 1");
 }
+
+// A model too large for the host is refused before anything large is allocated, at every rank
+// count: the estimate is of what each rank holds of the model (its blocks of the weights), and the
+// ranks of a host together are held against that host's memory. (Once, at 2 ranks, each rank's
+// half was held against the whole host's memory: it passed, and the ranks allocated towards the
+// OOM killer.) The time limit is short: a refusal takes seconds.
+TEST_F(MlpErrors, AModelTooLargeForTheHostIsRefusedAtEveryRankCount) {
+  for (const int ranks : {1, 2}) {
+    SCOPED_TRACE(ranks);
+    const auto o = distop::test::run_example(DISTOP_MPIEXEC, DISTOP_MLP, ranks,
+                                             "--quiet --steps 1 --hidden 300000000", 60);
+    expect_clean_failure(o, "--hidden 300000000 needs ");
+    EXPECT_NE(o.output.find(std::string("the ") + std::to_string(ranks) +
+                            (ranks == 1 ? " rank on host " : " ranks on host ")),
+              std::string::npos)
+        << o.output;
+    EXPECT_NE(o.output.find(" of memory"), std::string::npos) << o.output;
+  }
+}
+
+// A batch whose activations do not fit is refused naming --batch-size (the model itself fits):
+// 60,000 examples of a 300,000-wide hidden layer.
+TEST_F(MlpErrors, ABatchTooLargeForTheHostIsRefusedNamingTheFlag) {
+  const auto o = distop::test::run_example(
+      DISTOP_MPIEXEC, DISTOP_MLP, 2, "--quiet --steps 1 --hidden 300000 --batch-size 60000", 60);
+  expect_clean_failure(o, "--batch-size 60000 needs ");
+  EXPECT_NE(o.output.find("for the activations of 60000 examples"), std::string::npos) << o.output;
+}

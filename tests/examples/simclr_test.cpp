@@ -243,15 +243,26 @@ TEST_F(Simclr, BadFlagsAreClearErrors) {
   expect_clean_failure(run_simclr(data_ + "--resume"), "--resume");
 }
 
-// A batch too large for the machine's memory is an error naming --batch-size and the bytes, on
-// every rank alike (status 1 as for the other errors, no abort), before the model or a view is
-// allocated.
+// A batch too large for the host's memory is an error naming --batch-size and the bytes, on every
+// rank alike (status 1 as for the other errors, no abort), before the model or a view is
+// allocated. A step holds at most the data set (256 images: two views of 128 a rank), whatever
+// --batch-size says, so the test sets the memory the check holds the host's ranks against
+// (DISTOP_HOST_MEMORY_BYTES, 100 MB); with 1 GB the same flags train.
 TEST_F(Simclr, ABatchTooLargeForTheMemoryIsAnErrorNamingTheFlag) {
-  const auto o = distop::test::run_example(DISTOP_MPIEXEC, DISTOP_SIMCLR, 2,
-                                           data_ + "--quiet --steps 1 --batch-size 100000000", 300);
+  const std::string flags = data_ + "--quiet --steps 1 --batch-size 100000000";
+  const auto o = distop::test::run_example(
+      std::string("env DISTOP_HOST_MEMORY_BYTES=100000000 ") + DISTOP_MPIEXEC, DISTOP_SIMCLR, 2,
+      flags, 300);
   expect_clean_failure(o, "--batch-size 100000000 needs ");
   EXPECT_EQ(o.status, 1) << o.output;
-  EXPECT_NE(o.output.find(" of memory"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("for the activations of 256 examples"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("more than its 100000000 bytes of memory (DISTOP_HOST_MEMORY_BYTES)"),
+            std::string::npos)
+      << o.output;
+  const auto fits = distop::test::run_example(
+      std::string("env DISTOP_HOST_MEMORY_BYTES=1000000000 ") + DISTOP_MPIEXEC, DISTOP_SIMCLR, 2,
+      flags, 300);
+  EXPECT_EQ(fits.status, 0) << fits.output;
 }
 
 // The loop is train::fit's: --zero, --profile and --trace work as in the other examples.

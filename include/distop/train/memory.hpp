@@ -73,14 +73,28 @@ struct TrainingBytes {
 TrainingBytes training_bytes(const ModelFootprint& model, std::int64_t examples,
                              const TrainOptions& o, int replicas, std::size_t element_bytes = 4);
 
+// The memory that check_training_fits holds the ranks of this host against, in bytes: the host's
+// physical memory (sysconf; 0 when unknown, and then nothing is checked), or
+// DISTOP_HOST_MEMORY_BYTES where set (a number of bytes > 0): a batch job's share of a node, or a
+// test that must see the check fail on any host. A value that is not such a number is named on
+// stderr and the physical memory used.
+double host_memory_bytes();
+
+// The examples one replica holds in a step of a run over a training set of `dataset_size`
+// examples: batch_size / replicas, or fewer where the set is smaller than the batch (each
+// replica's sampler draws ceil(dataset_size / replicas) examples an epoch, and a step never holds
+// more than that). What check_training_fits is given for one view of a step.
+std::int64_t examples_per_step(const TrainOptions& o, std::int64_t dataset_size);
+
 // Checks that training `model` (this rank's footprint) at `examples` examples per step on this
-// rank fits in memory: the ranks on each host (MPI_COMM_TYPE_SHARED) together need at most that
-// host's physical memory. Otherwise throws distop::Error (op `program`) on every rank of `comm`,
-// with the same message: "--batch-size 100000 needs N bytes per rank (P for the parameters,
-// their gradients and the optimizer's state, A for the activations of E examples); the K ranks on
-// host H need N' bytes, more than its M bytes of memory", naming `model_setting` ("--hidden 4096",
-// "the model") instead of --batch-size when the parameters alone do not fit. Collective over
-// `comm` (a split by host and two all-reduces).
+// rank (examples_per_step, or a multiple of it where a step holds several views) fits in memory:
+// the ranks on each host (MPI_COMM_TYPE_SHARED) together need at most that host's physical memory.
+// Otherwise throws distop::Error (op `program`) on every rank of `comm`, with the same message:
+// "--batch-size 100000 needs N bytes per rank (P for the parameters, their gradients and the
+// optimizer's state, A for the activations of E examples); the K ranks on host H need N' bytes,
+// more than its M bytes of memory" (host_memory_bytes), naming `model_setting` ("--hidden 4096",
+// "the model") instead of --batch-size when the parameters alone do not fit. Collective over `comm`
+// (a split by host and two all-reduces).
 void check_training_fits(const std::string& program, const ModelFootprint& model,
                          std::int64_t examples, const TrainOptions& o, int replicas,
                          const std::string& model_setting, MPI_Comm comm = MPI_COMM_WORLD);
