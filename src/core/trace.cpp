@@ -1,10 +1,15 @@
 #include "distop/core/trace.hpp"
 
+#include <fcntl.h>
 #include <mpi.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <vector>
 
 #include "distop/core/error.hpp"
@@ -50,6 +55,39 @@ void on_root_agreed(MPI_Comm comm, int rank, F&& action) {
   message.resize(static_cast<std::size_t>(length));
   DISTOP_MPI_CHECK(MPI_Bcast(message.data(), static_cast<int>(length), MPI_CHAR, 0, comm), "trace");
   throw Error("trace", rank == 0 ? message : "on rank 0: " + message);
+}
+
+// Writes `parts` to `path` through a temporary file beside it ("<path>.tmp.<pid>"), flushed to
+// disk and renamed over `path`, as checkpoints and metrics are written: a failure (a full disk, a
+// file system that refuses the file) leaves `path` as it was and no partial file, and throws
+// distop::Error naming the OS's reason (strerror).
+void write_replacing(const std::string& path, const std::vector<std::string_view>& parts) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  DISTOP_CHECK(fd >= 0, "trace", "cannot write the trace ", path, ": cannot create ", tmp, ": ",
+               std::strerror(errno));
+  int error = 0;
+  for (std::size_t i = 0; i < parts.size() && error == 0; ++i) {
+    for (std::size_t done = 0; done < parts[i].size();) {
+      const ssize_t n = ::write(fd, parts[i].data() + done, parts[i].size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        error = n < 0 ? errno : EIO;
+        break;
+      }
+      done += static_cast<std::size_t>(n);
+    }
+  }
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  const bool written = error == 0;
+  if (written && ::rename(tmp.c_str(), path.c_str()) != 0) error = errno;
+  if (error == 0) return;
+  ::unlink(tmp.c_str());
+  throw Error("trace",
+              distop::detail::concat("cannot write the trace ", path, ": ",
+                                     written ? "cannot rename " + tmp + " to it: " : "",
+                                     std::strerror(error), "; ", path, " is left as it was"));
 }
 
 double us(std::chrono::steady_clock::duration d) {
@@ -158,17 +196,14 @@ void stop_and_write(const std::string& path, MPI_Comm comm) {
                                counts.data(), displs.data(), MPI_CHAR, 0, comm),
                    "trace");
   on_root_agreed(comm, rank, [&] {
-    std::FILE* f = std::fopen(path.c_str(), "w");
-    DISTOP_CHECK(f != nullptr, "trace", "cannot write the trace ", path);
-    bool ok = std::fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", f) >= 0;
-    for (int r = 0; r < size && ok; ++r) {
-      if (r > 0) ok = std::fputc(',', f) != EOF;
-      const auto n = static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
-      ok = ok && std::fwrite(all.data() + displs[static_cast<std::size_t>(r)], 1, n, f) == n;
+    std::vector<std::string_view> parts{"{\"displayTimeUnit\":\"ms\",\"traceEvents\":["};
+    for (int r = 0; r < size; ++r) {
+      if (r > 0) parts.emplace_back(",");
+      parts.emplace_back(all.data() + displs[static_cast<std::size_t>(r)],
+                         static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]));
     }
-    ok = ok && std::fputs("]}\n", f) >= 0;
-    ok = std::fclose(f) == 0 && ok;
-    DISTOP_CHECK(ok, "trace", "cannot write the trace ", path);
+    parts.emplace_back("]}\n");
+    write_replacing(path, parts);
   });
 }
 

@@ -54,8 +54,10 @@ void record(const char* category, const std::string& name,
             std::chrono::steady_clock::time_point begin, std::chrono::steady_clock::time_point end,
             int tid = 0);
 // Stops recording and writes every rank's events to `path` on rank 0 of `comm` (collective: the
-// events are gathered there). Throws distop::Error (op "trace") on every rank if the file cannot
-// be written.
+// events are gathered there), through a temporary file beside it ("<path>.tmp.<pid>") renamed
+// over `path` once complete and flushed to disk. If the file cannot be written (a full disk, a
+// directory that refuses files), throws distop::Error (op "trace") on every rank naming the OS's
+// reason ("No space left on device"), and leaves `path` as it was and no partial file.
 void stop_and_write(const std::string& path, MPI_Comm comm = MPI_COMM_WORLD);
 
 // Records its own lifetime as an event of `category` when tracing, and adds it to the timers
