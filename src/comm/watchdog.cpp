@@ -291,14 +291,9 @@ double limit() {
   return l;
 }
 
-[[noreturn]] void report_and_abort(double waited, double limit_s) {
-  int world = -1;
-  // The abort path: its MPI calls stay unchecked (the job ends either way; -1 names no rank).
-  PMPI_Comm_rank(MPI_COMM_WORLD, &world);
-  char host[128] = {};
-  ::gethostname(host, sizeof host - 1);
-  const char* op = g_op.load();
-  const char* call = g_call.load();
+// The wait in progress as a report names it: "MPI_Wait [in reduce_sum, in Broadcast adjoint
+// (...)], on a communicator of 3 ranks (its rank 0)".
+std::string wait_text(const char* op, const char* call) {
   std::string what = op ? op : "an MPI call";
   std::string in;  // what the wait is part of: the distop wait around the MPI call, the operator
   if (call && op && std::string(call) != op) {
@@ -312,9 +307,27 @@ double limit() {
   if (size > 0)
     what += ", on a communicator of " + std::to_string(size) + " rank" + (size == 1 ? "" : "s") +
             " (its rank " + std::to_string(rank) + ")";
+  return what;
+}
+
+// " at training step 17 during <context>", or "".
+std::string step_text() {
   const std::int64_t step = g_step.load();
   std::string at = step >= 0 ? " at training step " + std::to_string(step) : "";
   if (const char* context = g_context.load()) at += std::string(" during ") + context;
+  return at;
+}
+
+[[noreturn]] void report_and_abort(double waited, double limit_s) {
+  int world = -1;
+  // The abort path: its MPI calls stay unchecked (the job ends either way; -1 names no rank).
+  PMPI_Comm_rank(MPI_COMM_WORLD, &world);
+  char host[128] = {};
+  ::gethostname(host, sizeof host - 1);
+  const char* op = g_op.load();
+  const std::string what = wait_text(op, g_call.load());
+  const int size = g_comm_size.load();
+  const std::string at = step_text();
   char line[1024];
   std::snprintf(line, sizeof line,
                 "distop watchdog: rank %d (%s, pid %d) has waited %.1f s in %s%s; no progress "
@@ -351,10 +364,9 @@ void watch_loop() {
   }
 }
 
+// Records the wait (for the report, current_wait and the board) whether or not the watchdog is on.
 void arm(const char* op, const char* call, MPI_Comm comm) noexcept {
   const bool on = limit() > 0;
-  const bool board = g_slot.load(std::memory_order_relaxed) != nullptr;
-  if (!on && !board) return;
   if (on) std::call_once(g_thread_once, [] { std::thread(watch_loop).detach(); });
   int size = 0, rank = -1;
   if (comm != MPI_COMM_NULL) {
@@ -364,7 +376,6 @@ void arm(const char* op, const char* call, MPI_Comm comm) noexcept {
   }
   const std::int64_t since = now_ns();
   publish_wait(op, size, rank, since);
-  if (!on) return;
   g_op.store(op);
   g_call.store(call);
   g_comm_size.store(size);
@@ -401,6 +412,12 @@ class WaitSpan {
 }  // namespace
 
 double watchdog_seconds() { return limit(); }
+
+std::string current_wait() {
+  const std::int64_t since = g_since_ns.load();
+  if (since == 0) return "";
+  return wait_text(g_op.load(), g_call.load()) + " for " + seconds(now_ns() - since) + step_text();
+}
 
 void set_watchdog_seconds(double seconds) {
   DISTOP_CHECK(std::isfinite(seconds) && seconds >= 0, "set_watchdog_seconds",

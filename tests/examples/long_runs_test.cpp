@@ -323,6 +323,70 @@ TEST_F(LongRuns, TheWatchdogEndsAJobWhoseRankStopped) {
   EXPECT_NE(out.find("Ranks on other nodes cannot be seen from here."), std::string::npos) << out;
 }
 
+// SIGTERM to a job whose rank 1 is stopped: rank 0 waits in a collective that rank 1 never joins,
+// so no step boundary comes where it could act on the signal. With DISTOP_SIGNAL_GRACE_SECONDS=2
+// it ends itself 2 s later with exit status 128 + 15, naming the MPI call it waits in (the MLP
+// links distop::watchdog, which sees every blocking MPI call), well before the hang watchdog's
+// 600 s. The signal goes to the ranks, as a batch system that signals every task (Slurm) sends it;
+// the stopped rank keeps it pending, and mpiexec ends it once rank 0 has gone.
+TEST_F(LongRuns, SigtermEndsARankStuckInACollectiveAfterTheGracePeriod) {
+  const auto log = dir_ / "loss.txt";
+  const auto bg = start("--quiet --hidden 256 --batch-size 8 --epochs 50 --data " + data_.string() +
+                            " --loss-log " + log.string(),
+                        dir_ / "out.txt", 2, "DISTOP_SIGNAL_GRACE_SECONDS=2");
+  ASSERT_TRUE(wait_for_lines(log, 3)) << read_all(bg.output);
+  const auto ranks = rank_pids(bg.pid);
+  ASSERT_EQ(ranks.size(), 2u) << "cannot find the ranks under mpiexec " << bg.pid;
+  ::kill(ranks.at(1), SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 0 reaches its wait
+  for (const auto& [rank, pid] : ranks) ::kill(pid, SIGTERM);
+  const int status = finish(bg, 60);  // a hang: killed after 60 s, status -1
+  std::error_code ec;
+  if (fs::read_symlink("/proc/" + std::to_string(ranks.at(1)) + "/exe", ec) ==
+      fs::canonical(DISTOP_MLP, ec))
+    ::kill(ranks.at(1), SIGKILL);
+  const std::string out = read_all(bg.output);
+  EXPECT_NE(status, -1) << "the job ignored SIGTERM:\n" << out;
+  EXPECT_EQ(status, 128 + SIGTERM) << out;
+  EXPECT_NE(out.find("distop: rank 0 (pid " + std::to_string(ranks.at(0)) + "): SIGTERM came "),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(" s ago and no step boundary was reached since "
+                     "(DISTOP_SIGNAL_GRACE_SECONDS=2); ending the process with exit status 143. "
+                     "It waits in "),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("at training step"), std::string::npos) << out;
+  EXPECT_EQ(out.find("distop watchdog:"), std::string::npos) << out;
+}
+
+// A second SIGTERM ends a rank at once, whatever it waits in: here with the grace period off
+// (DISTOP_SIGNAL_GRACE_SECONDS=0), so that nothing else would end the job before the hang
+// watchdog's 600 s.
+TEST_F(LongRuns, ASecondSigtermEndsAStuckRankAtOnce) {
+  const auto log = dir_ / "loss.txt";
+  const auto bg = start("--quiet --hidden 256 --batch-size 8 --epochs 50 --data " + data_.string() +
+                            " --loss-log " + log.string(),
+                        dir_ / "out.txt", 2, "DISTOP_SIGNAL_GRACE_SECONDS=0");
+  ASSERT_TRUE(wait_for_lines(log, 3)) << read_all(bg.output);
+  const auto ranks = rank_pids(bg.pid);
+  ASSERT_EQ(ranks.size(), 2u) << "cannot find the ranks under mpiexec " << bg.pid;
+  ::kill(ranks.at(1), SIGSTOP);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ::kill(ranks.at(0), SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ::kill(ranks.at(0), SIGTERM);
+  const int status = finish(bg, 60);
+  std::error_code ec;
+  if (fs::read_symlink("/proc/" + std::to_string(ranks.at(1)) + "/exe", ec) ==
+      fs::canonical(DISTOP_MLP, ec))
+    ::kill(ranks.at(1), SIGKILL);
+  const std::string out = read_all(bg.output);
+  EXPECT_NE(status, -1) << "the job ignored two SIGTERMs:\n" << out;
+  EXPECT_NE(status, 0) << out;
+  EXPECT_EQ(out.find("no step boundary was reached"), std::string::npos) << out;
+}
+
 // Flag errors name the program and the flag and exit with status 2; numbers are parsed strictly.
 TEST_F(LongRuns, NumericFlagsAreParsedStrictly) {
   struct Case {

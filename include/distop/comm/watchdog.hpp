@@ -68,6 +68,13 @@ bool watchdog_watches_mpi_calls() noexcept;
 // waits that start after it.
 void set_watchdog_seconds(double seconds);
 
+// The wait this rank is in now, as the report names it: "MPI_Wait [in reduce_sum, in Broadcast
+// adjoint (...)], on a communicator of 3 ranks (its rank 0) for 3.0 s at training step 17", or ""
+// when it is in no watched wait (without distop::watchdog, a blocking MPI call is not one: see
+// above). Also with the watchdog off. Callable from any thread (train::StopSignals names the wait
+// of a rank that does not reach a step boundary after SIGTERM).
+std::string current_wait();
+
 // The training step to name in reports (train::fit sets it); -1: none.
 void set_watchdog_step(std::int64_t step);
 // What the program is doing, to name in reports ("during <context>"; nullptr: nothing). The string
