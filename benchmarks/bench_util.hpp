@@ -26,6 +26,7 @@
 
 #include "distop/comm/mpi.hpp"
 #include "distop/kernels/simd.hpp"
+#include "distop/train/cli.hpp"
 
 // On a plain loop of a baseline: compiled for AVX-512, AVX2 and the build's baseline, the widest
 // the CPU runs chosen when the program starts (as distop's own hand-vectorised kernels choose
@@ -226,17 +227,13 @@ inline void add_repetition_options(CLI::App& app, int& reps, double& budget_s, b
       ->check(CLI::Range(0.0, 3600.0));
 }
 
-// Parses the command line on every rank. Where it does not parse (or asks for --help), rank 0
-// prints the message and every rank gets the exit code to return; otherwise nothing.
+// Parses the command line on every rank and agrees it, as the training programs do
+// (train::parse_agreed): where it does not parse, asks for --help, or differs between the ranks,
+// rank 0 prints the message and every rank gets the exit status to return (2 for a bad flag or one
+// that differs between the ranks); otherwise nothing.
 inline std::optional<int> parse_args(CLI::App& app, int argc, char** argv) {
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    return rank == 0 ? app.exit(e) : e.get_exit_code();
-  }
-  return std::nullopt;
+  const std::string path = argc > 0 ? argv[0] : "benchmark";
+  return train::parse_agreed(argc, argv, app, path.substr(path.find_last_of('/') + 1));
 }
 
 // run(), whose exit code it returns; an exception is printed with the rank and aborts every rank

@@ -182,11 +182,7 @@ int main(int argc, char** argv) {
   app.add_flag("--csv", csv, "CSV output");
   app.add_flag("--no-raw", no_raw, "leave out the raw baseline rows");
   app.add_flag("--no-header", no_header, "leave out the header line");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (const auto code = bench::parse_args(app, argc, argv)) return *code;
   int size = 1, rank = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

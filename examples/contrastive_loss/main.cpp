@@ -11,15 +11,19 @@
 // ranks in balanced blocks (the first B mod N ranks hold one more), the loss is computed with the
 // chosen strategy, and rank 0 writes OUT in IN's precision: `loss` (one element) and the gradient
 // of the loss with respect to each input, `a.grad`, `b.grad`, `logit_scale.grad` and
-// `logit_bias.grad` (those the loss has), assembled from every rank. Bad options and files are
-// errors printed by rank 0, with exit status 1 on every rank.
+// `logit_bias.grad` (those the loss has), assembled from every rank. Errors are printed by rank 0,
+// with exit status 2 on every rank for a flag that does not parse or that differs between the
+// ranks (every rank must be given the same flags, as the training programs, train/cli.hpp), and 1
+// for bad settings and files.
 #include <mpi.h>
 
+#include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <distop/distop.hpp>
-#include <optional>
+#include <distop/train/cli.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -42,43 +46,22 @@ struct Options {
                             "IN.safetensors OUT.safetensors");
 }
 
-// The same arguments on every rank, so every rank reaches the same verdict.
-Options parse(int argc, char** argv) {
+// The flags as parsed (the same on every rank: run_main agrees them), checked.
+Options checked(std::string loss_name, const std::string& strategy, double temperature,
+                const std::vector<std::string>& files) {
   Options o;
-  std::optional<std::string> strategy;
-  std::vector<std::string> positional;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error("option " + arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--loss") {
-      o.loss = value();
-    } else if (arg == "--strategy") {
-      strategy = value();
-    } else if (arg == "--temperature") {
-      const std::string v = value();
-      char* end = nullptr;
-      o.temperature = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !(o.temperature > 0))
-        usage_error("--temperature must be a positive number, found '" + v + "'");
-    } else if (arg.size() > 1 && arg[0] == '-') {
-      usage_error("unknown option " + arg);
-    } else {
-      positional.push_back(arg);
-    }
-  }
-  if (o.loss.empty()) usage_error("--loss is required");
+  o.loss = std::move(loss_name);
   if (o.loss != "ntxent" && o.loss != "clip" && o.loss != "siglip")
     usage_error("unknown loss '" + o.loss + "'; expected one of ntxent, clip, siglip");
-  if (!strategy) usage_error("--strategy is required");
-  o.strategy = loss::parse_strategy(*strategy);
-  if (positional.size() != 2)
+  o.strategy = loss::parse_strategy(strategy);
+  if (!(temperature > 0) || !std::isfinite(temperature))
+    usage_error("--temperature must be a positive number, found " + std::to_string(temperature));
+  o.temperature = temperature;
+  if (files.size() != 2)
     usage_error("expected IN.safetensors and OUT.safetensors, found " +
-                std::to_string(positional.size()) + " file arguments");
-  o.in = positional[0];
-  o.out = positional[1];
+                std::to_string(files.size()) + " file arguments");
+  o.in = files[0];
+  o.out = files[1];
   return o;
 }
 
@@ -207,9 +190,18 @@ void run(const Options& o, const Input& in) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Environment env(argc, argv);
-  try {
-    const Options o = parse(argc, argv);
+  std::string loss_name, strategy;
+  double temperature = 0.5;
+  std::vector<std::string> files;
+  CLI::App app{
+      "A contrastive loss and its gradients over the ranks (distop example): reads a and b (and "
+      "logit_scale, logit_bias) from IN, writes the loss and the gradients to OUT."};
+  app.add_option("--loss", loss_name, "ntxent, clip or siglip")->required();
+  app.add_option("--strategy", strategy, "allgather-nograd, gather, allgather or ring")->required();
+  app.add_option("--temperature", temperature, "NT-Xent's temperature")->capture_default_str();
+  app.add_option("files", files, "IN.safetensors OUT.safetensors");
+  return train::run_main(argc, argv, app, kProgram, [&] {
+    const Options o = checked(loss_name, strategy, temperature, files);
     Input in;
     comm::agree(MPI_COMM_WORLD, kProgram,
                 [&] { in = inspect(io::SafetensorsFile::open(o.in), o); });
@@ -218,7 +210,5 @@ int main(int argc, char** argv) {
     else
       run<double>(o, in);
     return 0;
-  } catch (const std::exception& e) {
-    return env.report_error(e, kProgram);
-  }
+  });
 }

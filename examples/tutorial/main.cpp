@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <distop/distop.hpp>
+#include <distop/train/cli.hpp>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -188,11 +189,8 @@ int main(int argc, char** argv) {
   int rank = 0, size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return rank == 0 ? app.exit(e) : e.get_exit_code();
-  }
+  // Every rank parses, and every rank must be given the same flags (train/cli.hpp).
+  if (const auto status = train::parse_agreed(argc, argv, app, "tutorial")) return *status;
   if (size != 4) {
     if (rank == 0)
       std::fprintf(stderr, "tutorial: runs at 4 ranks (a 2 x 2 grid), found %d: mpiexec -n 4\n",

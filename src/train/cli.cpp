@@ -10,6 +10,7 @@
 #include <exception>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -190,9 +191,7 @@ std::string first_differing_option(const CLI::App& app) {
 
 }  // namespace
 
-int run_main(int argc, char** argv, CLI::App& app, const std::string& program,
-             const std::function<int()>& run) {
-  Environment env(argc, argv);
+std::optional<int> parse_agreed(int argc, char** argv, CLI::App& app, const std::string& program) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   // Flag errors name the program: "<program>: error: --seed: ...", exit status 2.
@@ -232,6 +231,13 @@ int run_main(int argc, char** argv, CLI::App& app, const std::string& program,
                    program.c_str(), differing.c_str());
     return 2;
   }
+  return std::nullopt;
+}
+
+int run_main(int argc, char** argv, CLI::App& app, const std::string& program,
+             const std::function<int()>& run) {
+  Environment env(argc, argv);
+  if (const auto status = parse_agreed(argc, argv, app, program)) return *status;
   try {
     return run();
   } catch (const std::exception& e) {

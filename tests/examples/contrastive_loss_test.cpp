@@ -191,3 +191,30 @@ TEST(ContrastiveLossProgram, BadFilesAndOptionsAreClearErrors) {
 }
 
 }  // namespace
+
+// Every rank must be given the same flags (as the training programs: train::run_main): ranks
+// started with a different --temperature or --strategy (mpiexec's ':' gives each its own) stop
+// with an error naming the flag, exit status 2 on every rank, before any loss is computed.
+TEST(ContrastiveLossProgram, FlagsThatDifferBetweenTheRanksAreAnError) {
+  TempDir dir("contrastive_loss_flags");
+  const std::string in = dir.file("in.safetensors"), out = dir.file("out.safetensors");
+  write_input<double>(in, inputs());
+  struct Case {
+    std::string rank0, rank1, flag;
+  };
+  const std::vector<Case> cases = {
+      {"--loss ntxent --strategy ring --temperature 0.5",
+       "--loss ntxent --strategy ring --temperature 0.1", "--temperature"},
+      {"--loss clip --strategy ring", "--loss clip --strategy gather", "--strategy"},
+      {"--loss ntxent --strategy ring", "--loss ntxent --strategy ring --temperature 0.5",
+       "--temperature"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.rank0 + " : " + c.rank1);
+    const auto o = run(1, c.rank0 + " " + in + " " + out + " : -n 1 " + DISTOP_CONTRASTIVE_LOSS +
+                              " " + c.rank1 + " " + in + " " + out);
+    EXPECT_EQ(o.status, 2) << o.output;
+    expect_clean_failure(o, "contrastive_loss: error: " + c.flag + " differs between the ranks");
+    EXPECT_EQ(o.output.find(" loss = "), std::string::npos) << o.output;
+  }
+}

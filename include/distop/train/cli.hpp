@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "distop/train/options.hpp"
@@ -31,5 +32,12 @@ void add_training_options(CLI::App& app, TrainOptions& o);
 // (Environment::report_error).
 int run_main(int argc, char** argv, CLI::App& app, const std::string& program,
              const std::function<int()>& run);
+
+// run_main's parsing and agreement of the flags, for a program with a main() of its own (MPI
+// initialised, by an Environment): parses `app` on every rank of MPI_COMM_WORLD, agrees the
+// outcome and compares every option's values across the ranks, printing as run_main does. Returns
+// the exit status to end with (0 after --help, 2 for a bad flag or one that differs between the
+// ranks), or std::nullopt when every rank parsed the same flags. Collective over MPI_COMM_WORLD.
+std::optional<int> parse_agreed(int argc, char** argv, CLI::App& app, const std::string& program);
 
 }  // namespace distop::train
