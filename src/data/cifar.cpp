@@ -1,5 +1,7 @@
 #include "distop/data/cifar.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
@@ -10,6 +12,7 @@
 
 #include "collective_load.hpp"
 #include "distop/core/error.hpp"
+#include "files.hpp"
 
 namespace distop::data {
 
@@ -34,12 +37,10 @@ std::vector<std::string> split_names(bool train) {
 
 // Appends the records of `path` to `ds` (whose channels, rows and cols are CIFAR-10's).
 void append_batch(const std::string& path, Dataset& ds) {
-  std::error_code ec;
-  DISTOP_CHECK(std::filesystem::exists(path, ec), kReadOp, "file ", path, " does not exist");
-  DISTOP_CHECK(!std::filesystem::is_directory(path, ec), kReadOp, "file ", path,
-               " is a directory, expected a CIFAR-10 batch file");
-  std::unique_ptr<std::FILE, CloseFile> file(std::fopen(path.c_str(), "rb"));
-  DISTOP_CHECK(file != nullptr, kReadOp, "cannot open file ", path, ": ", std::strerror(errno));
+  const int fd = detail::open_for_reading(kReadOp, path, "a CIFAR-10 batch file");
+  std::unique_ptr<std::FILE, CloseFile> file(::fdopen(fd, "rb"));
+  if (file == nullptr) ::close(fd);
+  DISTOP_CHECK(file != nullptr, kReadOp, "cannot read file ", path, ": ", std::strerror(errno));
 
   // Read to the end rather than trusting the size the file system reports, so that what is
   // checked is what was read.
@@ -93,16 +94,18 @@ Dataset empty_cifar10() {
 std::vector<std::string> cifar10_files(const std::string& dir, bool train) {
   namespace fs = std::filesystem;
   const auto names = split_names(train);
-  std::error_code ec;
+  // A file that is there but cannot be looked up (a directory that may not be searched) is an
+  // error saying why, not a missing file.
+  const auto there = [](const fs::path& p) { return detail::exists(kLoadOp, p.string()); };
   fs::path base = dir;
   const bool any = std::any_of(names.begin(), names.end(),
-                               [&](const std::string& n) { return fs::exists(base / n, ec); });
+                               [&](const std::string& n) { return there(base / n); });
   const fs::path released = base / "cifar-10-batches-bin";
-  if (!any && fs::exists(released / names.front(), ec)) base = released;
+  if (!any && there(released / names.front())) base = released;
   std::vector<std::string> paths;
   for (const auto& n : names) {
     const fs::path p = base / n;
-    DISTOP_CHECK(fs::exists(p, ec), kLoadOp, "CIFAR-10 file ", p.string(),
+    DISTOP_CHECK(there(p), kLoadOp, "CIFAR-10 file ", p.string(),
                  " does not exist; the data set directory ", dir,
                  " must hold data_batch_1.bin .. data_batch_5.bin and test_batch.bin (the binary "
                  "version, cifar-10-batches-bin)");

@@ -1,5 +1,6 @@
 #include "distop/data/idx.hpp"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "collective_load.hpp"
 #include "distop/core/error.hpp"
+#include "files.hpp"
 
 namespace distop::data {
 
@@ -68,6 +70,10 @@ std::string shape_str(const std::vector<std::int64_t>& shape) {
 class GzFile {
  public:
   GzFile(const std::string& path, const char* mode) : file_(gzopen(path.c_str(), mode)) {}
+  // Takes over `fd` (closed here if zlib cannot take it).
+  GzFile(int fd, const char* mode) : file_(gzdopen(fd, mode)) {
+    if (file_ == nullptr) ::close(fd);
+  }
   ~GzFile() {
     if (file_ != nullptr) gzclose(file_);
   }
@@ -151,12 +157,8 @@ std::int64_t IdxArray::numel() const noexcept {
 }
 
 IdxArray read_idx(const std::string& path) {
-  std::error_code ec;
-  DISTOP_CHECK(std::filesystem::exists(path, ec), kReadOp, "file ", path, " does not exist");
-  DISTOP_CHECK(!std::filesystem::is_directory(path, ec), kReadOp, "file ", path,
-               " is a directory, expected an IDX file");
-  GzFile file(path, "rb");
-  DISTOP_CHECK(file.get() != nullptr, kReadOp, "cannot open file ", path, ": ",
+  GzFile file(detail::open_for_reading(kReadOp, path, "an IDX file"), "rb");
+  DISTOP_CHECK(file.get() != nullptr, kReadOp, "cannot read file ", path, ": ",
                std::strerror(errno));
   gzbuffer(file.get(), 1u << 17);
 
@@ -273,15 +275,12 @@ void write_idx(const std::string& path, const IdxArray& array, bool compress) {
 std::string mnist_like_path(const std::string& dir, bool train, bool images) {
   const std::filesystem::path plain = std::filesystem::path(dir) / stem(train, images);
   const std::filesystem::path gz = std::filesystem::path(dir) / (stem(train, images) + ".gz");
-  std::error_code ec;
-  if (std::filesystem::exists(gz, ec)) return gz.string();
-  DISTOP_CHECK(ec != std::errc::permission_denied, kLoadOp, "cannot read data set directory ", dir,
-               ": permission denied");
-  if (std::filesystem::exists(plain, ec)) return plain.string();
-  DISTOP_CHECK(ec != std::errc::permission_denied, kLoadOp, "cannot read data set directory ", dir,
-               ": permission denied");
+  // A file that is there but cannot be looked up is an error saying why (detail::exists).
+  if (detail::exists(kLoadOp, gz.string())) return gz.string();
+  if (detail::exists(kLoadOp, plain.string())) return plain.string();
   throw Error(kLoadOp, distop::detail::concat("data set directory ", dir, " has neither ",
-                                              gz.string(), " nor ", plain.string()));
+                                              gz.string(), " nor ", plain.string(),
+                                              ": the file does not exist in either form"));
 }
 
 Dataset load_mnist_like(const std::string& dir, bool train, int num_classes) {

@@ -496,8 +496,9 @@ TEST_F(LongRuns, AnUnreadableDataDirectorySaysPermissionDenied) {
       mpiexec, DISTOP_MLP, 2,
       "--quiet --hidden 32 --batch-size 32 --steps 1 --data " + locked.string(), 120);
   fs::permissions(locked, fs::perms::owner_all);
-  expect_clean_failure(o, "permission denied");
-  EXPECT_NE(o.output.find("cannot read data set directory"), std::string::npos) << o.output;
+  expect_clean_failure(o, "cannot read " + (locked / "train-images-idx3-ubyte").string());
+  EXPECT_NE(o.output.find("Permission denied"), std::string::npos) << o.output;
+  EXPECT_EQ(o.output.find("does not exist"), std::string::npos) << o.output;
 }
 
 namespace {
