@@ -1,5 +1,10 @@
 #include "distop/optim/optimizer.hpp"
 
+#include <mpi.h>
+
+#include <cstdio>
+#include <mutex>
+#include <set>
 #include <utility>
 
 #include "distop/core/error.hpp"
@@ -93,5 +98,21 @@ void Optimizer<T>::set_lr(double lr) {
 
 template class Optimizer<float>;
 template class Optimizer<double>;
+
+bool warn_once(const std::string& key, const std::string& text) {
+  static std::mutex mutex;
+  static std::set<std::string> given;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (!given.insert(key).second) return false;
+  }
+  int running = 0, finalized = 0, rank = 0;
+  MPI_Initialized(&running);
+  MPI_Finalized(&finalized);
+  if (running && !finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank != 0) return false;
+  std::fprintf(stderr, "warning: %s\n", text.c_str());
+  return true;
+}
 
 }  // namespace distop::optim

@@ -11,6 +11,12 @@ void RMSpropRule::check(const Options& o) {
   detail::check_non_negative(kName, "eps", o.eps);
   detail::check_non_negative(kName, "weight_decay", o.weight_decay);
   detail::check_non_negative(kName, "momentum", o.momentum);
+  detail::warn_unless(o.alpha < 1, kName, "alpha", o.alpha,
+                      "not below 1: the running average of squared gradients then never takes "
+                      "them in (1) or turns negative (above 1), and the updates divide by eps or "
+                      "become NaN");
+  detail::warn_unless(o.momentum <= 1, kName, "momentum", o.momentum,
+                      "above 1: the momentum buffer, and with it each update, grows geometrically");
 }
 
 StateKeys RMSpropRule::state_keys(const Options& o) {

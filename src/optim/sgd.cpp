@@ -14,6 +14,11 @@ void SGDRule::check(const Options& o) {
   DISTOP_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), kName,
                "option nesterov needs momentum > 0 and dampening 0, found momentum ", o.momentum,
                " and dampening ", o.dampening);
+  detail::warn_unless(o.momentum <= 1, kName, "momentum", o.momentum,
+                      "above 1: the momentum buffer, and with it each update, grows geometrically");
+  detail::warn_unless(o.dampening >= 0 && o.dampening <= 1, kName, "dampening", o.dampening,
+                      "outside [0, 1]: the gradient enters the momentum buffer weighted by 1 - "
+                      "dampening, which is then negative (an ascent) or above 1");
 }
 
 StateKeys SGDRule::state_keys(const Options& o) {

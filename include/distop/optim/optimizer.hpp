@@ -111,4 +111,13 @@ class Optimizer {
 extern template class Optimizer<float>;
 extern template class Optimizer<double>;
 
+// Writes "warning: <text>" to stderr once per process for each `key` ("SGD momentum"), on rank 0
+// of MPI_COMM_WORLD only (on every process where MPI is not running): for values that torch.optim
+// accepts but that cannot be meant (SGD's momentum above 1, whose updates then grow without
+// bound). The optimizers' checks (construction, set_lr, load_state_dict) warn with the option's
+// name, and train::check_options with the flag's, under the same key ("<name()> <option>"): the
+// first to run says it, the others stay silent. Returns whether it wrote the warning now.
+// Thread-safe.
+bool warn_once(const std::string& key, const std::string& text);
+
 }  // namespace distop::optim

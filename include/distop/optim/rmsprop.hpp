@@ -28,7 +28,8 @@ struct RMSpropOptions {
 // No bias correction; eps outside the square root. State: "square_avg" (v), "grad_avg" (a, when
 // centered), "momentum_buffer" (when momentum > 0), all zero before the first step, and the
 // scalar "step". Options are checked as torch checks them, and finite: lr, alpha, eps,
-// weight_decay, momentum >= 0.
+// weight_decay, momentum >= 0; alpha of 1 or more and momentum above 1, which torch accepts, are
+// warned of (optim::warn_once).
 struct RMSpropRule {
   using Options = RMSpropOptions;
   static constexpr const char* kName = "RMSprop";

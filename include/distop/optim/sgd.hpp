@@ -25,7 +25,8 @@ struct SGDOptions {
 //   p = p - lr g
 // State: "momentum_buffer" once stepped with momentum (none without). Options are checked as torch
 // checks them, and finite: lr, momentum and weight_decay >= 0; Nesterov needs momentum > 0 and
-// dampening 0.
+// dampening 0. Momentum above 1 and dampening outside [0, 1], which torch accepts, are warned of
+// (optim::warn_once).
 struct SGDRule {
   using Options = SGDOptions;
   static constexpr const char* kName = "SGD";
