@@ -59,7 +59,9 @@ void decide_yield_when_idle(MPI_Comm world) {
 }
 
 // OpenBLAS picks its kernels when it loads; an older release that does not know the CPU falls back
-// to pre-AVX kernels, several times slower. Too late to change here, but worth saying once.
+// to pre-AVX kernels, several times slower. libdistop switches a DYNAMIC_ARCH OpenBLAS to faster
+// ones when it loads (src/kernels/blas_kernels.hpp), so this says only what remains slow: an
+// OpenBLAS built for one target, which no variable changes.
 void warn_about_slow_blas_kernels(int rank) {
 #ifdef DISTOP_HAVE_OPENBLAS
   const char* core = openblas_get_corename();
@@ -69,9 +71,10 @@ void warn_about_slow_blas_kernels(int rank) {
   if (rank == 0 && old_kernels && __builtin_cpu_supports("avx2") &&
       std::getenv("OPENBLAS_CORETYPE") == nullptr)
     std::fprintf(stderr,
-                 "distop: OpenBLAS does not recognise this CPU and uses its %s kernels; set "
-                 "OPENBLAS_CORETYPE=%s for several times faster GEMM (scripts/env.sh does)\n",
-                 core, __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell");
+                 "distop: OpenBLAS runs its %s kernels, several times slower than this CPU "
+                 "allows, and was built for one target (without DYNAMIC_ARCH), so they cannot be "
+                 "switched; link an OpenBLAS built with DYNAMIC_ARCH=1 or for this CPU\n",
+                 core);
 #else
   (void)rank;
 #endif
