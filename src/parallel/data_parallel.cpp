@@ -47,26 +47,23 @@ DataParallel<T>::~DataParallel() = default;
 template <class T>
 T DataParallel<T>::seed_of(const TensorSpace& space) {
   // k: the replicas that this rank's loss spans (0 on a rank outside the loss's partition, whose
-  // seed seeds nothing).
+  // seed seeds nothing). Agreed at every backward (one all-reduce of two integers), so that a loss
+  // that changed its span on some ranks only is the same Error on every rank, not a hang in the
+  // reduction.
   const Partition& p = space.partition();
   const int k = p.active() ? replicas_->spanned(p) : 0;
-  if (loss_replicas_ == 0) {
-    // The first backward: every group of replicas sharing a loss must span as many replicas.
-    int range[2] = {k > 0 ? -k : INT_MIN, k};  // max(-k), max(k) over the ranks that hold a loss
-    DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_INT, MPI_MAX, replicas_->world()),
-                     kOp);
-    const int lo = -range[0], hi = range[1];
-    DISTOP_CHECK(hi > 0, kOp, "no rank holds a component of the loss");
-    DISTOP_CHECK(lo == hi && replicas_->count() % hi == 0, kOp,
-                 "the losses' partitions span between ", lo, " and ", hi, " of the ",
-                 replicas_->count(),
-                 " replicas; each loss must be one replica's, or shared by the same number of "
-                 "replicas (dividing the replica count)");
-    loss_replicas_ = hi;
-  }
-  DISTOP_CHECK(k == 0 || k == loss_replicas_, kOp, "this loss's partition spans ", k,
-               " replicas, but the first backward's spanned ", loss_replicas_);
-  return static_cast<T>(loss_replicas_);
+  int range[2] = {k > 0 ? -k : INT_MIN, k};  // max(-k), max(k) over the ranks that hold a loss
+  DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, range, 2, MPI_INT, MPI_MAX, replicas_->world()),
+                   kOp);
+  const int lo = -range[0], hi = range[1];
+  DISTOP_CHECK(hi > 0, kOp, "no rank holds a component of the loss");
+  DISTOP_CHECK(lo == hi && replicas_->count() % hi == 0, kOp,
+               "the losses' partitions span between ", lo, " and ", hi, " of the ",
+               replicas_->count(),
+               " replicas; each loss must be one replica's, or shared by the same number of "
+               "replicas (dividing the replica count)");
+  loss_replicas_ = hi;
+  return static_cast<T>(hi);
 }
 
 template <class T>

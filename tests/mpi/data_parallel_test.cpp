@@ -325,6 +325,24 @@ TEST(DataParallel, LossesSpanningDifferentNumbersOfReplicasAreAnErrorOnEveryRank
     expect_error([&] { dp.backward(tape, loss); }, "dividing the replica count",
                  "one loss over R - 1 replicas");
   }
+  if (replicas_n >= 4) {
+    // After a first backward of losses over pairs of replicas, ranks 2 and 3 alone change to a
+    // loss of their own: every rank learns it at the next backward (the span is agreed at every
+    // backward), rather than ranks 0 and 1 waiting in the reduction for the others.
+    const Partition pairs = groups_of(2).at(static_cast<std::size_t>(world_rank() / 2));
+    {
+      Tape tape;
+      auto loss = group_loss(layer, tape, replicas.index() / 2 * 2, 2, pairs);
+      dp.backward(tape, loss);
+      for (const auto& p : layer.parameters()) p.zero_grad();
+    }
+    Tape tape;
+    auto loss = world_rank() >= 2 && world_rank() < 4
+                    ? group_loss(layer, tape, replicas.index(), 1, own)
+                    : group_loss(layer, tape, replicas.index() / 2 * 2, 2, pairs);
+    expect_error([&] { dp.backward(tape, loss); }, "span between 1 and 2 of the",
+                 "ranks 2 and 3 changed to a loss of their own after the first backward");
+  }
   // Nothing was reduced, and the ranks are in step: a loss per replica works next.
   Tape tape;
   auto loss = group_loss(layer, tape, replicas.index(), 1, own);

@@ -71,7 +71,8 @@ struct DataParallelOptions {
 // loss::ntxent over replicas.world(): k = R) is one loss of those replicas, and counts once:
 // backward seeds it with k, so that the gradient is that of the mean over the distinct losses
 // (with k = R, of the loss itself). Every group of replicas sharing a loss must span the same
-// number of replicas (an Error on every rank otherwise, at the first backward).
+// number of replicas, dividing R (an Error on every rank otherwise; the ranks agree on it at every
+// backward, with one small all-reduce).
 //
 // Plain distop::backward(tape, loss) on a tape of this model's parameters is an Error after the
 // replay, naming the first parameter it reached: it would leave each replica with its own
@@ -125,7 +126,7 @@ class DataParallel {
   // backward().
   std::size_t gradient_bytes() const;
   std::size_t peak_gradient_bytes() const noexcept;
-  // The number of replicas each loss spans (see above), as the first backward() agreed; 0 before.
+  // The number of replicas each loss spans (see above), as the last backward() agreed; 0 before.
   int loss_replicas() const noexcept { return loss_replicas_; }
 
  private:
@@ -137,7 +138,7 @@ class DataParallel {
   nn::Module<T>* module_;
   const Replicas* replicas_;
   std::unique_ptr<GradientReducer<T>> reducer_;
-  int loss_replicas_ = 0;  // k, agreed at the first backward; 0 before it
+  int loss_replicas_ = 0;  // k, as the last backward agreed; 0 before the first
 };
 
 extern template class DataParallel<float>;
