@@ -1,10 +1,11 @@
 # Installs the library, its headers and a CMake package: find_package(distop) then
-# target_link_libraries(app distop::distop), and distop::watchdog beside it for the hang watchdog's
-# watch of every blocking MPI call (include/distop/comm/watchdog.hpp).
+# target_link_libraries(app distop::distop), distop::cli for the training programs' flags
+# (include/distop/train/cli.hpp), and distop::watchdog beside them for the hang watchdog's watch of
+# every blocking MPI call (include/distop/comm/watchdog.hpp).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS distop distop_watchdog EXPORT distopTargets
+install(TARGETS distop distop_watchdog distop_cli EXPORT distopTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
