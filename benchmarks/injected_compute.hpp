@@ -181,28 +181,36 @@ class InjectedStep {
 
   Var<float> forward(Tape& tape) {
     inject_compute(profile_.forward_seconds);
-    Var<float> loss(DistTensor<float>(TensorSpace(Shape{1}, Partition::self())), true);
+    // A chain of operations, each taking the one before's output (so that the replay reaches every
+    // entry) and the parameters whose gradients became final at its measured entry, listed last
+    // first: make_function releases an operation's inputs' uses last input first, so that the
+    // ready hooks run in the measured order.
+    Var<float> link(DistTensor<float>(TensorSpace(Shape{1}, Partition::self())), true);
     // Entries replay last-recorded first: record the measured order backwards.
     for (std::size_t k = profile_.entry_seconds.size(); k-- > 0;) {
-      std::vector<Var<float>::Use> uses;
-      for (int i : profile_.ready[k]) uses.push_back(params_[static_cast<std::size_t>(i)].use());
-      tape.record("injected", [this, k, uses = std::move(uses)]() mutable {
-        inject_compute(profile_.entry_seconds[k]);
-        for (std::size_t j = 0; j < uses.size(); ++j) {
-          const auto i = static_cast<std::size_t>(profile_.ready[k][j]);
-          const Var<float>& v = params_[i];
-          if (!v.has_grad()) {
-            if (!zeroed_[i])
-              v.grad();  // zeros
-            else
-              v.new_grad_for_overwrite();  // the last step's storage (its contents: as computed)
-            zeroed_[i] = true;
-          }
-          Var<float>::Use done = std::move(uses[j]);  // released here: the gradient is final
-        }
+      const std::vector<int>& ready = profile_.ready[k];
+      std::vector<Var<float>> inputs{link};
+      for (auto i = ready.rbegin(); i != ready.rend(); ++i)
+        inputs.push_back(params_[static_cast<std::size_t>(*i)]);
+      link = make_function<float>(tape, "injected", std::move(inputs), [&] {
+        return Computed{link.value(), [this, k](const DistTensor<float>&, Gradients<float>& grads) {
+                          inject_compute(profile_.entry_seconds[k]);
+                          const std::vector<int>& final_here = profile_.ready[k];
+                          for (std::size_t j = 0; j < final_here.size(); ++j) {
+                            const auto i = static_cast<std::size_t>(final_here[j]);
+                            const Var<float>& v = grads.input(final_here.size() - j);
+                            if (v.has_grad()) continue;
+                            if (!zeroed_[i])
+                              v.grad();  // zeros
+                            else
+                              v.new_grad_for_overwrite();  // the last step's storage, as computed
+                            zeroed_[i] = true;
+                          }
+                          grads.add_output_grad(0);  // the chain goes on
+                        }};
       });
     }
-    return loss;
+    return link;
   }
 
  private:

@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "distop/autodiff/function.hpp"
 #include "distop/comm/collectives.hpp"
 #include "distop/comm/watchdog.hpp"
 #include "distop/core/error.hpp"
@@ -44,8 +45,8 @@ std::string describe_transfer(const void* state, bool adjoint) {
   const auto space = [](const TensorSpace& t) {
     return t.global_shape().str() + " on partition " + t.partition().shape().str();
   };
-  return s.name + (adjoint ? " adjoint" : " forward") + " (domain " + space(s.domain) +
-         "; range " + space(s.range) + ")";
+  return s.name + (adjoint ? " adjoint" : " forward") + " (domain " + space(s.domain) + "; range " +
+         space(s.range) + ")";
 }
 
 template <class T>
@@ -72,8 +73,8 @@ std::shared_ptr<State<T>> started(Tape& tape, std::string name, const Var<T>& x,
   s->range = std::move(range);
   s->post_adjoint = std::move(post_adjoint);
   if (x.requires_grad()) {
-    tape.record(
-        s->name + ".start",
+    detail::TapeRecorder::record(
+        tape, s->name + ".start",
         [s, use = x.use()]() {
           DISTOP_CHECK(
               s->posted, s->name + ".start",
@@ -147,8 +148,8 @@ Var<T> wait(Tape& tape, Pending<T>& pending) {
   if (!s->x.requires_grad()) return y;
   // wait's entry, the adjoint of the wait: post the reverse transfer of dy (zeros if no gradient
   // reached y, so that the partner's transfer is matched all the same).
-  tape.record(
-      op,
+  detail::TapeRecorder::record(
+      tape, op,
       [s, y]() {
         s->dy = y.has_grad() ? y.grad() : DistTensor<T>(s->range);
         s->dx = DistTensor<T>::uninitialized(s->domain);

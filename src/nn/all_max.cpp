@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "distop/autodiff/function.hpp"
 #include "distop/comm/collectives.hpp"
 #include "distop/comm/mpi.hpp"
 #include "distop/core/error.hpp"
@@ -35,34 +36,39 @@ Var<T> extremum(Tape& tape, const Var<T>& x, const std::vector<int>& axes, bool 
                  space.str(), "); only boxes that agree along the reduced axes can be compared");
   }
   const MPI_Comm group = partition.axes_comm(axes);
-  auto y = DistTensor<T>::uninitialized(space);
-  const std::int64_t n = y.local_numel();
-  std::vector<int> owner(static_cast<std::size_t>(n));
-  int me = 0;
-  if (group != MPI_COMM_NULL) {
-    const T* in = x.value().data();
-    if (minimum) {
-      comm::allreduce_minloc(in, y.data(), owner.data(), n, group);
-    } else {
-      comm::allreduce_maxloc(in, y.data(), owner.data(), n, group);
-    }
-    DISTOP_MPI_CHECK(MPI_Comm_rank(group, &me), op);
-  }
-  Var<T> out(std::move(y), x.requires_grad());
-  if (!x.requires_grad()) return out;
-  std::vector<T> keep(owner.size());
-  for (std::size_t i = 0; i < owner.size(); ++i) keep[i] = owner[i] == me ? T(1) : T(0);
-  auto mask = Tensor<T>::from_vector(space.local_shape(), keep);
-  tape.record(op, [xin = x, out, mask, group, use = x.use()]() {
-    auto dx = DistTensor<T>::uninitialized(xin.space());
-    if (group != MPI_COMM_NULL) {
-      const DistTensor<T> dy = out.has_grad() ? out.grad() : DistTensor<T>(out.space());
-      comm::allreduce_sum(dy.data(), dx.data(), dx.local_numel(), group);
-      multiply(mask, dx.local());
-    }
-    xin.accumulate_grad(std::move(dx));
-  });
-  return out;
+  // The backward all-reduces the output's gradient over the group: collective.
+  return make_function<T>(
+      tape, op, {x},
+      [&](bool recording) {
+        auto y = DistTensor<T>::uninitialized(space);
+        const std::int64_t n = y.local_numel();
+        std::vector<int> owner(static_cast<std::size_t>(n));
+        int me = 0;
+        if (group != MPI_COMM_NULL) {
+          const T* in = x.value().data();
+          if (minimum) {
+            comm::allreduce_minloc(in, y.data(), owner.data(), n, group);
+          } else {
+            comm::allreduce_maxloc(in, y.data(), owner.data(), n, group);
+          }
+          DISTOP_MPI_CHECK(MPI_Comm_rank(group, &me), op);
+        }
+        Tensor<T> mask;  // 1 where this rank holds the extremum
+        if (recording) {
+          std::vector<T> keep(owner.size());
+          for (std::size_t i = 0; i < owner.size(); ++i) keep[i] = owner[i] == me ? T(1) : T(0);
+          mask = Tensor<T>::from_vector(space.local_shape(), keep);
+        }
+        return Computed{std::move(y), [mask, group](const DistTensor<T>& dy, Gradients<T>& grads) {
+                          auto dx = DistTensor<T>::uninitialized(grads.input(0).space());
+                          if (group != MPI_COMM_NULL) {
+                            comm::allreduce_sum(dy.data(), dx.data(), dx.local_numel(), group);
+                            multiply(mask, dx.local());
+                          }
+                          grads.add(0, std::move(dx));
+                        }};
+      },
+      FunctionOptions{.collective = true});
 }
 
 }  // namespace

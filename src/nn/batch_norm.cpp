@@ -44,111 +44,117 @@ void sum_over(MPI_Comm comm, Tensor<double>& t) {
 template <class T>
 Var<T> normalize(Tape& tape, const Var<T>& x, const Var<T>& weight, const Var<T>& bias,
                  DistTensor<T>& running_mean, DistTensor<T>& running_var, const Context& ctx) {
-  const trace::Compute span("batch_norm");
-  const std::int64_t C = ctx.channels;
-  const auto c = static_cast<std::size_t>(C);
-  const bool has_data = x.value().local_numel() > 0;
-  const Tensor<T> w = weight.defined() ? weight.value().local() : Tensor<T>();
-  const Tensor<T> b = bias.defined() ? bias.value().local() : Tensor<T>();
-  const double eps = ctx.options->eps;
-  Tensor<double> mean(Shape{C}, "distop::batch_norm_mean");
-  Tensor<double> invstd(Shape{C}, "distop::batch_norm_invstd");
-  auto y_value = DistTensor<T>::uninitialized(x.space());
+  auto compute = [&] {
+    const std::int64_t C = ctx.channels;
+    const auto c = static_cast<std::size_t>(C);
+    const bool has_data = x.value().local_numel() > 0;
+    const Tensor<T> w = weight.defined() ? weight.value().local() : Tensor<T>();
+    const Tensor<T> b = bias.defined() ? bias.value().local() : Tensor<T>();
+    const double eps = ctx.options->eps;
+    Tensor<double> mean(Shape{C}, "distop::batch_norm_mean");
+    Tensor<double> invstd(Shape{C}, "distop::batch_norm_invstd");
+    auto y = DistTensor<T>::uninitialized(x.space());
 
-  if (ctx.participates) {
-    std::vector<double> m(c), inv(c);
-    if (ctx.training) {
-      DISTOP_CHECK(ctx.count > 1, ctx.name, "expected more than 1 value per channel in training, ",
-                   "found ", ctx.count, " in ", x.space().str());
-      // Two passes (the mean, then the squared deviations from it) rather than sums of squares,
-      // which cancel when the mean is large against the spread.
-      Tensor<double> sums(Shape{C}, "distop::batch_norm_sums");
-      if (has_data) kernels::channel_sums(x.value().local(), sums);
-      sum_over(ctx.comm, sums);
-      const auto s = sums.to_vector();
-      for (std::size_t k = 0; k < c; ++k) m[k] = s[k] / ctx.count;
-      mean.copy_from(Tensor<double>::from_vector(Shape{C}, m));
-      if (has_data) kernels::channel_squared_deviations(x.value().local(), mean, sums);
-      sum_over(ctx.comm, sums);
-      const auto sq = sums.to_vector();
-      auto rm = running_mean.local().to_vector();
-      auto rv = running_var.local().to_vector();
-      const double mom = ctx.options->momentum;
-      for (std::size_t k = 0; k < c; ++k) {
-        inv[k] = 1.0 / std::sqrt(sq[k] / ctx.count + eps);
-        rm[k] = static_cast<T>((1 - mom) * rm[k] + mom * m[k]);
-        rv[k] = static_cast<T>((1 - mom) * rv[k] + mom * sq[k] / (ctx.count - 1));
+    if (ctx.participates) {
+      std::vector<double> m(c), inv(c);
+      if (ctx.training) {
+        DISTOP_CHECK(ctx.count > 1, ctx.name,
+                     "expected more than 1 value per channel in training, found ", ctx.count,
+                     " in ", x.space().str());
+        // Two passes (the mean, then the squared deviations from it) rather than sums of
+        // squares, which cancel when the mean is large against the spread.
+        Tensor<double> sums(Shape{C}, "distop::batch_norm_sums");
+        if (has_data) kernels::channel_sums(x.value().local(), sums);
+        sum_over(ctx.comm, sums);
+        const auto s = sums.to_vector();
+        for (std::size_t k = 0; k < c; ++k) m[k] = s[k] / ctx.count;
+        mean.copy_from(Tensor<double>::from_vector(Shape{C}, m));
+        if (has_data) kernels::channel_squared_deviations(x.value().local(), mean, sums);
+        sum_over(ctx.comm, sums);
+        const auto sq = sums.to_vector();
+        auto rm = running_mean.local().to_vector();
+        auto rv = running_var.local().to_vector();
+        const double mom = ctx.options->momentum;
+        for (std::size_t k = 0; k < c; ++k) {
+          inv[k] = 1.0 / std::sqrt(sq[k] / ctx.count + eps);
+          rm[k] = static_cast<T>((1 - mom) * rm[k] + mom * m[k]);
+          rv[k] = static_cast<T>((1 - mom) * rv[k] + mom * sq[k] / (ctx.count - 1));
+        }
+        running_mean.local().copy_from(Tensor<T>::from_vector(Shape{C}, rm));
+        running_var.local().copy_from(Tensor<T>::from_vector(Shape{C}, rv));
+      } else {
+        const auto rm = running_mean.local().to_vector();
+        const auto rv = running_var.local().to_vector();
+        for (std::size_t k = 0; k < c; ++k) {
+          m[k] = rm[k];
+          inv[k] = 1.0 / std::sqrt(static_cast<double>(rv[k]) + eps);
+        }
+        mean.copy_from(Tensor<double>::from_vector(Shape{C}, m));
       }
-      running_mean.local().copy_from(Tensor<T>::from_vector(Shape{C}, rm));
-      running_var.local().copy_from(Tensor<T>::from_vector(Shape{C}, rv));
-    } else {
-      const auto rm = running_mean.local().to_vector();
-      const auto rv = running_var.local().to_vector();
-      for (std::size_t k = 0; k < c; ++k) {
-        m[k] = rm[k];
-        inv[k] = 1.0 / std::sqrt(static_cast<double>(rv[k]) + eps);
-      }
-      mean.copy_from(Tensor<double>::from_vector(Shape{C}, m));
+      invstd.copy_from(Tensor<double>::from_vector(Shape{C}, inv));
+      if (has_data) kernels::batch_norm_forward(x.value().local(), mean, invstd, w, b, y.local());
     }
-    invstd.copy_from(Tensor<double>::from_vector(Shape{C}, inv));
-    if (has_data)
-      kernels::batch_norm_forward(x.value().local(), mean, invstd, w, b, y_value.local());
-  }
 
-  const bool record = x.requires_grad() || (weight.defined() && weight.requires_grad()) ||
-                      (bias.defined() && bias.requires_grad());
-  Var<T> y(std::move(y_value), record);
-  if (!record) return y;
-  tape.record(ctx.name, [xin = x, y, weight, bias, w, mean, invstd, has_data, C,
-                         uses = uses_of<T>(x, weight, bias), training = ctx.training,
-                         comm = ctx.comm, participates = ctx.participates, count = ctx.count]() {
-    // A distributed layer's backward is collective: it runs with a zero gradient where y has none.
-    if (!y.has_grad() && comm == MPI_COMM_NULL) return;
-    const Tensor<T>& dy = y.grad().local();
-    const bool need_w = weight.defined() && weight.requires_grad();
-    const bool need_b = bias.defined() && bias.requires_grad();
-    const bool need_x = xin.requires_grad();
-    Tensor<double> sums;  // empty: not needed
-    if (participates && ((training && need_x) || need_w || need_b)) {
-      sums = Tensor<double>(Shape{2, C}, "distop::batch_norm_grad_sums");
-      if (has_data) kernels::batch_norm_backward_sums(dy, xin.value().local(), mean, invstd, sums);
-      sum_over(comm, sums);
-    }
-    // Every rank adds a gradient (zero where it holds nothing) so that whether a Var has one is the
-    // same on all ranks, which the adjoints of collective operations upstream rely on.
-    if (need_w || need_b) {
-      const auto s = sums.numel() > 0 ? sums.to_vector() : std::vector<double>();
-      const auto part = [&](std::size_t row) {
-        if (s.empty()) return std::vector<double>();
-        const auto at = s.begin() + static_cast<std::ptrdiff_t>(row * static_cast<std::size_t>(C));
-        return std::vector<double>(at, at + C);
-      };
-      if (need_w) {
-        if (participates)
-          add_param_grad(weight, part(1));
-        else
-          weight.grad();
+    // Inputs: 0 x, then the weight and the bias (1 and 2) when the layer is affine.
+    auto backward = [w, mean, invstd, has_data, C, training = ctx.training, comm = ctx.comm,
+                     participates = ctx.participates,
+                     count = ctx.count](const DistTensor<T>& dy_t, Gradients<T>& grads) {
+      const Tensor<T>& dy = dy_t.local();
+      const bool affine = grads.size() > 1;
+      const bool need_w = affine && grads.required(1);
+      const bool need_b = affine && grads.required(2);
+      const bool need_x = grads.required(0);
+      const Var<T>& xin = grads.input(0);
+      Tensor<double> sums;  // empty: not needed
+      if (participates && ((training && need_x) || need_w || need_b)) {
+        sums = Tensor<double>(Shape{2, C}, "distop::batch_norm_grad_sums");
+        if (has_data)
+          kernels::batch_norm_backward_sums(dy, xin.value().local(), mean, invstd, sums);
+        sum_over(comm, sums);
       }
-      if (need_b) {
-        if (participates)
-          add_param_grad(bias, part(0));
-        else
-          bias.grad();
+      // Every rank adds a gradient (zero where it holds nothing) so that whether a Var has one is
+      // the same on all ranks, which the adjoints of collective operations upstream rely on.
+      if (need_w || need_b) {
+        const auto s = sums.numel() > 0 ? sums.to_vector() : std::vector<double>();
+        const auto part = [&](std::size_t row) {
+          if (s.empty()) return std::vector<double>();
+          const auto at =
+              s.begin() + static_cast<std::ptrdiff_t>(row * static_cast<std::size_t>(C));
+          return std::vector<double>(at, at + C);
+        };
+        if (need_w) {
+          if (participates)
+            add_param_grad(grads.input(1), part(1));
+          else
+            grads.input(1).grad();
+        }
+        if (need_b) {
+          if (participates)
+            add_param_grad(grads.input(2), part(0));
+          else
+            grads.input(2).grad();
+        }
       }
-    }
-    if (need_x) {
-      if (!has_data) {
-        xin.grad();
-        return;
+      if (need_x) {
+        if (!has_data) {
+          xin.grad();
+          return;
+        }
+        const Tensor<double> batch_sums = training ? sums : Tensor<double>();
+        grads.accumulate(0, [&](T beta, Tensor<T>& dx) {
+          kernels::batch_norm_backward_input(dy, xin.value().local(), mean, invstd, w, batch_sums,
+                                             count, beta, dx);
+        });
       }
-      const Tensor<double> batch_sums = training ? sums : Tensor<double>();
-      accumulate_grad(xin, [&](T beta, Tensor<T>& dx) {
-        kernels::batch_norm_backward_input(dy, xin.value().local(), mean, invstd, w, batch_sums,
-                                           count, beta, dx);
-      });
-    }
-  });
-  return y;
+    };
+    return Computed{std::move(y), std::move(backward)};
+  };
+  // A distributed layer's backward all-reduces its sums: collective (it then runs with a zero
+  // gradient where y has none).
+  const FunctionOptions options{.collective = ctx.comm != MPI_COMM_NULL};
+  if (weight.defined())
+    return make_function<T>(tape, "batch_norm", {x, weight, bias}, compute, options);
+  return make_function<T>(tape, "batch_norm", {x}, compute, options);
 }
 
 // Checks x against the layer: [N, C] or [N, C, s_1..s_d] with d <= 3, the channel axis unsplit.

@@ -93,30 +93,32 @@ Var<T> concat(Tape& tape, const std::vector<Var<T>>& xs, int axis) {
                    ") differs from input 0 (", s0.str(), ") in extent or split along axis ", a);
     total += s.global_shape()[axis];
   }
-  TensorSpace ys = s0.with_extent(axis, total);
-  auto y = DistTensor<T>::uninitialized(ys);
-  const Shape ybox = ys.local_shape();
-  std::vector<std::int64_t> offsets;
-  std::int64_t offset = 0;
-  for (const auto& x : xs) {
-    const Shape& box = x.space().local_shape();
-    if (ybox.numel() > 0)
-      copy_slab(x.value().local(), whole(box), y.local(), slab(ybox, axis, offset, box[axis]),
-                T(0));
-    offsets.push_back(offset);
-    offset += x.space().global_shape()[axis];
-  }
-  return make_function<T>(
-      tape, op, xs, std::move(y),
-      [axis, ybox, offsets = std::move(offsets)](const DistTensor<T>& dy, Gradients<T>& grads) {
-        for (std::size_t i = 0; i < grads.size(); ++i) {
-          grads.accumulate(i, [&](T beta, Tensor<T>& g) {
-            const Shape& box = g.shape();
-            if (ybox.numel() > 0)
-              copy_slab(dy.local(), slab(ybox, axis, offsets[i], box[axis]), g, whole(box), beta);
-          });
-        }
-      });
+  const TensorSpace ys = s0.with_extent(axis, total);
+  return make_function<T>(tape, op, xs, [&] {
+    auto y = DistTensor<T>::uninitialized(ys);
+    const Shape ybox = ys.local_shape();
+    std::vector<std::int64_t> offsets;
+    std::int64_t offset = 0;
+    for (const auto& x : xs) {
+      const Shape& box = x.space().local_shape();
+      if (ybox.numel() > 0)
+        copy_slab(x.value().local(), whole(box), y.local(), slab(ybox, axis, offset, box[axis]),
+                  T(0));
+      offsets.push_back(offset);
+      offset += x.space().global_shape()[axis];
+    }
+    return Computed{
+        std::move(y),
+        [axis, ybox, offsets = std::move(offsets)](const DistTensor<T>& dy, Gradients<T>& grads) {
+          for (std::size_t i = 0; i < grads.size(); ++i) {
+            grads.accumulate(i, [&](T beta, Tensor<T>& g) {
+              const Shape& box = g.shape();
+              if (ybox.numel() > 0)
+                copy_slab(dy.local(), slab(ybox, axis, offsets[i], box[axis]), g, whole(box), beta);
+            });
+          }
+        }};
+  });
 }
 
 template <class T>
@@ -136,34 +138,35 @@ std::vector<Var<T>> split(Tape& tape, const Var<T>& x, const std::vector<std::in
   DISTOP_CHECK(total == xs.global_shape()[axis], op, "the sizes add up to ", total, " but axis ",
                axis, " of ", xs.str(), " has extent ", xs.global_shape()[axis]);
   const Shape xbox = xs.local_shape();
-  std::vector<DistTensor<T>> values;
-  std::vector<std::int64_t> offsets;
-  std::int64_t offset = 0;
-  for (std::int64_t s : sizes) {
-    auto v = DistTensor<T>::uninitialized(xs.with_extent(axis, s));
-    const Shape& box = v.space().local_shape();
-    if (xbox.numel() > 0)
-      copy_slab(x.value().local(), slab(xbox, axis, offset, s), v.local(), whole(box), T(0));
-    values.push_back(std::move(v));
-    offsets.push_back(offset);
-    offset += s;
-  }
-  return make_function<T>(
-      tape, op, {x}, std::move(values),
-      [axis, xbox, sizes, offsets = std::move(offsets)](std::span<const DistTensor<T>* const> dys,
-                                                        Gradients<T>& grads) {
-        grads.accumulate(0, [&](T beta, Tensor<T>& g) {
-          if (xbox.numel() == 0) return;
-          for (std::size_t o = 0; o < dys.size(); ++o) {
-            const Box part = slab(xbox, axis, offsets[o], sizes[o]);
-            if (dys[o])
-              copy_slab(dys[o]->local(), whole(dys[o]->local().shape()), g, part, beta);
-            else if (beta == T(0) && !part.empty())
-              kernels::fill_box(g, PlanCache::plan(g.shape(), part),
-                                T(0));  // fresh storage: no gradient reached this piece
-          }
-        });
-      });
+  return make_function<T>(tape, op, {x}, [&] {
+    std::vector<DistTensor<T>> values;
+    std::vector<std::int64_t> offsets;
+    std::int64_t offset = 0;
+    for (std::int64_t s : sizes) {
+      auto v = DistTensor<T>::uninitialized(xs.with_extent(axis, s));
+      const Shape& box = v.space().local_shape();
+      if (xbox.numel() > 0)
+        copy_slab(x.value().local(), slab(xbox, axis, offset, s), v.local(), whole(box), T(0));
+      values.push_back(std::move(v));
+      offsets.push_back(offset);
+      offset += s;
+    }
+    return Computed{
+        std::move(values), [axis, xbox, sizes, offsets = std::move(offsets)](
+                               std::span<const DistTensor<T>* const> dys, Gradients<T>& grads) {
+          grads.accumulate(0, [&](T beta, Tensor<T>& g) {
+            if (xbox.numel() == 0) return;
+            for (std::size_t o = 0; o < dys.size(); ++o) {
+              const Box part = slab(xbox, axis, offsets[o], sizes[o]);
+              if (dys[o])
+                copy_slab(dys[o]->local(), whole(dys[o]->local().shape()), g, part, beta);
+              else if (beta == T(0) && !part.empty())
+                kernels::fill_box(g, PlanCache::plan(g.shape(), part),
+                                  T(0));  // fresh storage: no gradient reached this piece
+            }
+          });
+        }};
+  });
 }
 
 template <class T>

@@ -32,72 +32,71 @@ Shape with_leading(std::int64_t a, std::int64_t b, const std::vector<std::int64_
 template <class T>
 Var<T> conv(Tape& tape, const Var<T>& x, const Var<T>& w, const Var<T>& b,
             const kernels::WindowGeometry& g, const TensorSpace& out_space) {
-  const trace::Compute span("conv");
   constexpr const char* kOp = "nn::conv";
   DISTOP_CHECK(x.defined() && w.defined(), kOp, "x and w must be defined Vars");
   // Whether this rank holds a box of the input (and so computes); a rank outside the partition
   // has no window.
   const bool active = x.space().partition().active();
-  auto y_value = DistTensor<T>::uninitialized(out_space);
-  std::shared_ptr<kernels::ConvColumns<T>> columns;
-  if (active) {
-    g.validate(kOp);
-    const Tensor<T>& xl = x.value().local();
-    const Tensor<T>& wl = w.value().local();
-    DISTOP_CHECK(xl.rank() == g.dims() + 2 && wl.rank() == g.dims() + 2, kOp,
-                 "expected x's box [N, C, in...] and w's [O, C, k...] with ", g.dims(),
-                 " spatial axes, found x ", xl.shape().str(), " and w ", wl.shape().str());
-    const Shape expected = with_leading(xl.extent(0), wl.extent(0), g.out.extents());
-    DISTOP_CHECK(y_value.local().shape() == expected, kOp, "the output space's box is ",
-                 y_value.local().shape().str(), ", expected ", expected.str(), " (",
-                 out_space.str(), ")");
-    // The weight gradient reads the forward pass's im2col matrices rather than rebuilding them.
-    if (w.requires_grad()) columns = std::make_shared<kernels::ConvColumns<T>>();
-    kernels::conv_forward(xl, wl, b.defined() ? b.value().local() : Tensor<T>(), y_value.local(), g,
-                          columns.get());
-  } else {
-    DISTOP_CHECK(y_value.local().numel() == 0, kOp,
-                 "this rank holds no box of the input but a box ", y_value.local().shape().str(),
-                 " of the output space ", out_space.str());
-  }
-  const bool record = x.requires_grad() || w.requires_grad() || (b.defined() && b.requires_grad());
-  Var<T> y(std::move(y_value), record);
-  if (!record) return y;
-
-  tape.record("conv", [xin = x, y, wv = w, bv = b, g, active, columns,
-                       uses = uses_of<T>(x, w, b)]() mutable {
-    if (!y.has_grad()) return;
-    const bool need_w = wv.requires_grad(), need_x = xin.requires_grad();
-    const bool need_b = bv.defined() && bv.requires_grad();
-    // Every rank adds a gradient (possibly empty, or zero) so that whether a Var has one is the
-    // same on all ranks, which the adjoints of collective operations upstream rely on.
-    if (!active) {
-      if (need_w) wv.grad();
-      if (need_b) bv.grad();
-      if (need_x) xin.grad();
-      return;
+  auto compute = [&](bool recording) {
+    auto y = DistTensor<T>::uninitialized(out_space);
+    std::shared_ptr<kernels::ConvColumns<T>> columns;
+    if (active) {
+      g.validate(kOp);
+      const Tensor<T>& xl = x.value().local();
+      const Tensor<T>& wl = w.value().local();
+      DISTOP_CHECK(xl.rank() == g.dims() + 2 && wl.rank() == g.dims() + 2, kOp,
+                   "expected x's box [N, C, in...] and w's [O, C, k...] with ", g.dims(),
+                   " spatial axes, found x ", xl.shape().str(), " and w ", wl.shape().str());
+      const Shape expected = with_leading(xl.extent(0), wl.extent(0), g.out.extents());
+      DISTOP_CHECK(y.local().shape() == expected, kOp, "the output space's box is ",
+                   y.local().shape().str(), ", expected ", expected.str(), " (", out_space.str(),
+                   ")");
+      // The weight gradient reads the forward pass's im2col matrices rather than rebuilding them.
+      if (recording && w.requires_grad()) columns = std::make_shared<kernels::ConvColumns<T>>();
+      kernels::conv_forward(xl, wl, b.defined() ? b.value().local() : Tensor<T>(), y.local(), g,
+                            columns.get());
+    } else {
+      DISTOP_CHECK(y.local().numel() == 0, kOp, "this rank holds no box of the input but a box ",
+                   y.local().shape().str(), " of the output space ", out_space.str());
     }
-    // The gradients wanted, computed in one call (the kernels share work between them): each
-    // target is the Var's gradient to add to, or a fresh one to overwrite (beta 0).
-    kernels::ConvGradients<T> grads;
-    auto with = [](bool need, const Var<T>& v, Tensor<T>*& target, T& beta, auto next) {
-      if (!need) return next();
-      accumulate_grad(v, [&](T given, Tensor<T>& t) {
-        target = &t;
-        beta = given;
-        next();
-      });
-    };
-    with(need_w, wv, grads.dw, grads.beta_w, [&] {
-      with(need_b, bv, grads.db, grads.beta_b, [&] {
-        with(need_x, xin, grads.dx, grads.beta_x, [&] {
-          kernels::conv_backward(y.grad().local(), xin.value().local(), wv.value().local(), g,
-                                 grads, columns.get());
+    // Inputs: 0 x, 1 w, 2 b (when given).
+    auto backward = [g, active, columns](const DistTensor<T>& dy, Gradients<T>& grads) {
+      const bool need_x = grads.required(0), need_w = grads.required(1);
+      const bool need_b = grads.size() > 2 && grads.required(2);
+      // Every rank adds a gradient (possibly empty, or zero) so that whether a Var has one is the
+      // same on all ranks, which the adjoints of collective operations upstream rely on.
+      if (!active) {
+        if (need_w) grads.input(1).grad();
+        if (need_b) grads.input(2).grad();
+        if (need_x) grads.input(0).grad();
+        return;
+      }
+      // The gradients wanted, computed in one call (the kernels share work between them): each
+      // target is the Var's gradient to add to, or a fresh one to overwrite (beta 0).
+      kernels::ConvGradients<T> targets;
+      auto with = [](bool need, const Var<T>& v, Tensor<T>*& target, T& beta, auto next) {
+        if (!need) return next();
+        accumulate_grad(v, [&](T given, Tensor<T>& t) {
+          target = &t;
+          beta = given;
+          next();
+        });
+      };
+      const Var<T>& xv = grads.input(0);
+      const Var<T>& wv = grads.input(1);
+      with(need_w, wv, targets.dw, targets.beta_w, [&] {
+        with(need_b, need_b ? grads.input(2) : wv, targets.db, targets.beta_b, [&] {
+          with(need_x, xv, targets.dx, targets.beta_x, [&] {
+            kernels::conv_backward(dy.local(), xv.value().local(), wv.value().local(), g, targets,
+                                   columns.get());
+          });
         });
       });
-    });
-  });
-  return y;
+    };
+    return Computed{std::move(y), std::move(backward)};
+  };
+  if (b.defined()) return make_function<T>(tape, "conv", {x, w, b}, compute);
+  return make_function<T>(tape, "conv", {x, w}, compute);
 }
 
 std::vector<ConvWindow> conv_windows(int dims, const AxisValues& kernel,

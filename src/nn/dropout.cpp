@@ -19,23 +19,21 @@ void check_probability(double p) {
 
 template <class T>
 Var<T> dropout(Tape& tape, const Var<T>& x, double p, std::uint64_t seed, bool training) {
-  const trace::Compute span("dropout");
   check_probability(p);
   if (!training || p == 0) return x;
-  const TensorSpace& xs = x.space();
-  auto y_value = DistTensor<T>::uninitialized(xs);
-  kernels::dropout(x.value().local(), xs.global_shape(), xs.local_offset(), p, seed, T(0),
-                   y_value.local());
-  Var<T> y(std::move(y_value), x.requires_grad());
-  if (!x.requires_grad()) return y;
-  tape.record("dropout", [xin = x, y, p, seed, use = x.use()]() {
-    if (!y.has_grad()) return;
-    const TensorSpace& s = xin.space();
-    accumulate_grad(xin, [&](T beta, Tensor<T>& dx) {
-      kernels::dropout(y.grad().local(), s.global_shape(), s.local_offset(), p, seed, beta, dx);
-    });
+  return make_function<T>(tape, "dropout", {x}, [&] {
+    const TensorSpace& xs = x.space();
+    auto y = DistTensor<T>::uninitialized(xs);
+    kernels::dropout(x.value().local(), xs.global_shape(), xs.local_offset(), p, seed, T(0),
+                     y.local());
+    return Computed{std::move(y), [p, seed](const DistTensor<T>& dy, Gradients<T>& grads) {
+                      const TensorSpace& s = grads.input(0).space();
+                      grads.accumulate(0, [&](T beta, Tensor<T>& dx) {
+                        kernels::dropout(dy.local(), s.global_shape(), s.local_offset(), p, seed,
+                                         beta, dx);
+                      });
+                    }};
   });
-  return y;
 }
 
 template <class T>

@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "common.hpp"
-#include "distop/core/trace.hpp"
 #include "distop/kernels/axpy.hpp"
 
 namespace distop::nn {
@@ -35,7 +34,6 @@ TensorSpace flatten_space(const TensorSpace& x) {
 
 template <class T>
 Var<T> flatten(Tape& tape, const Var<T>& x, const TensorSpace& out_space) {
-  const trace::Compute span("flatten");
   const TensorSpace& xs = x.space();
   DISTOP_CHECK(xs.rank() >= 2 && out_space.rank() == 2, "flatten", "expected an input of rank 2 ",
                "or more and an output of rank 2, found ", xs.str(), " and ", out_space.str());
@@ -47,22 +45,19 @@ Var<T> flatten(Tape& tape, const Var<T>& x, const TensorSpace& out_space) {
                  ", which flattens to ", flat(in).str(), ", but ", out.str(), " in ",
                  out_space.str());
   }
-  auto y_value = DistTensor<T>::uninitialized(out_space);
-  y_value.local() = x.value().local().reshaped(out_space.local_shape());
-  Var<T> y(std::move(y_value), x.requires_grad());
-  if (!x.requires_grad()) return y;
-  tape.record("flatten", [xin = x, y, use = x.use()]() {
-    if (!y.has_grad()) return;
-    const Tensor<T>& dy = y.grad().local();
-    accumulate_grad(xin, [&](T beta, Tensor<T>& dx) {
-      const Tensor<T> g = dy.reshaped(dx.shape());
-      if (beta == T(0))
-        dx.copy_from(g);
-      else
-        kernels::axpy(T(1), g, dx);
-    });
+  return make_function<T>(tape, "flatten", {x}, [&] {
+    auto y = DistTensor<T>::uninitialized(out_space);
+    y.local() = x.value().local().reshaped(out_space.local_shape());
+    return Computed{std::move(y), [](const DistTensor<T>& dy, Gradients<T>& grads) {
+                      grads.accumulate(0, [&](T beta, Tensor<T>& dx) {
+                        const Tensor<T> g = dy.local().reshaped(dx.shape());
+                        if (beta == T(0))
+                          dx.copy_from(g);
+                        else
+                          kernels::axpy(T(1), g, dx);
+                      });
+                    }};
   });
-  return y;
 }
 
 template <class T>

@@ -7,33 +7,26 @@ namespace distop::nn {
 
 template <class T>
 Var<T> add_bias(Tape& tape, const Var<T>& x, const Var<T>& b) {
-  auto y_value = x.value().clone();
-  if (y_value.local_numel() > 0) kernels::add_row_vector(y_value.local(), b.value().local());
-  Var<T> y(std::move(y_value), x.requires_grad() || b.requires_grad());
-  if (y.requires_grad()) {
-    tape.record("add_bias", [x, b, y, uses = uses_of<T>(x, b)]() mutable {
-      if (!y.has_grad()) return;
-      if (b.requires_grad()) {
-        auto db = DistTensor<T>::uninitialized(b.space());
-        if (db.local_numel() > 0) kernels::sum_rows(y.grad().local(), T(0), db.local());
-        b.accumulate_grad(std::move(db));
-      }
-      if (x.requires_grad()) pass_grad(y, x);
-    });
-  }
-  return y;
+  return make_function<T>(tape, "add_bias", {x, b}, [&] {
+    auto y = x.value().clone();
+    if (y.local_numel() > 0) kernels::add_row_vector(y.local(), b.value().local());
+    return Computed{std::move(y), [](const DistTensor<T>& dy, Gradients<T>& grads) {
+                      if (grads.required(1)) {
+                        auto db = DistTensor<T>::uninitialized(grads.input(1).space());
+                        if (db.local_numel() > 0) kernels::sum_rows(dy.local(), T(0), db.local());
+                        grads.add(1, std::move(db));
+                      }
+                      grads.add_output_grad(0);  // x's gradient is y's
+                    }};
+  });
 }
 
 template <class T>
 Var<T> reinterpret(Tape& tape, const Var<T>& x, const TensorSpace& space) {
-  Var<T> y(x.value().reinterpreted(space), x.requires_grad());
-  if (y.requires_grad()) {
-    tape.record("reinterpret", [x, y, use = x.use()]() mutable {
-      if (!y.has_grad()) return;
-      pass_grad(y, x);
-    });
-  }
-  return y;
+  return make_function<T>(tape, "reinterpret", {x}, [&] {
+    return Computed{x.value().reinterpreted(space),
+                    [](const DistTensor<T>&, Gradients<T>& grads) { grads.add_output_grad(0); }};
+  });
 }
 
 #define DISTOP_INSTANTIATE(T)                                    \

@@ -65,49 +65,41 @@ Var<T> Linear<T>::forward(Tape& tape, const Var<T>& x) const {
   const bool active = xs.partition().active();
   detail::check_input_ranks(xs, partition_, false, "Linear");
 
-  auto y_value = DistTensor<T>::uninitialized(output_space(xs));
-  if (active) {
-    // y = x W^T, then y += b (OpenBLAS's GEMM for narrow layers is slower with beta = 1, which
-    // reads y, than with beta = 0 followed by the bias rows: 64 x 128 x 10 by about 0.1 us).
-    kernels::gemm(Op::N, Op::T, T(1), x.value().local(), weight_.value().local(), T(0),
-                  y_value.local());
-    if (has_bias()) kernels::add_row_vector(y_value.local(), bias_.value().local());
-  }
-  const bool record =
-      x.requires_grad() || weight_.requires_grad() || (has_bias() && bias_.requires_grad());
-  Var<T> y(std::move(y_value), record);
-  if (!record) return y;
-
-  tape.record("Linear", [xin = x, y, w = weight_, b = bias_, active,
-                         uses = uses_of<T>(x, weight_, bias_)]() mutable {
-    if (!y.has_grad()) return;
-    const Tensor<T>& dy = y.grad().local();
-    const Tensor<T>& xl = xin.value().local();
-    // Every rank adds a gradient (possibly empty, or zero) so that whether a Var has one is the
-    // same on all ranks, which the adjoints of collective operations upstream rely on.
-    if (w.requires_grad()) {
-      if (active)
-        accumulate_grad(
-            w, [&](T beta, Tensor<T>& g) { kernels::gemm(Op::T, Op::N, T(1), dy, xl, beta, g); });
-      else
-        w.grad();
+  const TensorSpace& ys = output_space(xs);
+  auto compute = [&] {
+    auto y = DistTensor<T>::uninitialized(ys);
+    if (active) {
+      // y = x W^T, then y += b (OpenBLAS's GEMM for narrow layers is slower with beta = 1, which
+      // reads y, than with beta = 0 followed by the bias rows: 64 x 128 x 10 by about 0.1 us).
+      kernels::gemm(Op::N, Op::T, T(1), x.value().local(), weight_.value().local(), T(0),
+                    y.local());
+      if (has_bias()) kernels::add_row_vector(y.local(), bias_.value().local());
     }
-    if (b.defined() && b.requires_grad()) {
-      if (active)
-        accumulate_grad(b, [&](T beta, Tensor<T>& g) { kernels::sum_rows(dy, beta, g); });
-      else
-        b.grad();
-    }
-    if (xin.requires_grad()) {
-      if (active)
-        accumulate_grad(xin, [&](T beta, Tensor<T>& g) {
-          kernels::gemm(Op::N, Op::N, T(1), dy, w.value().local(), beta, g);
-        });
-      else
-        xin.grad();
-    }
-  });
-  return y;
+    // Inputs: 0 x, 1 the weight, 2 the bias (when the layer has one).
+    return Computed{
+        std::move(y), [active](const DistTensor<T>& dy_t, Gradients<T>& grads) {
+          const Tensor<T>& dy = dy_t.local();
+          const Tensor<T>& xl = grads.input(0).value().local();
+          // Every rank adds a gradient (possibly empty, or zero) so that whether a Var
+          // has one is the same on all ranks, which the adjoints of collective
+          // operations upstream rely on.
+          auto add = [&](std::size_t i, auto write) {
+            if (!grads.required(i)) return;
+            if (active)
+              grads.accumulate(i, write);
+            else
+              grads.input(i).grad();
+          };
+          add(1, [&](T beta, Tensor<T>& g) { kernels::gemm(Op::T, Op::N, T(1), dy, xl, beta, g); });
+          if (grads.size() > 2)
+            add(2, [&](T beta, Tensor<T>& g) { kernels::sum_rows(dy, beta, g); });
+          add(0, [&](T beta, Tensor<T>& g) {
+            kernels::gemm(Op::N, Op::N, T(1), dy, grads.input(1).value().local(), beta, g);
+          });
+        }};
+  };
+  if (has_bias()) return make_function<T>(tape, "Linear", {x, weight_, bias_}, compute);
+  return make_function<T>(tape, "Linear", {x, weight_}, compute);
 }
 
 template class Linear<float>;

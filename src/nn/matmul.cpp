@@ -52,37 +52,39 @@ TensorSpace product_space(const TensorSpace& as, const TensorSpace& bs, Op ta, O
 template <class T>
 Var<T> product(Tape& tape, const Var<T>& a, const Var<T>& b, const TensorSpace& out_space, Op ta,
                Op tb) {
-  const Tensor<T>& av = a.value().local();
-  const Tensor<T>& bv = b.value().local();
-  // A product with nothing to contract is zero (which BLAS is not asked to write).
-  const std::int64_t k = av.rank() == 2 ? av.extent(ta == Op::N ? 1 : 0) : 0;
-  auto c = k == 0 ? DistTensor<T>(out_space) : DistTensor<T>::uninitialized(out_space);
-  if (k > 0) kernels::gemm(ta, tb, T(1), av, bv, T(0), c.local());
-  return make_function<T>(
-      tape, name_of(ta, tb), {a, b}, std::move(c),
-      [ta, tb](const DistTensor<T>& dc, Gradients<T>& grads) {
-        const Tensor<T>& d = dc.local();
-        const Tensor<T>& a_value = grads.input(0).value().local();
-        const Tensor<T>& b_value = grads.input(1).value().local();
-        // Both gradients are linear in dC: zero when dC has no entries (BLAS is not asked).
-        const bool zero = d.numel() == 0;
-        grads.accumulate(0, [&](T beta, Tensor<T>& g) {
-          if (zero) {
-            if (beta == T(0)) g.fill(T(0));
-          } else if (ta == Op::N)  // dA = dC op(B)^T: dC B^T (nn), dC B (nt)
-            kernels::gemm(Op::N, tb == Op::N ? Op::T : Op::N, T(1), d, b_value, beta, g);
-          else  // matmul_tn: dA = B dC^T
-            kernels::gemm(Op::N, Op::T, T(1), b_value, d, beta, g);
-        });
-        grads.accumulate(1, [&](T beta, Tensor<T>& g) {
-          if (zero) {
-            if (beta == T(0)) g.fill(T(0));
-          } else if (tb == Op::N)  // dB = op(A)^T dC: A^T dC (nn), A dC (tn)
-            kernels::gemm(ta == Op::N ? Op::T : Op::N, Op::N, T(1), a_value, d, beta, g);
-          else  // matmul_nt: dB = dC^T A
-            kernels::gemm(Op::T, Op::N, T(1), d, a_value, beta, g);
-        });
-      });
+  return make_function<T>(tape, name_of(ta, tb), {a, b}, [&] {
+    const Tensor<T>& av = a.value().local();
+    const Tensor<T>& bv = b.value().local();
+    // A product with nothing to contract is zero (which BLAS is not asked to write).
+    const std::int64_t k = av.rank() == 2 ? av.extent(ta == Op::N ? 1 : 0) : 0;
+    auto c = k == 0 ? DistTensor<T>(out_space) : DistTensor<T>::uninitialized(out_space);
+    if (k > 0) kernels::gemm(ta, tb, T(1), av, bv, T(0), c.local());
+    return Computed{
+        std::move(c), [ta, tb](const DistTensor<T>& dc, Gradients<T>& grads) {
+          const Tensor<T>& d = dc.local();
+          const Tensor<T>& a_value = grads.input(0).value().local();
+          const Tensor<T>& b_value = grads.input(1).value().local();
+          // Both gradients are linear in dC: zero when dC has no entries (BLAS is not
+          // asked).
+          const bool zero = d.numel() == 0;
+          grads.accumulate(0, [&](T beta, Tensor<T>& g) {
+            if (zero) {
+              if (beta == T(0)) g.fill(T(0));
+            } else if (ta == Op::N)  // dA = dC op(B)^T: dC B^T (nn), dC B (nt)
+              kernels::gemm(Op::N, tb == Op::N ? Op::T : Op::N, T(1), d, b_value, beta, g);
+            else  // matmul_tn: dA = B dC^T
+              kernels::gemm(Op::N, Op::T, T(1), b_value, d, beta, g);
+          });
+          grads.accumulate(1, [&](T beta, Tensor<T>& g) {
+            if (zero) {
+              if (beta == T(0)) g.fill(T(0));
+            } else if (tb == Op::N)  // dB = op(A)^T dC: A^T dC (nn), A dC (tn)
+              kernels::gemm(ta == Op::N ? Op::T : Op::N, Op::N, T(1), a_value, d, beta, g);
+            else  // matmul_nt: dB = dC^T A
+              kernels::gemm(Op::T, Op::N, T(1), d, a_value, beta, g);
+          });
+        }};
+  });
 }
 
 }  // namespace

@@ -14,22 +14,24 @@ Var<T> normalize(Tape& tape, const Var<T>& x, double eps) {
   DISTOP_CHECK(xs.rank() >= 1 && !detail::split(xs, xs.rank() - 1), "normalize",
                "expected a tensor [..., n] with the last axis unsplit, found ", xs.str());
   const Shape rows = detail::row_shape(xs.local_shape());
-  auto y = DistTensor<T>::uninitialized(xs);
-  Tensor<double> norms = Tensor<double>::uninitialized(Shape{rows[0]});
-  if (rows.numel() > 0) {
-    Tensor<T> y2 = y.local().reshaped(rows);
-    kernels::normalize_rows(x.value().local().reshaped(rows), eps, y2, norms);
-  }
-  const Tensor<T> saved = y.local().reshaped(rows);  // the output, shared with the result
-  return make_function<T>(tape, "normalize", {x}, std::move(y),
-                          [saved, norms, rows, eps](const DistTensor<T>& dy, Gradients<T>& grads) {
-                            grads.accumulate(0, [&](T beta, Tensor<T>& g) {
-                              if (rows.numel() == 0) return;
-                              Tensor<T> g2 = g.reshaped(rows);
-                              kernels::normalize_rows_backward(saved, dy.local().reshaped(rows),
-                                                               norms, eps, beta, g2);
-                            });
-                          });
+  return make_function<T>(tape, "normalize", {x}, [&] {
+    auto y = DistTensor<T>::uninitialized(xs);
+    Tensor<double> norms = Tensor<double>::uninitialized(Shape{rows[0]});
+    if (rows.numel() > 0) {
+      Tensor<T> y2 = y.local().reshaped(rows);
+      kernels::normalize_rows(x.value().local().reshaped(rows), eps, y2, norms);
+    }
+    const Tensor<T> saved = y.local().reshaped(rows);  // the output, shared with the result
+    return Computed{std::move(y),
+                    [saved, norms, rows, eps](const DistTensor<T>& dy, Gradients<T>& grads) {
+                      grads.accumulate(0, [&](T beta, Tensor<T>& g) {
+                        if (rows.numel() == 0) return;
+                        Tensor<T> g2 = g.reshaped(rows);
+                        kernels::normalize_rows_backward(saved, dy.local().reshaped(rows), norms,
+                                                         eps, beta, g2);
+                      });
+                    }};
+  });
 }
 
 template Var<float> normalize(Tape&, const Var<float>&, double);

@@ -50,48 +50,43 @@ bool check_boxes(const Var<T>& x, const kernels::WindowGeometry& g, const Tensor
 template <class T>
 Var<T> max_pool(Tape& tape, const Var<T>& x, const kernels::WindowGeometry& g,
                 const TensorSpace& out_space) {
-  const trace::Compute span("max_pool");
-  const bool active = check_boxes(x, g, out_space, "max_pool");
-  auto y_value = DistTensor<T>::uninitialized(out_space);
-  kernels::ArgmaxView argmax;
-  if (active) kernels::max_pool_forward(x.value().local(), y_value.local(), argmax, g);
-  Var<T> y(std::move(y_value), x.requires_grad());
-  if (!x.requires_grad()) return y;
-  tape.record("max_pool", [xin = x, y, argmax, active, use = x.use()]() {
-    if (!y.has_grad()) return;
-    // Every rank adds a gradient (zero where it holds nothing) so that whether a Var has one is the
-    // same on all ranks, which the adjoints of collective operations upstream rely on.
-    if (!active) {
-      xin.grad();
-      return;
-    }
-    accumulate_grad(xin, [&](T beta, Tensor<T>& dx) {
-      kernels::max_pool_backward(y.grad().local(), argmax, beta, dx);
-    });
+  return make_function<T>(tape, "max_pool", {x}, [&] {
+    const bool active = check_boxes(x, g, out_space, "max_pool");
+    auto y = DistTensor<T>::uninitialized(out_space);
+    kernels::ArgmaxView argmax;
+    if (active) kernels::max_pool_forward(x.value().local(), y.local(), argmax, g);
+    return Computed{std::move(y), [argmax, active](const DistTensor<T>& dy, Gradients<T>& grads) {
+                      // Every rank adds a gradient (zero where it holds nothing) so that whether a
+                      // Var has one is the same on all ranks, which the adjoints of collective
+                      // operations upstream rely on.
+                      if (!active) {
+                        grads.input(0).grad();
+                        return;
+                      }
+                      grads.accumulate(0, [&](T beta, Tensor<T>& dx) {
+                        kernels::max_pool_backward(dy.local(), argmax, beta, dx);
+                      });
+                    }};
   });
-  return y;
 }
 
 template <class T>
 Var<T> avg_pool(Tape& tape, const Var<T>& x, const kernels::WindowGeometry& g,
                 const TensorSpace& out_space) {
-  const trace::Compute span("avg_pool");
-  const bool active = check_boxes(x, g, out_space, "avg_pool");
-  auto y_value = DistTensor<T>::uninitialized(out_space);
-  if (active) kernels::avg_pool_forward(x.value().local(), y_value.local(), g);
-  Var<T> y(std::move(y_value), x.requires_grad());
-  if (!x.requires_grad()) return y;
-  tape.record("avg_pool", [xin = x, y, g, active, use = x.use()]() {
-    if (!y.has_grad()) return;
-    if (!active) {
-      xin.grad();
-      return;
-    }
-    accumulate_grad(xin, [&](T beta, Tensor<T>& dx) {
-      kernels::avg_pool_backward(y.grad().local(), beta, dx, g);
-    });
+  return make_function<T>(tape, "avg_pool", {x}, [&] {
+    const bool active = check_boxes(x, g, out_space, "avg_pool");
+    auto y = DistTensor<T>::uninitialized(out_space);
+    if (active) kernels::avg_pool_forward(x.value().local(), y.local(), g);
+    return Computed{std::move(y), [g, active](const DistTensor<T>& dy, Gradients<T>& grads) {
+                      if (!active) {
+                        grads.input(0).grad();
+                        return;
+                      }
+                      grads.accumulate(0, [&](T beta, Tensor<T>& dx) {
+                        kernels::avg_pool_backward(dy.local(), beta, dx, g);
+                      });
+                    }};
   });
-  return y;
 }
 
 std::vector<ConvWindow> pool_windows(int dims, const AxisValues& kernel,

@@ -19,12 +19,15 @@ Var<T> transpose(Tape& tape, const Var<T>& x) {
   TensorSpace ys(xs.partition(),
                  Decomposition::blocks(Shape{global[1], global[0]}, d.grid(), std::move(extents),
                                        {d.axis_map()[1], d.axis_map()[0]}));
-  auto y = DistTensor<T>::uninitialized(ys);
-  kernels::transpose(x.value().local(), T(0), y.local());
-  return make_function<T>(
-      tape, "transpose", {x}, std::move(y), [](const DistTensor<T>& dy, Gradients<T>& grads) {
-        grads.accumulate(0, [&](T beta, Tensor<T>& g) { kernels::transpose(dy.local(), beta, g); });
-      });
+  return make_function<T>(tape, "transpose", {x}, [&] {
+    auto y = DistTensor<T>::uninitialized(ys);
+    kernels::transpose(x.value().local(), T(0), y.local());
+    return Computed{std::move(y), [](const DistTensor<T>& dy, Gradients<T>& grads) {
+                      grads.accumulate(0, [&](T beta, Tensor<T>& g) {
+                        kernels::transpose(dy.local(), beta, g);
+                      });
+                    }};
+  });
 }
 
 template Var<float> transpose(Tape&, const Var<float>&);

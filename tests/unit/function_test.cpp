@@ -4,11 +4,33 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <new>
 #include <span>
 #include <vector>
 
 #include "distop/autodiff/apply.hpp"
+#include "distop/kernels/axpy.hpp"
 #include "gradcheck.hpp"
+
+// Heap allocations made on this thread while counting, for
+// MakeFunction.RecordingAllocatesOnlyTheOutputVar (a replacement of the global operator new, which
+// otherwise only forwards to malloc).
+namespace {
+thread_local bool t_counting = false;
+thread_local long t_allocations = 0;
+}  // namespace
+void* operator new(std::size_t n) {
+  if (t_counting) ++t_allocations;
+  if (void* p = std::malloc(n > 0 ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+// GCC does not see that this operator new takes its memory from malloc.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#pragma GCC diagnostic pop
 
 namespace distop {
 namespace {
@@ -22,48 +44,134 @@ using test::weighted_sum;
 // [square]
 template <class T>
 Var<T> square(Tape& tape, const Var<T>& x) {
-  auto y = DistTensor<T>::uninitialized(x.space());
-  auto xv = x.value().local().view();
-  auto yv = y.local().view();
-  Kokkos::parallel_for(
-      "square", y.local_numel(), KOKKOS_LAMBDA(std::int64_t i) { yv(i) = xv(i) * xv(i); });
-  return make_function(tape, "square", {x}, std::move(y),
-                       [x](const DistTensor<T>& dy, Gradients<T>& grads) {
-                         // g = beta g + 2 x dy, straight into x's gradient (beta is 0 or 1).
-                         grads.accumulate(0, [&](T beta, Tensor<T>& g) {
-                           auto gv = g.view();
-                           auto xs = x.value().local().view();
-                           auto dv = dy.local().view();
-                           Kokkos::parallel_for(
-                               "square_backward", g.numel(), KOKKOS_LAMBDA(std::int64_t i) {
-                                 gv(i) = (beta == T(0) ? T(0) : beta * gv(i)) + 2 * xs(i) * dv(i);
-                               });
-                         });
-                       });
+  return make_function<T>(tape, "square", {x}, [&] {
+    auto y = DistTensor<T>::uninitialized(x.space());
+    auto xv = x.value().local().view();
+    auto yv = y.local().view();
+    Kokkos::parallel_for(
+        "square", y.local_numel(), KOKKOS_LAMBDA(std::int64_t i) { yv(i) = xv(i) * xv(i); });
+    return Computed{std::move(y), [](const DistTensor<T>& dy, Gradients<T>& grads) {
+                      // g = beta g + 2 x dy, straight into x's gradient (beta is 0 or 1).
+                      grads.accumulate(0, [&](T beta, Tensor<T>& g) {
+                        auto gv = g.view();
+                        auto xs = grads.input(0).value().local().view();
+                        auto dv = dy.local().view();
+                        Kokkos::parallel_for(
+                            "square_backward", g.numel(), KOKKOS_LAMBDA(std::int64_t i) {
+                              gv(i) = (beta == T(0) ? T(0) : beta * gv(i)) + 2 * xs(i) * dv(i);
+                            });
+                      });
+                    }};
+  });
 }
 // [square]
 
 // (a, b) = (x, 3 x): two outputs, the first a pass-through of the input's storage.
 template <class T>
 std::vector<Var<T>> copy_and_triple(Tape& tape, const Var<T>& x) {
-  std::vector<DistTensor<T>> values;
-  values.push_back(x.value().clone());
-  DistTensor<T> t = x.value().clone();
-  auto tv = t.local().to_vector();
-  for (auto& v : tv) v *= 3;
-  t.local().copy_from(Tensor<T>::from_vector(t.local().shape(), tv));
-  values.push_back(std::move(t));
-  return make_function(tape, "copy_and_triple", {x}, std::move(values),
-                       [](std::span<const DistTensor<T>* const> dys, Gradients<T>& grads) {
-                         if (dys[0]) grads.add_output_grad(0, 0);
-                         if (dys[1]) {
-                           DistTensor<T> g = dys[1]->clone();
-                           auto gv = g.local().to_vector();
-                           for (auto& v : gv) v *= 3;
-                           g.local().copy_from(Tensor<T>::from_vector(g.local().shape(), gv));
-                           grads.add(0, std::move(g));
-                         }
-                       });
+  return make_function<T>(tape, "copy_and_triple", {x}, [&] {
+    std::vector<DistTensor<T>> values;
+    values.push_back(x.value().clone());
+    DistTensor<T> t = x.value().clone();
+    auto tv = t.local().to_vector();
+    for (auto& v : tv) v *= 3;
+    t.local().copy_from(Tensor<T>::from_vector(t.local().shape(), tv));
+    values.push_back(std::move(t));
+    return Computed{std::move(values),
+                    [](std::span<const DistTensor<T>* const> dys, Gradients<T>& grads) {
+                      if (dys[0]) grads.add_output_grad(0, 0);
+                      if (dys[1]) {
+                        DistTensor<T> g = dys[1]->clone();
+                        auto gv = g.local().to_vector();
+                        for (auto& v : gv) v *= 3;
+                        g.local().copy_from(Tensor<T>::from_vector(g.local().shape(), gv));
+                        grads.add(0, std::move(g));
+                      }
+                    }};
+  });
+}
+
+// What an operation hands back, for the tests below: `value` and a backward `f`.
+template <class F>
+auto returning(DistTensor<double> value, F f) {
+  return [value = std::move(value), f = std::move(f)]() mutable {
+    return Computed{std::move(value), std::move(f)};
+  };
+}
+
+// y = sum_i (i + 1) x_i over n inputs of one space: more inputs than make_function holds in place.
+Var<double> weighted_inputs(Tape& tape, const std::vector<Var<double>>& xs) {
+  return make_function<double>(tape, "weighted_inputs", xs, [&] {
+    DistTensor<double> y(xs[0].space());
+    for (std::size_t i = 0; i < xs.size(); ++i)
+      kernels::axpy(double(i + 1), xs[i].value().local(), y.local());
+    return Computed{std::move(y), [](const DistTensor<double>& dy, Gradients<double>& grads) {
+                      for (std::size_t i = 0; i < grads.size(); ++i)
+                        grads.accumulate(i, [&](double beta, Tensor<double>& g) {
+                          if (beta == 0) g.fill(0.0);
+                          kernels::axpy(double(i + 1), dy.local(), g);
+                        });
+                    }};
+  });
+}
+
+TEST(MakeFunction, ForwardLearnsWhetherTheBackwardWillRun) {
+  const auto space = local_batch_space(2, 2);
+  for (const bool wanted : {false, true}) {
+    Var<double> x(random_tensor<double>(space, 1), wanted);
+    Tape tape;
+    bool seen = !wanted;
+    auto y = make_function<double>(tape, "probe", {x}, [&](bool recording) {
+      seen = recording;
+      return Computed{x.value().clone(), [](const DistTensor<double>&, Gradients<double>&) {}};
+    });
+    EXPECT_EQ(seen, wanted);
+    EXPECT_EQ(y.requires_grad(), wanted);
+    EXPECT_EQ(tape.size(), wanted ? 1u : 0u);
+  }
+}
+
+TEST(MakeFunction, ManyInputsFromAVector) {
+  const auto space = local_batch_space(2, 3);
+  for (const std::size_t n : {1u, 4u, 5u, 9u}) {
+    std::vector<Var<double>> xs;
+    for (std::size_t i = 0; i < n; ++i)
+      xs.emplace_back(random_tensor<double>(space, 20 + i), i % 3 != 1);  // some need none
+    const auto r = random_tensor<double>(space, 3);
+    std::vector<Var<double>> wrt;
+    for (const auto& x : xs)
+      if (x.requires_grad()) wrt.push_back(x);
+    expect_gradients_match([&](Tape& t) { return weighted_sum(t, weighted_inputs(t, xs), r); },
+                           wrt);
+    for (const auto& x : xs) EXPECT_FALSE(x.has_grad() && !x.requires_grad());
+  }
+}
+
+// Recording an operation of up to four inputs allocates nothing but its output Var, also with
+// the ready hooks data parallelism sets (a layer's step allocates no more than its tensors).
+TEST(MakeFunction, RecordingAllocatesOnlyTheOutputVar) {
+  const auto space = local_batch_space(2, 2);
+  Var<double> a(random_tensor<double>(space, 1), true), b(random_tensor<double>(space, 2), true),
+      c(random_tensor<double>(space, 3), true);
+  Tape tape;
+  const auto allocations = [&] {
+    DistTensor<double> value = a.value().clone();
+    t_allocations = 0;
+    t_counting = true;
+    {
+      const Var<double> y = make_function<double>(tape, "op", {a, b, c}, [&] {
+        return Computed{std::move(value), [](const DistTensor<double>&, Gradients<double>&) {}};
+      });
+    }
+    t_counting = false;
+    tape.clear();
+    return t_allocations;
+  };
+  allocations();  // the tape's first block
+  EXPECT_EQ(allocations(), 1);
+  for (const auto& v : {a, b, c}) v.set_ready_hook([] {});
+  EXPECT_EQ(allocations(), 1);
+  for (const auto& v : {a, b, c}) v.set_ready_hook({});
 }
 
 TEST(MakeFunction, GradientMatchesFiniteDifferences) {
@@ -84,17 +192,14 @@ TEST(MakeFunction, TwoOutputsAndAVarUsedTwice) {
         auto s = square(t, ab[0]);  // x used again through the first output
         auto l1 = weighted_sum(t, s, r1);
         auto l2 = weighted_sum(t, ab[1], r2);
-        return make_function(
-            t, "add", {l1, l2},
-            [&] {
-              auto v = l1.value().clone();
-              v.local().fill(l1.value().local().to_vector()[0] + l2.value().local().to_vector()[0]);
-              return v;
-            }(),
-            [](const DistTensor<double>&, Gradients<double>& g) {
-              g.add_output_grad(0);
-              g.add_output_grad(1);
-            });
+        return make_function<double>(t, "add", {l1, l2}, [&] {
+          auto v = l1.value().clone();
+          v.local().fill(l1.value().local().to_vector()[0] + l2.value().local().to_vector()[0]);
+          return Computed{std::move(v), [](const DistTensor<double>&, Gradients<double>& g) {
+                            g.add_output_grad(0);
+                            g.add_output_grad(1);
+                          }};
+        });
       },
       {x});
 }
@@ -128,14 +233,15 @@ TEST(MakeFunction, NonCollectiveBackwardSkippedWithoutGradientCollectiveRunsWith
     Tape tape;
     int calls = 0;
     double seen = -1;
-    auto unused = make_function(
-        tape, "probe", {x}, x.value().clone(),
-        [&](const DistTensor<double>& dy, Gradients<double>&) {
-          ++calls;
-          seen = 0;
-          for (double v : dy.local().to_vector()) seen += v * v;
-        },
-        collective);
+    auto unused =
+        make_function<double>(tape, "probe", {x},
+                              returning(x.value().clone(),
+                                        [&](const DistTensor<double>& dy, Gradients<double>&) {
+                                          ++calls;
+                                          seen = 0;
+                                          for (double v : dy.local().to_vector()) seen += v * v;
+                                        }),
+                              FunctionOptions{.collective = collective});
     auto l = weighted_sum(tape, square(tape, x), random_tensor<double>(space, 6));
     backward(tape, l);
     EXPECT_EQ(calls, collective ? 1 : 0) << "collective " << collective;
@@ -151,12 +257,13 @@ TEST(MakeFunction, OneOutputGradientHandedOnToTwoInputsReachesBoth) {
   Var<double> a(random_tensor<double>(space, 4), true);
   Var<double> b(random_tensor<double>(space, 5), true);
   Tape tape;
-  auto y = make_function(tape, "twice", {a, b}, a.value().clone(),
-                         [](const DistTensor<double>&, Gradients<double>& g) {
-                           g.add_output_grad(0);
-                           g.add_output_grad(1);
-                           g.add_output_grad(1);  // b counted twice
-                         });
+  auto y = make_function<double>(
+      tape, "twice", {a, b},
+      returning(a.value().clone(), [](const DistTensor<double>&, Gradients<double>& g) {
+        g.add_output_grad(0);
+        g.add_output_grad(1);
+        g.add_output_grad(1);  // b counted twice
+      }));
   const auto r = random_tensor<double>(space, 1);
   auto l = weighted_sum(tape, y, r);
   backward(tape, l);
@@ -172,19 +279,27 @@ TEST(MakeFunction, OneOutputGradientHandedOnToTwoInputsReachesBoth) {
 TEST(MakeFunction, UndefinedInputIsAnError) {
   Tape tape;
   Var<double> undefined;
-  EXPECT_THROW(make_function(tape, "f", {undefined}, DistTensor<double>(local_batch_space(1, 1)),
-                             [](const DistTensor<double>&, Gradients<double>&) {}),
+  bool ran = false;
+  EXPECT_THROW(make_function<double>(tape, "f", {undefined},
+                                     [&] {
+                                       ran = true;
+                                       return Computed{
+                                           DistTensor<double>(local_batch_space(1, 1)),
+                                           [](const DistTensor<double>&, Gradients<double>&) {}};
+                                     }),
                Error);
+  EXPECT_FALSE(ran) << "the forward ran before the inputs were checked";
 }
 
 TEST(MakeFunction, AddWithAWrongSpaceIsAnError) {
   const auto space = local_batch_space(2, 2);
   Var<double> x(random_tensor<double>(space, 4), true);
   Tape tape;
-  auto y = make_function(tape, "bad", {x}, x.value().clone(),
-                         [](const DistTensor<double>&, Gradients<double>& g) {
-                           g.add(0, DistTensor<double>(local_batch_space(3, 2)));
-                         });
+  auto y = make_function<double>(
+      tape, "bad", {x},
+      returning(x.value().clone(), [](const DistTensor<double>&, Gradients<double>& g) {
+        g.add(0, DistTensor<double>(local_batch_space(3, 2)));
+      }));
   auto l = weighted_sum(tape, y, random_tensor<double>(space, 1));
   EXPECT_THROW(backward(tape, l), Error);
 }

@@ -126,8 +126,8 @@ TEST(Module, TraceNamesLayersByTheirPathsForwardAndBackward) {
   for (const auto& [ts, name] : back)
     if (backward_names.empty() || backward_names.back() != name) backward_names.push_back(name);
   EXPECT_EQ(forward_names,
-            (std::vector<std::string>{"features.0 Linear", "relu", "features.2 Linear", "norm",
-                                      "batch_norm", "head"}));
+            (std::vector<std::string>{"features.0 Linear", "Linear", "relu", "features.2 Linear",
+                                      "Linear", "norm", "batch_norm", "head", "Linear"}));
   EXPECT_EQ(backward_names, (std::vector<std::string>{"head", "norm", "features.2 Linear", "relu",
                                                       "features.0 Linear"}));
 }

@@ -3,6 +3,7 @@
 
 #include <memory>
 
+#include "distop/autodiff/function.hpp"
 #include "distop/autodiff/tape.hpp"
 #include "distop/autodiff/var.hpp"
 #include "distop/core/timers.hpp"
@@ -21,8 +22,8 @@ Var<T> apply(Tape& tape, std::shared_ptr<const LinearOperator<T>> op, const Var<
     y = Var<T>(op->apply(x.value()), x.requires_grad());
   }
   if (x.requires_grad()) {
-    tape.record(
-        op->name(),
+    detail::TapeRecorder::record(
+        tape, op->name(),
         [op, x, y, use = x.use()]() mutable {
           DistTensor<T> g = op->apply_adjoint(y.grad());  // grad(): zeros if none arrived
           // A pass-through adjoint hands back y's gradient itself: x must not take that storage,

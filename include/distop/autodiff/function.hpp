@@ -77,6 +77,71 @@ void pass_grad(const Var<T>& y, const Var<T>& x) {
     x.accumulate_grad(as_x(y.grad().clone()));
 }
 
+namespace detail {
+
+// Up to N elements held in place, more on the heap: what make_function's tape entries hold (an
+// operation's inputs, outputs and Uses, a backward's pass-throughs), so that recording and
+// replaying an operation of a few inputs allocates nothing.
+template <class E, std::size_t N>
+class InlineVector {
+ public:
+  InlineVector() = default;
+  InlineVector(std::initializer_list<E> list) {
+    for (const E& e : list) push_back(e);
+  }
+  // Implicit, so that a std::vector may be passed where an InlineVector is taken.
+  InlineVector(std::vector<E> v) {  // NOLINT(google-explicit-constructor)
+    if (v.size() > N) {
+      heap_ = std::move(v);
+      on_heap_ = true;
+    } else {
+      for (E& e : v) push_back(std::move(e));
+    }
+  }
+
+  void push_back(E e) {
+    if (!on_heap_ && size_ < N) {
+      in_place_[size_++] = std::move(e);
+      return;
+    }
+    if (!on_heap_) {
+      heap_.reserve(2 * N);
+      for (std::size_t i = 0; i < size_; ++i) heap_.push_back(std::move(in_place_[i]));
+      on_heap_ = true;
+    }
+    heap_.push_back(std::move(e));
+  }
+  void clear() noexcept {
+    for (std::size_t i = 0; i < size_; ++i) in_place_[i] = E();
+    size_ = 0;
+    heap_.clear();
+    on_heap_ = false;
+  }
+  std::size_t size() const noexcept { return on_heap_ ? heap_.size() : size_; }
+  bool empty() const noexcept { return size() == 0; }
+  E* data() noexcept { return on_heap_ ? heap_.data() : in_place_.data(); }
+  const E* data() const noexcept { return on_heap_ ? heap_.data() : in_place_.data(); }
+  E& operator[](std::size_t i) noexcept { return data()[i]; }
+  const E& operator[](std::size_t i) const noexcept { return data()[i]; }
+  E* begin() noexcept { return data(); }
+  E* end() noexcept { return data() + size(); }
+  const E* begin() const noexcept { return data(); }
+  const E* end() const noexcept { return data() + size(); }
+
+ private:
+  std::array<E, N> in_place_{};
+  std::size_t size_ = 0;  // used entries of in_place_
+  std::vector<E> heap_;
+  bool on_heap_ = false;
+};
+
+}  // namespace detail
+
+// The Vars an operation depends on, as make_function takes them: a braced list ({x, w}) or a
+// std::vector<Var<T>>. Up to four are held without allocating.
+template <class T>
+using FunctionInputs = detail::InlineVector<Var<T>, 4>;
+
 // The inputs' gradients, as a backward function sees them: input i is the i-th Var passed to
 // make_function. Contributions are added to what the input's gradient already holds (a Var used by
 // several operations sums what each sends back).
@@ -109,7 +174,7 @@ class Gradients {
   void add_output_grad(std::size_t i, std::size_t o = 0) {
     DISTOP_CHECK(o < outputs_.size(), "Gradients", "output ", o, " of an operation with ",
                  outputs_.size(), " outputs");
-    if (required(i)) pending_.emplace_back(i, o);
+    if (required(i)) pending_.push_back({i, o});
   }
   // Carries out the pass-throughs; make_function calls it after the backward function.
   void finish() {
@@ -138,7 +203,7 @@ class Gradients {
  private:
   std::span<const Var<T>> inputs_;
   std::span<const Var<T>> outputs_;
-  std::vector<std::pair<std::size_t, std::size_t>> pending_;  // (input, output) pass-throughs
+  detail::InlineVector<std::pair<std::size_t, std::size_t>, 2> pending_;  // (input, output)
 };
 
 // What an operation's forward computation hands make_function: the output value(s) and the
@@ -182,28 +247,33 @@ struct TapeRecorder {
 
 // Records the operation of make_function once its outputs exist.
 template <class T, class Backward>
-void record_function(Tape& tape, std::string name, std::vector<Var<T>> inputs,
-                     const std::vector<Var<T>>& outputs, Backward backward, bool collective) {
+void record_function(Tape& tape, std::string name, FunctionInputs<T> inputs,
+                     InlineVector<Var<T>, 1> outputs, Backward backward, bool collective) {
   // Each watched input's Use lasts until the adjoint has run: then its gradient has this
-  // contribution. Only Vars with a ready hook are counted, so the vector stays empty (no
-  // allocation) outside data-parallel training.
-  std::vector<typename Var<T>::Use> uses;
+  // contribution. Only Vars with a ready hook are counted (outside data-parallel training, none).
+  InlineVector<typename Var<T>::Use, 4> uses;
   for (const auto& x : inputs)
     if (x.has_ready_hook()) uses.push_back(x.use());
   TapeRecorder::record(
       tape, std::move(name),
-      [inputs = std::move(inputs), outputs, backward = std::move(backward), collective,
-       uses = std::move(uses)]() mutable {
-        std::vector<const DistTensor<T>*> dys(outputs.size(), nullptr);
+      [inputs = std::move(inputs), outputs = std::move(outputs), backward = std::move(backward),
+       collective, uses = std::move(uses)]() mutable {
+        // One output's gradient pointer in place; several on the heap.
+        InlineVector<const DistTensor<T>*, 1> dys;
         bool any = false;
-        for (std::size_t o = 0; o < outputs.size(); ++o) {
-          if (outputs[o].has_grad() || collective) dys[o] = &outputs[o].grad();  // zeros if none
-          any = any || outputs[o].has_grad();
+        for (const auto& y : outputs) {
+          dys.push_back(y.has_grad() || collective ? &y.grad() : nullptr);  // zeros if none
+          any = any || y.has_grad();
         }
-        if (!any && !collective) return;
-        Gradients<T> grads{std::span<const Var<T>>(inputs), std::span<const Var<T>>(outputs)};
-        backward(std::span<const DistTensor<T>* const>(dys), grads);
-        grads.finish();
+        if (any || collective) {
+          Gradients<T> grads{std::span<const Var<T>>(inputs.data(), inputs.size()),
+                             std::span<const Var<T>>(outputs.data(), outputs.size())};
+          backward(std::span<const DistTensor<T>* const>(dys.data(), dys.size()), grads);
+          grads.finish();
+        }
+        // The inputs' gradients have this operation's contribution: their Uses go, the last
+        // input's first (a ready hook sees the same order whatever the input count).
+        for (std::size_t i = uses.size(); i-- > 0;) uses[i] = typename Var<T>::Use();
       });
 }
 
@@ -215,9 +285,11 @@ void record_function(Tape& tape, std::string name, std::vector<Var<T>> inputs,
 // `name`. `recording` tells the forward whether the backward will run at all, so that it can skip
 // saving what only the backward needs. Returns the output as a Var<T> (one output) or a
 // std::vector<Var<T>> (several), each requiring a gradient when any input does. The inputs are
-// the Vars the outputs depend on differentiably; input i is grads.input(i) in the backward.
+// the Vars the outputs depend on differentiably ({x, w}, or a std::vector<Var<T>>); input i is
+// grads.input(i) in the backward. Recording an operation of up to four inputs and one output
+// allocates nothing besides what its forward and backward allocate.
 template <class T, class Forward>
-auto make_function(Tape& tape, std::string_view name, std::vector<Var<T>> inputs, Forward&& forward,
+auto make_function(Tape& tape, std::string_view name, FunctionInputs<T> inputs, Forward&& forward,
                    FunctionOptions options = {}) {
   bool record = false;
   for (const auto& x : inputs) {
@@ -256,9 +328,8 @@ auto make_function(Tape& tape, std::string_view name, std::vector<Var<T>> inputs
                   "f(const DistTensor<T>& dy, Gradients<T>&)");
     Var<T> y(std::move(computed.value), record);
     if (record) {
-      std::vector<Var<T>> outputs{y};
       detail::record_function<T>(
-          tape, std::move(op), std::move(inputs), outputs,
+          tape, std::move(op), std::move(inputs), {y},
           [backward = std::move(computed.backward)](std::span<const DistTensor<T>* const> dys,
                                                     Gradients<T>& grads) mutable {
             backward(*dys[0], grads);

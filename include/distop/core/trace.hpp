@@ -23,7 +23,7 @@
 //                    backward, the replay of every tape entry that is not an operator's, named
 //                    after the layer that recorded it (or the function, or the entry's name);
 //   "wait"           an MPI call or a polling wait;
-//   "bucket"         row 1: a data-parallel bucket's reduction (parallel::GradientReducer), from
+//   "bucket"         row 1: a data-parallel bucket's reduction (parallel::DataParallel), from
 //                    its launch (its last gradient ready) until distop sees it complete, named
 //                    "bucket 3 (1.0 MiB, 4 tensors)"; it overlaps the backward events of row 0.
 // The events of row 0 nest by time: a wait inside an operator inside a layer inside a phase inside
