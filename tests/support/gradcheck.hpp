@@ -12,11 +12,13 @@
 #include <vector>
 
 #include "distop/autodiff/apply.hpp"
+#include "distop/autodiff/function.hpp"
 #include "distop/autodiff/tape.hpp"
 #include "distop/autodiff/var.hpp"
 #include "distop/core/random.hpp"
 #include "distop/kernels/axpy.hpp"
 #include "distop/kernels/reduce.hpp"
+#include "distop/testing/gradcheck.hpp"
 
 namespace distop::test {
 
@@ -49,64 +51,33 @@ DistTensor<T> random_tensor(const TensorSpace& space, std::uint64_t seed, double
   return x;
 }
 
-// L = <y, r> as a scalar [1] on y's partition, recorded so that backward adds dL r to y's
-// gradient: turns a layer with a tensor output into a scalar to differentiate.
+// L = <y, r> as a scalar [1] on y's partition (each rank's component its box's part), recorded
+// so that backward adds dL r to y's gradient: turns a layer with a tensor output into a scalar to
+// differentiate.
 template <class T>
 Var<T> weighted_sum(Tape& tape, const Var<T>& y, const DistTensor<T>& r) {
-  const Partition& p = y.space().partition();
-  DistTensor<T> s(TensorSpace(p, Decomposition::balanced(Shape{1}, p.shape(), {-1})));
-  if (s.local_numel() > 0)
-    s.local().fill(static_cast<T>(kernels::dot(y.value().local(), r.local())));
-  Var<T> out(std::move(s), y.requires_grad());
-  if (y.requires_grad()) {
-    tape.record("weighted_sum", [yin = y, out, r]() mutable {
-      if (!out.has_grad()) return;
-      auto dy = r.clone();
-      if (dy.local_numel() > 0) kernels::scale(out.grad().local().to_vector()[0], dy.local());
-      yin.accumulate_grad(std::move(dy));
-    });
-  }
-  return out;
+  return make_function<T>(tape, "weighted_sum", {y}, [&] {
+    const Partition& p = y.space().partition();
+    DistTensor<T> s(TensorSpace(p, Decomposition::balanced(Shape{1}, p.shape(), {-1})));
+    if (s.local_numel() > 0)
+      s.local().fill(static_cast<T>(kernels::dot(y.value().local(), r.local())));
+    return Computed{std::move(s), [r](const DistTensor<T>& ds, Gradients<T>& grads) {
+                      auto dy = r.clone();
+                      if (dy.local_numel() > 0)
+                        kernels::scale(ds.local().to_vector()[0], dy.local());
+                      grads.add(0, std::move(dy));
+                    }};
+  });
 }
 
-// Runs `loss` on a fresh tape and returns its value (the only component: serial tests).
-inline double evaluate(const std::function<Var<double>(Tape&)>& loss) {
-  Tape tape;
-  auto l = loss(tape);
-  tape.clear();
-  return l.value().local().to_vector().at(0);
-}
-
-// Checks d loss / d v from the tape against (L(v + h e_i) - L(v - h e_i)) / 2h for every entry i
-// of every v in `wrt`, to `rel_tol` relative to max(1, |finite difference|).
+// Checks d loss / d v from the tape against central differences for every entry i of every v in
+// `wrt` (testing::gradcheck with step h), to `rel_tol` relative to max(1, |finite difference|).
 inline void expect_gradients_match(const std::function<Var<double>(Tape&)>& loss,
                                    std::vector<Var<double>> wrt, double h = 1e-6,
                                    double rel_tol = 1e-7) {
-  for (auto& v : wrt) v.zero_grad();
-  Tape tape;
-  auto l = loss(tape);
-  backward(tape, l);
-  for (std::size_t k = 0; k < wrt.size(); ++k) {
-    Var<double>& v = wrt[k];
-    ASSERT_TRUE(v.has_grad()) << "variable " << k << " received no gradient";
-    const auto analytic = v.grad().local().to_vector();
-    Tensor<double>& value = v.value().local();
-    const auto x0 = value.to_vector();
-    for (std::size_t i = 0; i < x0.size(); ++i) {
-      auto x = x0;
-      x[i] = x0[i] + h;
-      value.copy_from(Tensor<double>::from_vector(value.shape(), x));
-      const double plus = evaluate(loss);
-      x[i] = x0[i] - h;
-      value.copy_from(Tensor<double>::from_vector(value.shape(), x));
-      const double minus = evaluate(loss);
-      value.copy_from(Tensor<double>::from_vector(value.shape(), x0));
-      const double numeric = (plus - minus) / (2 * h);
-      EXPECT_NEAR(analytic[i], numeric, rel_tol * std::max(1.0, std::abs(numeric)))
-          << "variable " << k << ", entry " << i;
-    }
-  }
-  for (auto& v : wrt) v.zero_grad();
+  const testing::GradcheckReport report =
+      testing::gradcheck(loss, wrt, {.step = h, .tolerance = rel_tol});
+  EXPECT_TRUE(report.passed) << report.str();
 }
 
 // Expects got (float) to equal want (double) entry by entry, to tol times max(1, |want|).

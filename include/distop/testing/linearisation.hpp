@@ -13,7 +13,10 @@ namespace distop::testing {
 
 // The map dp -> J dp of a computation g that is affine in the variable p (a layer's input, weight
 // or bias, with everything else held fixed), with J* computed by the tape. Passing it to
-// adjoint_test checks that the layer's recorded backward is the exact adjoint of its forward.
+// adjoint_test checks that the layer's recorded backward is the exact adjoint of its forward. Only
+// for g affine in p (a linear or convolution layer in any of its inputs): for any other g,
+// g(dp) - g(0) is not linear in dp and the test means nothing; check such a g's gradients with
+// testing::gradcheck (testing/gradcheck.hpp).
 //   forward(dp, y):  p = dp, y = g() - g() at p = 0 (which removes the constant part).
 //   adjoint(y, dp):  runs g on the tape, seeds the output gradient with y, replays the tape and
 //                    returns p's gradient (zero if nothing reached p).
