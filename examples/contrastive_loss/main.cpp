@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdio>
 #include <distop/distop.hpp>
+#include <distop/loss/total.hpp>
 #include <distop/train/cli.hpp>
 #include <string>
 #include <utility>
@@ -155,6 +156,8 @@ void run(const Options& o, const Input& in) {
                  ? loss::ntxent(tape, a, b, static_cast<T>(o.temperature), MPI_COMM_WORLD, opt)
              : o.loss == "clip" ? loss::clip_loss(tape, a, b, t, MPI_COMM_WORLD, opt)
                                 : loss::siglip_loss(tape, a, b, t, z, MPI_COMM_WORLD, opt);
+  // Each rank holds its component of the loss; the loss is their sum (docs/losses.md).
+  const T loss_value = static_cast<T>(loss::total(l));
   backward(tape, l);
 
   // Assemble on rank 0: the rows' gradients gathered, the scalars' 1/P shares summed.
@@ -169,7 +172,6 @@ void run(const Options& o, const Input& in) {
                       o.loss == "siglip" ? double(z.grad().local().to_vector()[0]) : 0.0};
   double sums[2] = {0, 0};
   MPI_Reduce(shares, sums, 2, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-  const T loss_value = l.value().local().to_vector()[0];
   const T gt = static_cast<T>(sums[0]), gz = static_cast<T>(sums[1]);
 
   comm::agree(MPI_COMM_WORLD, kProgram, [&] {

@@ -293,8 +293,8 @@ struct MoverCache {
   std::vector<Entry> entries;  // the most recently used last
   // Two doubles replicated on every rank of the communicator (a [2] tensor whose one grid axis of
   // P ranks replicates it) and their AllSumReduce over that axis (self-adjoint): the sums over the
-  // ranks of the loss's partial sums and of the scalar parameters' gradients. One per
-  // communicator, whatever the layouts.
+  // ranks of the scalar parameters' gradients. Its partition, a 1-D grid of the communicator's
+  // ranks, is the loss's. One per communicator, whatever the layouts.
   std::shared_ptr<const AllSumReduce<double>> sum;
 };
 // Layouts kept per communicator (a training loop uses one or two: the full batch and the last).
@@ -360,7 +360,8 @@ std::shared_ptr<const Movers<T>> movers(MPI_Comm comm, const char* op, const Lay
   return made;
 }
 
-// The cached AllSumReduce of two doubles over comm (collective over comm when it is made).
+// The cached AllSumReduce of two doubles over comm (collective over comm when it is made), on a
+// 1-D grid of comm's ranks.
 std::shared_ptr<const AllSumReduce<double>> pair_sum(MPI_Comm comm, const char* op) {
   MoverCache& cache = mover_cache(comm, op);
   if (!cache.sum) {
@@ -403,8 +404,8 @@ void run_adjoint(const LinearOperator<T>& op, const DistTensor<T>& y, DistTensor
   op.adjoint(y, x);
 }
 
-// The sums over the ranks of batch_comm of each rank's x0 and x1 (the loss's partial sums, the
-// scalars' gradients), by batch_comm's AllSumReduce on a [2] tensor in the tensors' memory space.
+// The sums over the ranks of batch_comm of each rank's x0 and x1 (the scalars' gradients), by
+// batch_comm's AllSumReduce on a [2] tensor in the tensors' memory space.
 // AllSumReduce adds in one order and hands every rank the same sum (MPICH's allreduce adds
 // commutatively, so the ranks agree bit for bit).
 std::array<double, 2> sum_over_ranks(const AllSumReduce<double>& op, double x0, double x1) {
@@ -446,8 +447,9 @@ struct Params {
 };
 
 // Every query payload against every key payload, logits stored (allgather_nograd, gather root).
+// Returns the loss terms of each rank's rows (query payload q's at q).
 template <class T>
-double forward_all(Saved<T>& sv, const Engine<T>& engine) {
+std::vector<double> forward_all(Saved<T>& sv, const Engine<T>& engine) {
   const Layout& l = sv.layout;
   std::int64_t total = 0;
   for (int q = 0; q < l.size; ++q)
@@ -457,7 +459,7 @@ double forward_all(Saved<T>& sv, const Engine<T>& engine) {
   sv.stats.resize(l.size);
   Tensor<T> none;
   std::int64_t at = 0;
-  double loss = 0;
+  std::vector<double> parts(static_cast<std::size_t>(l.size));
   for (int q = 0; q < l.size; ++q) {
     sv.stats[q].reset(engine.stat_rows(l.rows[q]));
     for (int c = 0; c < l.size; ++c) {
@@ -465,12 +467,14 @@ double forward_all(Saved<T>& sv, const Engine<T>& engine) {
                            sv.stats[q], &sv.stored, at, none);
       at += engine.block_entries(l.rows[q], l.rows[c]);
     }
-    loss += engine.finish(sv.stats[q]);
+    parts[static_cast<std::size_t>(q)] = engine.finish(sv.stats[q]);
   }
-  return loss;
+  return parts;
 }
 
-// The loss value; fills sv for the backward pass.
+// This rank's component of the loss (the ranks' components sum to it): the loss terms of its own
+// rows, but under the gather strategy, where the root holds the whole loss and the others 0. Fills
+// sv for the backward pass. Communicates only to move the rows.
 template <class T>
 double forward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine) {
   const Layout& l = sv.layout;
@@ -485,7 +489,8 @@ double forward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine) {
       DistTensor<T> all = DistTensor<T>::uninitialized(gather.range());
       run_forward(gather, in_space(sv.movers->rows, sv.payload), all);
       sv.gathered = all.local();
-      if (prm.strategy == ContrastiveStrategy::allgather_nograd) return forward_all(sv, engine);
+      if (prm.strategy == ContrastiveStrategy::allgather_nograd)
+        return forward_all(sv, engine)[static_cast<std::size_t>(p)];
       std::int64_t total = 0;
       for (int c = 0; c < P; ++c) total += engine.block_entries(rows, l.rows[c]);
       sv.stored = Tensor<T>::uninitialized(Shape{std::max<std::int64_t>(total, 1)},
@@ -499,16 +504,18 @@ double forward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine) {
                              &sv.stored, at, none);
         at += engine.block_entries(rows, l.rows[c]);
       }
-      return sum_over_ranks(*sv.sum, engine.finish(sv.stats[0]), 0.0)[0];
+      return engine.finish(sv.stats[0]);
     }
     case ContrastiveStrategy::gather: {
       const LinearOperator<T>& gather = *sv.movers->gather;
       DistTensor<T> all = DistTensor<T>::uninitialized(gather.range());
       run_forward(gather, in_space(sv.movers->rows, sv.payload), all);
       sv.gathered = all.local();  // empty but on the root
-      // The root's loss; the other ranks add zeros.
-      const double loss = p == prm.root ? forward_all(sv, engine) : 0.0;
-      return sum_over_ranks(*sv.sum, loss, 0.0)[0];
+      if (p != prm.root) return 0.0;
+      const std::vector<double> parts = forward_all(sv, engine);
+      double loss = 0;
+      for (double part : parts) loss += part;
+      return loss;
     }
     case ContrastiveStrategy::ring: {
       const std::int64_t cap = std::max<std::int64_t>(2 * l.max_rows * d, 1);
@@ -539,7 +546,7 @@ double forward_pass(Saved<T>& sv, const Params& prm, const Engine<T>& engine) {
       }
       // The block held last, rank p + 1's, starts the backward ring.
       sv.ring_end = cur.slice(0, Shape{2 * l.rows[(p + 1) % P], d}).clone();
-      return sum_over_ranks(*sv.sum, engine.finish(sv.stats[0]), 0.0)[0];
+      return engine.finish(sv.stats[0]);
     }
   }
   return 0;
@@ -728,51 +735,56 @@ Var<T> contrastive(Tape& tape, Kind kind, Var<T> a, Var<T> b, const Var<T>* scal
   prm.has_scale = scale_var != nullptr;
   prm.has_bias = bias_var != nullptr;
 
-  const std::int64_t d = l.dim;
-  saved->payload = Tensor<T>::uninitialized(Shape{std::max<std::int64_t>(2 * rows * d, 1)},
-                                            "distop::contrastive::payload");
-  saved->payload = saved->payload.slice(0, Shape{2 * rows, d});
-  if (rows > 0) {
-    saved->payload.slice(0, Shape{rows, d}).copy_from(a.value().local());
-    saved->payload.slice(rows * d, Shape{rows, d}).copy_from(b.value().local());
-  }
-
-  const Engine<T> engine(kind, saved->layout, prm.alpha, prm.bias, prm.weight);
-  const double loss = forward_pass(*saved, prm, engine);
-
-  std::vector<Var<T>> inputs = {a, b};
+  FunctionInputs<T> inputs = {a, b};
   if (scale_var) inputs.push_back(*scale_var);
   if (bias_var) inputs.push_back(*bias_var);
-  DistTensor<T> value = detail::scalar<T>(a.space().partition(), loss);
+  // The loss's partition: every rank of batch_comm, each holding its component.
+  const Partition& ranks = saved->sum->domain().partition();
+  auto compute = [&] {
+    const std::int64_t d = l.dim;
+    saved->payload = Tensor<T>::uninitialized(Shape{std::max<std::int64_t>(2 * rows * d, 1)},
+                                              "distop::contrastive::payload");
+    saved->payload = saved->payload.slice(0, Shape{2 * rows, d});
+    if (rows > 0) {
+      saved->payload.slice(0, Shape{rows, d}).copy_from(a.value().local());
+      saved->payload.slice(rows * d, Shape{rows, d}).copy_from(b.value().local());
+    }
+    const Engine<T> engine(kind, saved->layout, prm.alpha, prm.bias, prm.weight);
+    const double component = forward_pass(*saved, prm, engine);
 
-  auto backward = [saved, prm](const DistTensor<T>& dy, Gradients<T>& grads) {
-    const Engine<T> eng(prm.kind, saved->layout, prm.alpha, prm.bias, prm.weight);
-    const double seed = dy.local_numel() > 0 ? double(dy.local().to_vector()[0]) : 0.0;
-    const std::int64_t n = 2 * saved->layout.rows[saved->layout.rank] * saved->layout.dim;
-    Tensor<T> dx(Shape{std::max<std::int64_t>(n, 1)}, "distop::contrastive::grad");
-    const std::array<double, 2> scalars = backward_pass(*saved, prm, eng, seed, dx);
-    // Each rank's copy of a scalar parameter takes 1/P of its gradient.
-    const double share = 1.0 / saved->layout.size;
-    auto add_scalar = [&](std::size_t input, double v) {
-      grads.accumulate(input, [&](T beta, Tensor<T>& g) {
-        const double old = beta == T(0) ? 0.0 : double(beta) * double(g.to_vector()[0]);
-        g.fill(static_cast<T>(old + v));
-      });
+    // Exact for a seed equal on every rank (backward(tape, loss) seeds 1): each rank's rows receive
+    // the seed times the loss's gradient with respect to them, whichever rank computed it.
+    auto backward = [saved, prm](const DistTensor<T>& dy, Gradients<T>& grads) {
+      const Engine<T> eng(prm.kind, saved->layout, prm.alpha, prm.bias, prm.weight);
+      const double seed = dy.local_numel() > 0 ? double(dy.local().to_vector()[0]) : 0.0;
+      const std::int64_t n = 2 * saved->layout.rows[saved->layout.rank] * saved->layout.dim;
+      Tensor<T> dx(Shape{std::max<std::int64_t>(n, 1)}, "distop::contrastive::grad");
+      const std::array<double, 2> scalars = backward_pass(*saved, prm, eng, seed, dx);
+      // Each rank's copy of a scalar parameter takes 1/P of its gradient.
+      const double share = 1.0 / saved->layout.size;
+      auto add_scalar = [&](std::size_t input, double v) {
+        grads.accumulate(input, [&](T beta, Tensor<T>& g) {
+          const double old = beta == T(0) ? 0.0 : double(beta) * double(g.to_vector()[0]);
+          g.fill(static_cast<T>(old + v));
+        });
+      };
+      if (prm.has_scale) add_scalar(2, prm.clamped ? 0.0 : scalars[0] * share);
+      if (prm.has_bias) add_scalar(prm.has_scale ? 3 : 2, scalars[1] * share);
+      for (std::size_t set = 0; set < 2; ++set)
+        grads.accumulate(set, [&](T beta, Tensor<T>& g) {
+          if (n == 0) return;  // no rows here
+          const Tensor<T> in = dx.slice(static_cast<std::int64_t>(set) * (n / 2), g.shape());
+          if (beta == T(0))
+            g.copy_from(in);
+          else
+            kernels::axpby(T(1), in, beta, g);
+        });
     };
-    if (prm.has_scale) add_scalar(2, prm.clamped ? 0.0 : scalars[0] * share);
-    if (prm.has_bias) add_scalar(prm.has_scale ? 3 : 2, scalars[1] * share);
-    for (std::size_t set = 0; set < 2; ++set)
-      grads.accumulate(set, [&](T beta, Tensor<T>& g) {
-        if (n == 0) return;  // no rows here
-        const Tensor<T> in = dx.slice(static_cast<std::int64_t>(set) * (n / 2), g.shape());
-        if (beta == T(0))
-          g.copy_from(in);
-        else
-          kernels::axpby(T(1), in, beta, g);
-      });
+    return Computed{detail::scalar<T>(ranks, component), std::move(backward)};
   };
-  return make_function<T>(tape, op, std::move(inputs), std::move(value), std::move(backward),
-                          /*collective=*/true);
+  // The backward moves rows and sums the scalars' gradients: collective.
+  return make_function<T>(tape, op, std::move(inputs), compute,
+                          FunctionOptions{.collective = true});
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 #include <string>
 #include <utility>
 
+#include "distop/autodiff/function.hpp"
 #include "distop/comm/agree.hpp"
-#include "distop/core/trace.hpp"
 #include "distop/kernels/softmax.hpp"
 #include "scalar.hpp"
 
@@ -35,7 +35,6 @@ std::string label_problem(const Shape& local, const std::vector<std::int32_t>& l
 
 template <class T>
 Var<T> cross_entropy(Tape& tape, const Var<T>& logits, const std::vector<std::int32_t>& labels) {
-  const trace::Compute span("cross_entropy");
   const char* op = "cross_entropy";
   const TensorSpace& s = logits.space();
   check_logits_space(s, op);
@@ -44,26 +43,31 @@ Var<T> cross_entropy(Tape& tape, const Var<T>& logits, const std::vector<std::in
 
   const bool active = s.partition().active();
   const double batch = static_cast<double>(s.global_shape()[0]);
-  Tensor<T> probs;
-  double sum = 0;
-  if (active) {
-    probs = Tensor<T>::uninitialized(s.local_shape(), "distop::cross_entropy::probs");
-    sum = kernels::softmax_cross_entropy(logits.value().local(), labels, &probs);
-  }
-  Var<T> loss(detail::scalar<T>(s.partition(), batch > 0 ? sum / batch : 0.0),
-              logits.requires_grad());
-  if (!logits.requires_grad()) return loss;
-
-  tape.record(op, [x = logits, loss, probs, labels, active, batch, use = logits.use()]() mutable {
-    if (!loss.has_grad()) return;
-    auto dx = DistTensor<T>::uninitialized(x.space());
+  return make_function<T>(tape, op, {logits}, [&](bool recording) {
+    Tensor<T> probs;  // softmax(logits), for the backward
+    double sum = 0;
     if (active) {
-      const T scale = static_cast<T>(detail::scalar_grad(loss.grad()) / batch);
-      kernels::softmax_cross_entropy_backward(probs, labels, scale, dx.local());
+      if (recording)
+        probs = Tensor<T>::uninitialized(s.local_shape(), "distop::cross_entropy::probs");
+      sum = kernels::softmax_cross_entropy(logits.value().local(), labels,
+                                           recording ? &probs : nullptr);
     }
-    x.accumulate_grad(std::move(dx));
+    // The saved probabilities' storage becomes the gradient: a backward runs once.
+    auto backward = [probs, labels, active, batch](const DistTensor<T>& dy,
+                                                   Gradients<T>& grads) mutable {
+      const TensorSpace& space = grads.input(0).space();
+      if (!active) {
+        grads.add(0, DistTensor<T>::uninitialized(space));  // empty
+        return;
+      }
+      auto dx = DistTensor<T>::from_local(space, std::move(probs));
+      const T scale = static_cast<T>(detail::scalar_grad(dy) / batch);
+      kernels::softmax_cross_entropy_backward(dx.local(), labels, scale, dx.local());
+      grads.add(0, std::move(dx));
+    };
+    return Computed{detail::scalar<T>(s.partition(), batch > 0 ? sum / batch : 0.0),
+                    std::move(backward)};
   });
-  return loss;
 }
 
 template <class T>

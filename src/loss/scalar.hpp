@@ -20,7 +20,7 @@ DistTensor<T> scalar(const Partition& partition, double component) {
 
 // This rank's component of the loss gradient dL/d(loss) (0 outside the partition).
 template <class T>
-T scalar_grad(DistTensor<T>& g) {
+T scalar_grad(const DistTensor<T>& g) {
   return g.local_numel() > 0 ? g.local().to_vector()[0] : T(0);
 }
 

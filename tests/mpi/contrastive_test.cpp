@@ -1,7 +1,8 @@
 // The contrastive losses across ranks: every loss x strategy, balanced and unbalanced row blocks (a
 // rank with no rows, a gather root with no rows), float and double, against the one-rank loss of
-// the whole batch; the scalar gradients' 1/P shares and the seed P a data-parallel average needs;
-// errors agreed on every rank.
+// the whole batch: the components over the loss's partition (every rank) sum to its loss, backward
+// seeded 1 gives its gradients; the scalar gradients' 1/P shares and the seed P a data-parallel
+// average needs; errors agreed on every rank.
 #include "distop/loss/contrastive.hpp"
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "distop/autodiff/apply.hpp"
+#include "distop/loss/total.hpp"
 #include "gradcheck.hpp"
 #include "mpi_test_util.hpp"
 
@@ -51,9 +53,13 @@ Var<T> rows_of(const std::vector<T>& all, std::int64_t first, std::int64_t n) {
   return Var<T>(x, true);
 }
 
-// Loss, dL/da, dL/db (this rank's rows), dL/dlog_scale and dL/dbias (this rank's copies).
+// The loss (loss::total, on every rank), this rank's component and the ranks the loss's
+// partition spans, dL/da, dL/db (this rank's rows), dL/dlog_scale and dL/dbias (this rank's
+// copies).
 struct Result {
   double loss;
+  double component;
+  int ranks;
   std::vector<double> ga, gb;
   double gt = 0, gbias = 0;
 };
@@ -67,11 +73,13 @@ Result run(Which w, const std::vector<T>& a_all, const std::vector<T>& b_all, st
   Var<T> l = w == Which::ntxent ? loss::ntxent(tape, a, b, T(0.4), comm, opt)
              : w == Which::clip ? loss::clip_loss(tape, a, b, t, comm, opt)
                                 : loss::siglip_loss(tape, a, b, t, bias, comm, opt);
+  Result r;
+  r.loss = loss::total(l);
+  r.component = l.value().local().to_vector().at(0);
+  r.ranks = l.space().partition().size();
   DistTensor<T> s(l.space());
   s.local().fill(static_cast<T>(seed));
   distop::backward(tape, l, s);
-  Result r;
-  r.loss = l.value().local().to_vector()[0];
   for (T v : a.grad().local().to_vector()) r.ga.push_back(v);
   for (T v : b.grad().local().to_vector()) r.gb.push_back(v);
   if (w != Which::ntxent) r.gt = t.grad().local().to_vector()[0];
@@ -125,11 +133,16 @@ void check_all(double tol) {
         EXPECT_NEAR(got.gt, ref.gt / p, tol * 10);
         EXPECT_NEAR(got.gbias, ref.gbias / p, tol * 10);
         EXPECT_NEAR(sum_over_ranks(got.gt), ref.gt, tol * 10);
-        // The loss is the same, bit for bit, on every rank.
-        double lo = 0, hi = 0;
-        MPI_Allreduce(&got.loss, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-        MPI_Allreduce(&got.loss, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        EXPECT_EQ(lo, hi);
+        // The loss's partition spans every rank, each holding its component: the part of the loss
+        // from its own rows (none: 0), or under gather the whole loss on the root and 0 elsewhere.
+        EXPECT_EQ(got.ranks, p);
+        EXPECT_NEAR(sum_over_ranks(got.component), got.loss, 1e-14 * std::abs(got.loss));
+        if (st == ContrastiveStrategy::gather)
+          EXPECT_EQ(got.component, me == 0 ? got.loss : 0.0);
+        else if (rows[me] == 0)
+          EXPECT_EQ(got.component, 0.0);
+        else
+          EXPECT_GE(got.component, 0.0);  // every row's term is (one row alone: 0)
       }
     }
   }

@@ -57,27 +57,31 @@ struct ContrastiveOptions {
 // default memory space (a GPU's in a CUDA build): the arithmetic runs there, as Kokkos kernels and
 // kernels::gemm. Row i of a is paired with row i of b.
 //
-// Result: a Var of shape [1] on a's partition holding the global batch's loss L, the same value on
-// every rank (the ranks' partial sums are added by one AllSumReduce, which hands every rank the
-// same sum).
+// Result: distop's loss convention (docs/losses.md). A Var of shape [1] replicated over a 1-D
+// partition of every rank of batch_comm (built with the movers and cached on batch_comm), each rank
+// holding its component; the loss L is the sum of the components (loss::total gives it on every
+// rank). A rank's component is the part of L from its own rows (the terms of its query rows), and
+// under the gather strategy, where the root computes every term, the root's is L and the others'
+// are 0. The loss's partition says which ranks share this one loss (data parallelism reads it).
 //
 // Gradients: backward with seed s on every rank (backward(tape, loss) seeds 1) adds to each rank's
 // a and b the gradient of s L with respect to its own rows, exactly, whatever the strategy. The
-// seed must be the same on every rank. The learnable scalars (logit_scale, logit_bias) are
+// seed must be the same on every rank (as backward(tape, loss) seeds): each rank's backward uses
+// its own seed for the terms it computes. The learnable scalars (logit_scale, logit_bias) are
 // replicas of one parameter, one copy per rank, which must hold the same value: each rank's copy
 // receives 1/P of s dL/d(scalar) (the ranks' partial gradients summed by an AllSumReduce, then
 // shared out equally). So on every input, the gradients summed over the ranks are the gradient of
 // s L with respect to parameters shared by all ranks: a data-parallel reducer that sums gradients
-// over the ranks needs seed 1; one that averages over R = P replicas (as parallel::GradientReducer
-// does) needs seed P (backward(tape, loss, s) with s filled with P) to give dL/dtheta. The seed is
-// read on every rank; the ranks' backward calls are collective.
+// over the ranks needs seed 1; one that averages over R = P replicas needs seed P to give dL/dtheta
+// (parallel::DataParallel seeds a loss whose partition spans its R replicas so). The seed is read
+// on every rank; the ranks' backward calls are collective.
 //
 // Collective over batch_comm (in forward and backward; every rank calls with the same strategy,
 // root and loss arguments). Invalid inputs on any rank (a wrong rank of tensor, b_p differing
 // between a and b, D differing between ranks, an empty global batch, a non-positive temperature,
 // a root outside batch_comm) raise the same Error on every rank. The rows move through distop's
-// operators (AllGather, Gather, Repartition, SendRecv; the loss's partial sums and the scalars'
-// gradients by AllSumReduce: docs/contrastive.md), built on the first call with a batch layout
+// operators (AllGather, Gather, Repartition, SendRecv; the scalars' gradients by AllSumReduce:
+// docs/contrastive.md), built on the first call with a batch layout
 // (rows per rank, D, strategy, root, precision) and cached on batch_comm (a few layouts; freed
 // with batch_comm or when Kokkos finalises).
 

@@ -13,11 +13,12 @@ namespace distop::loss {
 // [batch, classes] with the class axis unsplit (the batch axis may be split over the partition).
 // `labels` holds the class of each row of this rank's box (empty outside the partition).
 //
-// Returns a scalar of shape [1] replicated over the logits' partition: each rank's component is
-// the sum of its rows' -log softmax(logits)[label] divided by the global batch, so that the loss
-// (the sum of the components: the sum convention of docs/adjoints.md) is the mean over the global
-// batch. A replicated batch axis counts each copy. Backward adds dL/d(component) (softmax - onehot)
-// / batch to the logits' gradient, from the probabilities saved by the forward pass.
+// Returns the loss in distop's loss convention (docs/losses.md): a Var of shape [1] replicated
+// over the logits' partition, each rank's component the sum of its rows'
+// -log softmax(logits)[label] divided by the global batch, so that the loss (the sum of the
+// components, loss::total) is the mean over the global batch. A replicated batch axis counts each
+// copy; ranks outside the partition hold an empty tensor. Backward adds dL/d(component) (softmax -
+// onehot) / batch to the logits' gradient, from the probabilities saved by the forward pass.
 //
 // Collective over the logits' parent communicator (one small allreduce): a wrong label count or a
 // label outside [0, classes) on any rank raises the same Error on every rank.
