@@ -8,6 +8,7 @@
 // float rounding: the partitioning changes where the arithmetic happens, not what it computes.
 #include <CLI/CLI.hpp>
 #include <distop/distop.hpp>
+#include <distop/train/cli.hpp>
 #include <sstream>
 
 #include "model.hpp"
@@ -42,13 +43,6 @@ std::vector<std::int64_t> parse_sizes(const std::string& hidden, std::int64_t in
   return sizes;
 }
 
-// The batch's pixels for this rank's feature block of the input space ([batch, 784], features
-// split): gathered in host memory, copied once into the model's memory space.
-void load_batch(const data::Dataset& d, const std::vector<std::int64_t>& order,
-                const data::BatchRange& range, const TensorSpace&, DistTensor<float>& x) {
-  data::load_batch(d, data::Sampler::indices(order, range), x);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,7 +65,11 @@ int main(int argc, char** argv) {
         "mlp", examples::ModelParallelMlp::footprint(sizes, model_ranks, model_rank),
         train::examples_per_step(o, train_set.size), o, o.replicas, "--hidden " + hidden);
     examples::ModelParallelMlp model(sizes, o.seed, replicas.model_comm());
-    return train::fit("mlp", model, o, train_set, test_set, load_batch,
-                      {{"model", "mlp"}, {"hidden", hidden}}, &replicas);
+    // Each rank loads its feature block of the batch's pixels ([batch, 784], features split).
+    train::CrossEntropyLoss<float> loss;
+    return train::fit(model, loss, train_set, &test_set, o,
+                      {.program = "mlp",
+                       .replicas = &replicas,
+                       .save_metadata = {{"model", "mlp"}, {"hidden", hidden}}});
   });
 }

@@ -15,6 +15,7 @@
 #include <system_error>
 #include <vector>
 
+#include "distop/comm/mpi.hpp"
 #include "distop/core/environment.hpp"
 
 namespace distop::train {
@@ -179,8 +180,9 @@ std::string first_differing_option(const CLI::App& app) {
     add(std::hash<std::string>{}(text));
   }
   std::vector<std::uint64_t> max(h.size());
-  MPI_Allreduce(h.data(), max.data(), static_cast<int>(h.size()), MPI_UINT64_T, MPI_MAX,
-                MPI_COMM_WORLD);
+  DISTOP_MPI_CHECK(MPI_Allreduce(h.data(), max.data(), static_cast<int>(h.size()), MPI_UINT64_T,
+                                 MPI_MAX, MPI_COMM_WORLD),
+                   "run_main");
   for (std::size_t i = 0; i < h.size(); i += 2) {
     if (max[i] == ~max[i + 1]) continue;  // the same on every rank
     if (i == 0) return "the set of options";
@@ -193,7 +195,7 @@ std::string first_differing_option(const CLI::App& app) {
 
 std::optional<int> parse_agreed(int argc, char** argv, CLI::App& app, const std::string& program) {
   int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  DISTOP_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank), program);
   // Flag errors name the program: "<program>: error: --seed: ...", exit status 2.
   app.failure_message([program](const CLI::App* a, const CLI::Error& e) {
     return program + ": error: " + CLI::FailureMessage::simple(a, e);
@@ -214,7 +216,7 @@ std::optional<int> parse_agreed(int argc, char** argv, CLI::App& app, const std:
   }
   if (rank == 0) status[1] = status[0];
   int agreed[2] = {-1, -1};
-  MPI_Allreduce(status, agreed, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  DISTOP_MPI_CHECK(MPI_Allreduce(status, agreed, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD), program);
   if (agreed[0] >= 0) {
     // Rank 0 has spoken (app.exit); another rank that failed alone says why.
     if (agreed[1] < 0 && status[0] > 0)
