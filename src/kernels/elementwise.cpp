@@ -139,6 +139,55 @@ struct LogSigmoidGrad {  // from the input x: sigmoid(-x), exp of a non-positive
   }
 };
 
+// sqrt(2), 1 / sqrt(2 pi) and sqrt(2 / pi), the constants of GELU's two forms.
+constexpr double kSqrt2 = 1.4142135623730950488;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kGeluCubic = 0.044715;
+struct Gelu {
+  template <class T>
+  KOKKOS_INLINE_FUNCTION T operator()(T x) const {
+    return T(0.5) * x * (T(1) + kmath::erf(x / T(kSqrt2)));
+  }
+};
+struct GeluGrad {  // from the input x: Phi(x) + x phi(x)
+  template <class T>
+  KOKKOS_INLINE_FUNCTION T operator()(T x, T dy) const {
+    const T cdf = T(0.5) * (T(1) + kmath::erf(x / T(kSqrt2)));
+    const T pdf = T(kInvSqrt2Pi) * kmath::exp(T(-0.5) * x * x);
+    return dy * (cdf + x * pdf);
+  }
+};
+struct GeluTanh {
+  template <class T>
+  KOKKOS_INLINE_FUNCTION T operator()(T x) const {
+    const T u = T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x);
+    return T(0.5) * x * (T(1) + kmath::tanh(u));
+  }
+};
+struct GeluTanhGrad {  // from the input x
+  template <class T>
+  KOKKOS_INLINE_FUNCTION T operator()(T x, T dy) const {
+    const T u = T(kSqrt2OverPi) * (x + T(kGeluCubic) * x * x * x);
+    const T t = kmath::tanh(u);
+    const T du = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluCubic) * x * x);
+    return dy * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
+  }
+};
+struct Silu {
+  template <class T>
+  KOKKOS_INLINE_FUNCTION T operator()(T x) const {
+    return x * Sigmoid{}(x);
+  }
+};
+struct SiluGrad {  // from the input x
+  template <class T>
+  KOKKOS_INLINE_FUNCTION T operator()(T x, T dy) const {
+    const T s = Sigmoid{}(x);
+    return dy * s * (T(1) + x * (T(1) - s));
+  }
+};
+
 // y = f(x)
 template <class T, class F>
 void map(const char* op, const Tensor<T>& x, Tensor<T>& y, F f) {
@@ -188,6 +237,9 @@ DISTOP_UNARY(log, Log, LogGrad)
 DISTOP_UNARY(sqrt, Sqrt, SqrtGrad)
 DISTOP_UNARY(rsqrt, Rsqrt, RsqrtGrad)
 DISTOP_UNARY(logsigmoid, LogSigmoid, LogSigmoidGrad)
+DISTOP_UNARY(gelu, Gelu, GeluGrad)
+DISTOP_UNARY(gelu_tanh, GeluTanh, GeluTanhGrad)
+DISTOP_UNARY(silu, Silu, SiluGrad)
 #undef DISTOP_UNARY
 
 template <class T>
@@ -211,6 +263,9 @@ void clamp_backward(const Tensor<T>& x, T lo, T hi, const Tensor<T>& dy, T beta,
   DISTOP_INSTANTIATE_UNARY(T, sqrt)                        \
   DISTOP_INSTANTIATE_UNARY(T, rsqrt)                       \
   DISTOP_INSTANTIATE_UNARY(T, logsigmoid)                  \
+  DISTOP_INSTANTIATE_UNARY(T, gelu)                        \
+  DISTOP_INSTANTIATE_UNARY(T, gelu_tanh)                   \
+  DISTOP_INSTANTIATE_UNARY(T, silu)                        \
   template void clamp(const Tensor<T>&, T, T, Tensor<T>&); \
   template void clamp_backward(const Tensor<T>&, T, T, const Tensor<T>&, T, Tensor<T>&);
 DISTOP_INSTANTIATE(float)

@@ -6,12 +6,14 @@
 
 namespace distop::kernels::kmath {
 #if KOKKOS_VERSION >= 30700
+using Kokkos::erf;
 using Kokkos::exp;
 using Kokkos::log;
 using Kokkos::log1p;
 using Kokkos::sqrt;
 using Kokkos::tanh;
 #else
+using Kokkos::Experimental::erf;
 using Kokkos::Experimental::exp;
 using Kokkos::Experimental::log;
 using Kokkos::Experimental::log1p;

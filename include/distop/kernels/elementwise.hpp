@@ -65,6 +65,24 @@ void logsigmoid(const Tensor<T>& x, Tensor<T>& y);
 template <class T>
 void logsigmoid_backward(const Tensor<T>& x, const Tensor<T>& dy, T beta, Tensor<T>& dx);
 
+// y = x Phi(x) = x (1 + erf(x / sqrt(2))) / 2, Phi the standard normal CDF (torch's gelu,
+// approximate='none'); from x: dy (Phi(x) + x phi(x)), phi the standard normal density.
+template <class T>
+void gelu(const Tensor<T>& x, Tensor<T>& y);
+template <class T>
+void gelu_backward(const Tensor<T>& x, const Tensor<T>& dy, T beta, Tensor<T>& dx);
+// y = x (1 + tanh(u)) / 2 with u = sqrt(2 / pi) (x + 0.044715 x^3) (torch's gelu,
+// approximate='tanh'); from x: dy ((1 + tanh u) / 2 + x (1 - tanh^2 u) u'(x) / 2).
+template <class T>
+void gelu_tanh(const Tensor<T>& x, Tensor<T>& y);
+template <class T>
+void gelu_tanh_backward(const Tensor<T>& x, const Tensor<T>& dy, T beta, Tensor<T>& dx);
+// y = x sigmoid(x) (SiLU, swish); from x: dy s (1 + x (1 - s)) with s = sigmoid(x).
+template <class T>
+void silu(const Tensor<T>& x, Tensor<T>& y);
+template <class T>
+void silu_backward(const Tensor<T>& x, const Tensor<T>& dy, T beta, Tensor<T>& dx);
+
 // ---- Arithmetic with broadcasting ---------------------------------------------------------------
 // The second operand b broadcasts against a by torch's rules on shapes: b's axes are aligned with
 // a's trailing ones, each of b's extents equals a's or is 1, and b may have fewer axes (the
