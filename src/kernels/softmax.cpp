@@ -1,6 +1,7 @@
 #include "distop/kernels/softmax.hpp"
 
 #include <Kokkos_Core.hpp>
+#include <limits>
 
 #include "kokkos_math.hpp"
 #include "team.hpp"
@@ -240,7 +241,30 @@ std::int64_t count_correct(const Tensor<T>& logits, const std::vector<std::int32
   return correct;
 }
 
+template <class T>
+void causal_mask(const Tensor<T>& x, std::int64_t matrix_rows, std::int64_t row_offset,
+                 Tensor<T>& y) {
+  const char* op = "causal_mask";
+  check_logits(x, op);
+  DISTOP_CHECK(y.shape() == x.shape(), op, "y has shape ", y.shape().str(), ", expected ",
+               x.shape().str());
+  DISTOP_CHECK(matrix_rows > 0 && x.extent(0) % matrix_rows == 0 && row_offset >= 0, op,
+               "expected whole matrices of ", matrix_rows, " rows at row offset ", row_offset,
+               ", found ", x.shape().str());
+  const std::int64_t n = x.extent(1);
+  auto xv = x.view();
+  auto yv = y.view();
+  const T hidden = -std::numeric_limits<T>::infinity();
+  Kokkos::parallel_for(
+      "distop::causal_mask", Kokkos::RangePolicy<ExecSpace>(0, x.numel()),
+      KOKKOS_LAMBDA(std::int64_t e) {
+        const std::int64_t i = (e / n) % matrix_rows + row_offset;
+        yv(e) = e % n > i ? hidden : xv(e);
+      });
+}
+
 #define DISTOP_INSTANTIATE(T)                                                                      \
+  template void causal_mask(const Tensor<T>&, std::int64_t, std::int64_t, Tensor<T>&);            \
   template void softmax(const Tensor<T>&, Tensor<T>&);                                             \
   template void log_softmax(const Tensor<T>&, Tensor<T>&);                                         \
   template void log_softmax_backward(const Tensor<T>&, const Tensor<T>&, T, Tensor<T>&);           \

@@ -30,6 +30,14 @@ void log_softmax_backward(const Tensor<T>& out, const Tensor<T>& dout, T beta, T
 template <class T>
 void softmax_backward(const Tensor<T>& probs, const Tensor<T>& dprobs, T beta, Tensor<T>& dx);
 
+// y = x with -inf where a causal mask hides the entry: x [rows, n] holds matrices of `matrix_rows`
+// consecutive rows each (the box of an [..., S, n] tensor whose second-to-last axis starts at
+// global row `row_offset`), and entry j of a matrix's row i is hidden where j > row_offset + i.
+// Overwrites y (x's shape; may alias x). Then softmax gives causal attention weights.
+template <class T>
+void causal_mask(const Tensor<T>& x, std::int64_t matrix_rows, std::int64_t row_offset,
+                 Tensor<T>& y);
+
 // The sum over rows of -log softmax(logits)[row, label[row]], accumulated in double. When probs is
 // given (same shape as logits, not aliasing it) it receives softmax(logits), for the backward pass.
 template <class T>

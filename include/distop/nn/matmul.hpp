@@ -1,6 +1,6 @@
 #pragma once
-// Matrix products of 2-D Vars on the tape, on every rank's boxes through kernels::gemm (BLAS on the
-// host, cuBLAS for device memory): C = A B, A B^T and A^T B.
+// Matrix products of 2-D Vars (and batches of them) on the tape, on every rank's boxes through
+// kernels::gemm (BLAS on the host, cuBLAS for device memory): C = A B, A B^T and A^T B.
 
 #include "distop/autodiff/tape.hpp"
 #include "distop/autodiff/var.hpp"
@@ -13,6 +13,13 @@ namespace distop::nn {
 //   matmul     dA = dC B^T   dB = A^T dC
 //   matmul_nt  dA = dC B     dB = dC^T A
 //   matmul_tn  dA = B dC^T   dB = A dC
+//
+// Batched: A and B of one rank r > 2, [..., m, k] and [..., k, n] (torch.matmul of equal batch
+// shapes, no broadcasting), multiply matrix by matrix over their leading (batch) axes, which must
+// have equal extents and be split alike (the same blocks over the same grid axes): each rank
+// multiplies the matrices of its own batch box (attention's [B, H, S, D] x [B, H, D, S2], and
+// q k^T as matmul_nt). C is [..., m, n], its batch axes split as A's. The transposes and the
+// gradients act on the last two axes, matrix by matrix.
 //
 // Without an output space: A and B live on one partition, the contracted axis (k) is unsplit in
 // both, and C [m, n] takes its rows' split from op(A)'s rows and its columns' split from op(B)'s
