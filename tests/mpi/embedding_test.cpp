@@ -111,10 +111,10 @@ TEST(VocabParallelEmbedding, AdjointAndGradientChecks) {
     nn::Embedding<double> split(l.vocab, kDim, l.partition,
                                 {.seed = 3, .vocab_split_axis = l.vocab_axis});
     const DistTensor<double> idx = indices(l.indices, l.vocab);
-    testing::TapeLinearisation<double> op(
+    distop::testing::TapeLinearisation<double> op(
         split.weight(), split.output_space(l.indices),
         [&](Tape& t) { return split.forward(t, idx); }, "VocabParallelEmbedding");
-    const auto report = testing::adjoint_test(op);
+    const auto report = distop::testing::adjoint_test(op);
     EXPECT_TRUE(report.passed) << report.str();
     const auto r = test::random_tensor<double>(split.output_space(l.indices), 6);
     test::expect_gradients_match_everywhere(

@@ -21,7 +21,6 @@
 #include "gradcheck.hpp"
 
 using namespace distop;
-namespace test = distop::test;
 
 namespace {
 
@@ -310,7 +309,7 @@ TEST(TransformerOps, DropoutOnFourDimensionalAttentionWeights) {
   std::int64_t dropped = 0;
   for (std::size_t i = 0; i < y.size(); ++i) {
     const bool drop = random::uniform(77, i) < p;
-    dropped += drop;
+    dropped += drop ? 1 : 0;
     EXPECT_NEAR(y[i], drop ? 0.0 : wv[i] / (1 - p), 1e-15) << i;
   }
   EXPECT_GT(dropped, 0);
