@@ -1,33 +1,29 @@
 #include "distop/loss/mse.hpp"
 
-#include <utility>
-
-#include "distop/autodiff/function.hpp"
-#include "distop/kernels/axpy.hpp"
-#include "distop/kernels/reduce.hpp"
-#include "scalar.hpp"
+#include "pointwise.hpp"
 
 namespace distop::loss {
 
+namespace {
+
+// (x - t)^2; its derivative 2 (x - t).
 template <class T>
-Var<T> mse(Tape& tape, const Var<T>& x, const DistTensor<T>& target) {
-  check_space(target, x.space(), "mse", "the target");
-  const double numel = static_cast<double>(x.space().global_shape().numel());
-  return make_function<T>(tape, "mse", {x}, [&] {
-    DistTensor<T> diff = x.value().clone();
-    kernels::axpy(T(-1), target.local(), diff.local());
-    const double sum = kernels::dot(diff.local(), diff.local());
-    auto backward = [diff, numel](const DistTensor<T>& dy, Gradients<T>& grads) mutable {
-      // The saved difference becomes the gradient: a backward runs once.
-      kernels::scale(static_cast<T>(2.0 * detail::scalar_grad(dy) / numel), diff.local());
-      grads.add(0, std::move(diff));
-    };
-    return Computed{detail::scalar<T>(x.space().partition(), numel > 0 ? sum / numel : 0.0),
-                    std::move(backward)};
-  });
+struct MSETerm {
+  KOKKOS_INLINE_FUNCTION T value(std::int64_t, T x, T t) const { return (x - t) * (x - t); }
+  KOKKOS_INLINE_FUNCTION T grad(std::int64_t, T x, T t) const { return T(2) * (x - t); }
+};
+
+}  // namespace
+
+template <class T>
+Var<T> mse(Tape& tape, const Var<T>& input, const DistTensor<T>& target,
+           const MSEOptions& options) {
+  const char* op = "mse";
+  detail::check_pointwise(op, input, target, options.reduction, false);
+  return detail::pointwise_loss(tape, op, input, target, options.reduction, MSETerm<T>{});
 }
 
-template Var<float> mse(Tape&, const Var<float>&, const DistTensor<float>&);
-template Var<double> mse(Tape&, const Var<double>&, const DistTensor<double>&);
+template Var<float> mse(Tape&, const Var<float>&, const DistTensor<float>&, const MSEOptions&);
+template Var<double> mse(Tape&, const Var<double>&, const DistTensor<double>&, const MSEOptions&);
 
 }  // namespace distop::loss

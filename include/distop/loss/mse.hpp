@@ -1,20 +1,29 @@
 #pragma once
-// Mean squared error.
+// Mean squared error (torch's MSELoss).
 
 #include "distop/autodiff/tape.hpp"
 #include "distop/autodiff/var.hpp"
+#include "distop/loss/reduction.hpp"
 
 namespace distop::loss {
 
-// PyTorch's mse_loss(x, target) with reduction 'mean': the sum of (x - target)^2 over every
-// global entry, divided by the global element count. target must live in x's space.
+struct MSEOptions {
+  Reduction reduction = Reduction::mean;  // none, sum or mean
+};
+
+// torch's mse_loss(input, target): the terms (input - target)^2, reduced (loss/reduction.hpp);
+// by default the sum over every global entry divided by the global element count. target lives
+// in the input's space (any partition; an Error on every rank otherwise); it receives no gradient,
+// and its local tensor is saved for the backward pass (not copied: it must not change before
+// then).
 //
-// Returns the loss in distop's loss convention (docs/losses.md): a Var of shape [1] replicated
-// over x's partition, each rank's component its local sum of squares divided by the global element
-// count (the loss is the sum of the components, loss::total; replicated copies of x each count;
-// ranks outside the partition hold an empty tensor). Local (no messages). Backward adds
-// dL/d(component) 2 (x - target) / numel to x's gradient.
+// With reduction none, the terms as a Var in the input's space; else a loss in distop's convention
+// (docs/losses.md): a [1] Var replicated over the input's partition, each rank's component its
+// box's sum of squares (over the global element count for mean; replicated copies of the input
+// each count; ranks outside the partition hold an empty tensor). Local: no messages. Backward:
+// dL/dinput = 2 (input - target), times dy.
 template <class T>
-Var<T> mse(Tape& tape, const Var<T>& x, const DistTensor<T>& target);
+Var<T> mse(Tape& tape, const Var<T>& input, const DistTensor<T>& target,
+           const MSEOptions& options = {});
 
 }  // namespace distop::loss
