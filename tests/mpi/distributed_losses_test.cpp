@@ -526,6 +526,8 @@ TEST(DistributedLosses, BadOptionsAreErrors) {
   EXPECT_NE(m.find("pos_weight"), std::string::npos) << m;
   EXPECT_THROW(loss::bce_with_logits(tape, x, t, {.pos_weight = Tensor<double>(Shape{2, kC, kL})}),
                Error);
+  // Options without a pos_weight name no member that lacks a default.
+  EXPECT_NO_THROW(loss::bce_with_logits(tape, x, t, {.reduction = Reduction::sum}));
   EXPECT_THROW(loss::poisson_nll(tape, x, t, {.eps = -1.0}), Error);
   EXPECT_THROW(loss::dice(tape, x, t, {.smooth = -1.0}), Error);
   EXPECT_EQ(loss::parse_reduction("batchmean"), Reduction::batchmean);

@@ -21,7 +21,7 @@ struct BCEWithLogitsOptions {
   // (aligned with its trailing axes, each extent the input's or 1, fewer axes allowed): [C]
   // weights the last axis' C classes, [C, 1, 1] the channels of an [N, C, H, W] input. Held whole
   // on every rank (in the default memory space); none: every weight 1.
-  std::optional<Tensor<T>> pos_weight;
+  std::optional<Tensor<T>> pos_weight = std::nullopt;
 };
 
 // torch's binary_cross_entropy(input, target): for probabilities `input` and targets in [0, 1],
