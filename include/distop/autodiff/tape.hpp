@@ -39,12 +39,6 @@ class Tape {
   // (category "compute", named after the layer or function whose forward recorded it, else by the
   // entry's name).
   enum class Kind : unsigned char { compute, operator_adjoint };
-  // TRANSITIONAL (public until every operation is on make_function): appends an entry whose
-  // adjoint is `backward`, a callable taking no arguments (a lambda, or a Backward, which must not
-  // be empty).
-  template <class F>
-  void record(std::string name, F&& backward, Kind kind = Kind::compute);
-
   Tape() = default;
   Tape(const Tape&) = delete;
   Tape& operator=(const Tape&) = delete;
@@ -78,6 +72,11 @@ class Tape {
   // Operations reach the tape through make_function (autodiff/function.hpp), linear operators
   // through apply (autodiff/apply.hpp).
   friend struct detail::TapeRecorder;
+
+  // Appends an entry whose adjoint is `backward`, a callable taking no arguments (a lambda, or a
+  // Backward, which must not be empty).
+  template <class F>
+  void record(std::string name, F&& backward, Kind kind = Kind::compute);
 
   struct Entry {
     std::string name;
