@@ -13,11 +13,20 @@ namespace distop::nn::detail {
 
 // Every rank that holds a box of the input (any rank of its partition, or with `boxes_only` only
 // those whose box is not empty) must be in the layer's partition `layer`. From metadata alone, so
-// that the check holds or fails alike on every rank.
+// that the check holds or fails alike on every rank where the two partitions share a parent
+// communicator; where they do not, each rank checks only that it is in `layer` if it holds a box.
 inline void check_input_ranks(const TensorSpace& xs, const Partition& layer, bool boxes_only,
                               const char* op) {
   const Partition& p = xs.partition();
   if (p.same_as(layer)) return;
+  if (p.parent() != layer.parent()) {
+    // Over different communicators (a layer's default partition, this process alone, under an
+    // input spread over the world): the ranks cannot be compared, so each rank checks its own box.
+    const bool holds = p.active() && (!boxes_only || xs.local_shape().numel() > 0);
+    DISTOP_CHECK(!holds || layer.active(), op, "this rank holds a box of the input (", xs.str(),
+                 ") but is not in the layer's ", layer.str());
+    return;
+  }
   std::vector<int> members = layer.ranks();
   std::sort(members.begin(), members.end());
   for (int i = 0; i < p.size(); ++i) {

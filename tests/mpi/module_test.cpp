@@ -9,13 +9,16 @@
 #include <memory>
 #include <string>
 
+#include "distop/autodiff/apply.hpp"
 #include "distop/io/checkpoint.hpp"
 #include "distop/io/safetensors.hpp"
 #include "distop/io/state_dict.hpp"
 #include "distop/nn/batch_norm.hpp"
 #include "distop/nn/distributed_conv.hpp"
 #include "distop/nn/distributed_linear.hpp"
+#include "distop/nn/linear.hpp"
 #include "distop/optim/sgd.hpp"
+#include "distop/testing/adjoint_test.hpp"
 #include "mpi_test_util.hpp"
 
 using namespace distop;
@@ -194,6 +197,32 @@ TEST(DistributedModule, CheckpointsCarryTheBuffers) {
   EXPECT_THROW(io::load_checkpoint(dir, parameters_only, opt_f), Error);
   MPI_Barrier(MPI_COMM_WORLD);
   if (world_rank() == 0) std::filesystem::remove_all(dir);
+}
+
+// A local layer made with its default partition (this process alone) under an input spread over
+// every rank by its batch: each rank applies its own copy to its rows, as the same layer on this
+// process's rows alone does, forward and backward (the default once refused every input box of
+// another rank as "not in the layer's partition").
+TEST(LocalLayers, DefaultPartitionTakesAWorldInputSplitByBatch) {
+  const int n = world_size();
+  const TensorSpace xs(Shape{2 * n, 8}, Partition::world(Shape{n, 1}));
+  const auto x_value = distop::testing::random_tensor<double>(xs, 5);
+  nn::Linear<double> fc(8, 3, nn::LinearOptions{.seed = 2});
+  Tape tape;
+  Var<double> x(x_value, true);
+  Var<double> y = fc.forward(tape, x);
+  backward(tape, y);
+
+  // The same layer on this rank's rows alone.
+  nn::Linear<double> alone(8, 3, nn::LinearOptions{.seed = 2});
+  const TensorSpace own(xs.local_shape(), Partition::self(Shape{1, 1}));
+  Tape own_tape;
+  Var<double> x_own(DistTensor<double>::from_local(own, x_value.local().clone()), true);
+  Var<double> y_own = alone.forward(own_tape, x_own);
+  backward(own_tape, y_own);
+  EXPECT_EQ(y.value().local().to_vector(), y_own.value().local().to_vector());
+  EXPECT_EQ(x.grad().local().to_vector(), x_own.grad().local().to_vector());
+  EXPECT_EQ(fc.weight().grad().local().to_vector(), alone.weight().grad().local().to_vector());
 }
 
 }  // namespace
