@@ -14,7 +14,7 @@
 
 namespace {
 std::vector<double> read_losses(const std::string& run) {
-  std::ifstream in(std::string(DISTOP_LOSSES_DIR) + "/losses." + run + ".txt");
+  std::ifstream in(std::filesystem::path(DISTOP_LOSSES_DIR) / ("losses." + run + ".txt"));
   std::vector<double> losses;
   long long step = 0;
   double loss = 0;
