@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "distop/core/error.hpp"
+#include "distop/core/mpi_check.hpp"
 #include "environment_hooks.hpp"
 #include "scratch.hpp"
 #include "storage.hpp"
@@ -43,6 +44,7 @@ void decide_yield_when_idle(MPI_Comm world) {
   } else {
     int local = 1;
     MPI_Comm node = MPI_COMM_NULL;
+    // Unchecked: a hint; where the node cannot be asked, one rank per node is assumed.
     if (MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
       MPI_Comm_size(node, &local);
       MPI_Comm_free(&node);
@@ -117,15 +119,16 @@ bool yield_when_idle() {
 }
 
 Environment::Environment(int& argc, char**& argv, EnvironmentOptions options) {
+  constexpr const char* op = "Environment";
   int initialized = 0;
-  MPI_Initialized(&initialized);
+  DISTOP_MPI_CHECK(MPI_Initialized(&initialized), op);
   if (!initialized) {
     int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    DISTOP_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided), op);
     owns_mpi_ = true;
   }
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  MPI_Comm_dup(MPI_COMM_WORLD, &errors_);
+  DISTOP_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), op);
+  DISTOP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &errors_), op);
   decide_yield_when_idle(MPI_COMM_WORLD);
   // The higher layers' set-up (comm: the hang watchdog's status board of the node, so that a
   // report can name the ranks of its node that have not arrived; comm/watchdog.hpp).
@@ -200,6 +203,7 @@ int Environment::report_error(const std::exception& e, const char* program, int 
 }
 
 Environment::~Environment() {
+  // Unchecked throughout: a destructor never throws, and each step is a query or a release.
   {
     int finalized = 0;
     MPI_Finalized(&finalized);

@@ -2,6 +2,8 @@
 
 #include <mpi.h>
 
+#include "distop/core/mpi_check.hpp"
+
 #include <algorithm>
 #include <set>
 
@@ -118,7 +120,8 @@ std::vector<T> assemble_everywhere(const DistTensor<T>& x) {
   std::vector<T> v = assemble(x, 0);
   const MPI_Comm parent = x.space().partition().parent();
   v.resize(static_cast<std::size_t>(x.space().global_shape().numel()));
-  MPI_Bcast(v.data(), static_cast<int>(v.size()), mpi_type<T>(), 0, parent);
+  DISTOP_MPI_CHECK(MPI_Bcast(v.data(), static_cast<int>(v.size()), mpi_type<T>(), 0, parent),
+                   "Module::state_dict");
   return v;
 }
 

@@ -106,6 +106,7 @@ bool warn_once(const std::string& key, const std::string& text) {
     const std::lock_guard<std::mutex> lock(mutex);
     if (!given.insert(key).second) return false;
   }
+  // Unchecked: a warning's queries; where they fail, the warning is printed here.
   int running = 0, finalized = 0, rank = 0;
   MPI_Initialized(&running);
   MPI_Finalized(&finalized);

@@ -24,13 +24,16 @@ constexpr const char* kOp = "GradientReducer";
 // Whether every rank of `p` lies in this rank's replica (ranks [first, first + count) of world).
 bool within_replica(const Partition& p, MPI_Comm world, int first, int count) {
   MPI_Group parent = MPI_GROUP_NULL, world_group = MPI_GROUP_NULL;
-  MPI_Comm_group(p.parent(), &parent);
-  MPI_Comm_group(world, &world_group);
+  DISTOP_MPI_CHECK(MPI_Comm_group(p.parent(), &parent), kOp);
+  DISTOP_MPI_CHECK(MPI_Comm_group(world, &world_group), kOp);
   std::vector<int> in_world(p.ranks().size());
-  MPI_Group_translate_ranks(parent, static_cast<int>(p.ranks().size()), p.ranks().data(),
-                            world_group, in_world.data());
+  const int translated =
+      MPI_Group_translate_ranks(parent, static_cast<int>(p.ranks().size()), p.ranks().data(),
+                                world_group, in_world.data());
+  // Unchecked: freeing a group handle releases a local object; nothing worth reporting.
   MPI_Group_free(&parent);
   MPI_Group_free(&world_group);
+  DISTOP_MPI_CHECK(translated, kOp);
   return std::all_of(in_world.begin(), in_world.end(),
                      [&](int r) { return r != MPI_UNDEFINED && r >= first && r < first + count; });
 }
@@ -97,7 +100,7 @@ GradientReducer<T>::GradientReducer(const nn::Module<T>& model, const Replicas& 
       (options.exchange == Exchange::automatic && replicas.count() - 1 > options.exchange_window);
   if (pairwise) exchange_ = comm::ExchangeSchedule::pairwise(options.exchange_window);
   int world_rank = 0;
-  MPI_Comm_rank(replicas.world(), &world_rank);
+  DISTOP_MPI_CHECK(MPI_Comm_rank(replicas.world(), &world_rank), kOp);
   const int first = replicas.index() * replicas.model_ranks();
   buffers_ = model.named_buffers();
   named_ = model.named_parameters();
@@ -119,6 +122,7 @@ GradientReducer<T>::GradientReducer(const nn::Module<T>& model, const Replicas& 
 
 template <class T>
 GradientReducer<T>::~GradientReducer() {
+  // Unchecked queries and waits: a destructor never throws (after MPI_Finalize, nothing to do).
   int finalized = 0;
   MPI_Finalized(&finalized);
   // Phases still in flight complete before their buffers go (an abandoned request would leave MPI

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "distop/core/error.hpp"
+#include "distop/core/mpi_check.hpp"
 
 namespace distop::train {
 
@@ -117,30 +118,32 @@ std::string bytes_text(double bytes) {
 void check_training_fits(const std::string& program, const ModelFootprint& model,
                          std::int64_t examples, const TrainOptions& o, int replicas,
                          const std::string& model_setting, MPI_Comm comm) {
+  constexpr const char* kOp = "check_training_fits";
   const TrainingBytes mine = training_bytes(model, examples, o, replicas);
   // The ranks of this host together, against its memory (0: unknown, not checked).
   const double memory = host_memory_bytes();
   MPI_Comm host = MPI_COMM_NULL;
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+  DISTOP_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host), kOp);
   double local[3] = {mine.total(), mine.parameters, 1}, on_host[3] = {0, 0, 0};
-  MPI_Allreduce(local, on_host, 3, MPI_DOUBLE, MPI_SUM, host);
-  MPI_Comm_free(&host);
+  const int summed = MPI_Allreduce(local, on_host, 3, MPI_DOUBLE, MPI_SUM, host);
+  MPI_Comm_free(&host);  // unchecked: releases a local handle; the sum's result is what counts
+  DISTOP_MPI_CHECK(summed, kOp);
   // The host most over its memory, and that host's numbers, the same on every rank.
   struct {
     double ratio;
     int rank;
   } worst{memory > 0 ? on_host[0] / memory : 0, 0}, agreed{0, 0};
-  MPI_Comm_rank(comm, &worst.rank);
-  MPI_Allreduce(&worst, &agreed, 1, MPI_DOUBLE_INT, MPI_MAXLOC, comm);
+  DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &worst.rank), kOp);
+  DISTOP_MPI_CHECK(MPI_Allreduce(&worst, &agreed, 1, MPI_DOUBLE_INT, MPI_MAXLOC, comm), kOp);
   if (agreed.ratio <= 1) return;
   double numbers[8] = {mine.total(), mine.parameters, mine.activations,
                        on_host[0],   on_host[1],      on_host[2],
                        memory,       static_cast<double>(examples)};
   char name[MPI_MAX_PROCESSOR_NAME + 1] = {};
   int length = 0;
-  MPI_Get_processor_name(name, &length);
-  MPI_Bcast(numbers, 8, MPI_DOUBLE, agreed.rank, comm);
-  MPI_Bcast(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, agreed.rank, comm);
+  DISTOP_MPI_CHECK(MPI_Get_processor_name(name, &length), kOp);
+  DISTOP_MPI_CHECK(MPI_Bcast(numbers, 8, MPI_DOUBLE, agreed.rank, comm), kOp);
+  DISTOP_MPI_CHECK(MPI_Bcast(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, agreed.rank, comm), kOp);
   name[MPI_MAX_PROCESSOR_NAME] = '\0';
   const bool model_too_large = numbers[4] > numbers[6];
   char ranks[32], count[32];

@@ -6,11 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "distop/core/mpi_check.hpp"
 #include "distop/core/timers.hpp"
 
 namespace distop::train {
 
 namespace {
+
+constexpr const char* kOp = "print_profile";
 
 struct Total {
   double sum = 0;  // seconds over the ranks
@@ -27,8 +30,8 @@ bool is_phase(const std::string& name) {
 
 void print_profile(MPI_Comm comm, std::int64_t steps, std::FILE* out) {
   int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  DISTOP_MPI_CHECK(MPI_Comm_rank(comm, &rank), kOp);
+  DISTOP_MPI_CHECK(MPI_Comm_size(comm, &size), kOp);
   std::string mine;
   for (const auto& [name, e] : timers::snapshot()) {
     char buf[64];
@@ -37,7 +40,7 @@ void print_profile(MPI_Comm comm, std::int64_t steps, std::FILE* out) {
   }
   int length = static_cast<int>(mine.size());
   std::vector<int> lengths(static_cast<std::size_t>(size)), displs(static_cast<std::size_t>(size));
-  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm);
+  DISTOP_MPI_CHECK(MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, comm), kOp);
   std::string all;
   if (rank == 0) {
     int offset = 0;
@@ -47,8 +50,9 @@ void print_profile(MPI_Comm comm, std::int64_t steps, std::FILE* out) {
     }
     all.resize(static_cast<std::size_t>(offset));
   }
-  MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), displs.data(), MPI_CHAR, 0,
-              comm);
+  DISTOP_MPI_CHECK(MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(),
+                               displs.data(), MPI_CHAR, 0, comm),
+                   kOp);
   if (rank != 0) return;
 
   std::map<std::string, Total> totals;

@@ -58,6 +58,7 @@ extern "C" void on_stop_signal(int signo) {
 
 // Says where this rank waits and ends the process with 128 + signo.
 [[noreturn]] void end_process(int signo, double waited, double grace) {
+  // Unchecked: on the way out of the process; a failed query leaves the rank unnamed (-1).
   int rank = -1, running = 0, finalized = 0;
   MPI_Initialized(&running);
   MPI_Finalized(&finalized);
