@@ -113,15 +113,16 @@ TensorSpace parameter_space_of(std::int64_t dim, const Partition& p, int axis,
   if (extents.empty())
     return TensorSpace(p, Decomposition::balanced(Shape{dim}, p.shape(), {axis}));
   std::int64_t total = 0;
-  bool nonnegative = true;
+  bool positive = true;
   for (auto e : extents) {
     total += e;
-    nonnegative = nonnegative && e >= 0;
+    positive = positive && e >= 1;
   }
+  // Every block non-empty, as a Decomposition's are.
   DISTOP_CHECK(
-      static_cast<std::int64_t>(extents.size()) == p.shape()[axis] && total == dim && nonnegative,
-      kOp, "split_extents ", Shape(extents).str(), " must be ", p.shape()[axis],
-      " non-negative extents adding up to ", dim, " (grid axis ", axis, " of ", p.str(), ")");
+      static_cast<std::int64_t>(extents.size()) == p.shape()[axis] && total == dim && positive, kOp,
+      "split_extents ", Shape(extents).str(), " must be ", p.shape()[axis],
+      " positive extents adding up to ", dim, " (grid axis ", axis, " of ", p.str(), ")");
   return TensorSpace(p, Decomposition::blocks(Shape{dim}, p.shape(), {extents}, {axis}));
 }
 

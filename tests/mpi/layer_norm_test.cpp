@@ -1,7 +1,7 @@
-// LayerNorm with the normalised (last) axis split across ranks: balanced, uneven and with an empty
-// block, alone or with the rows split over a second grid axis. Values and gradients equal the
-// one-rank layer's to rounding, gradients match finite differences, and a split that does not fit
-// the layer is an Error on every rank.
+// LayerNorm with the normalised (last) axis split across ranks: balanced and uneven (the large
+// block last or first), alone or with the rows split over a second grid axis. Values and gradients
+// equal the one-rank layer's to rounding, gradients match finite differences, and a split that
+// does not fit the layer is an Error on every rank.
 #include "distop/nn/layer_norm.hpp"
 
 #include <gtest/gtest.h>
@@ -50,10 +50,11 @@ std::vector<Layout> layouts() {
     std::vector<std::int64_t> uneven(static_cast<std::size_t>(n), 1);
     uneven.back() = kDim - (n - 1);
     out.push_back({"uneven", line, uneven, {kRows}});
-    std::vector<std::int64_t> empty(static_cast<std::size_t>(n), 0);
-    empty[0] = 2;
-    empty.back() = kDim - 2;
-    out.push_back({"with empty blocks", line, empty, {kRows}});
+    // The other way round: the first block large, the others one column each (a Decomposition
+    // has no empty blocks).
+    std::vector<std::int64_t> large_first(static_cast<std::size_t>(n), 1);
+    large_first.front() = kDim - (n - 1);
+    out.push_back({"large first block", line, large_first, {kRows}});
   }
   if (n == 4)
     out.push_back({"rows and columns split", Partition::world(Shape{2, 2}), {3, 4}, {2, 3}});
@@ -148,9 +149,18 @@ TEST(LayerNormSplit, AMismatchedSplitIsAnErrorOnEveryRank) {
   Tape tape;
   // Balanced where the layer is uneven: every rank throws (none hangs in the statistics).
   Var<double> x(random_tensor<double>(x_space({"", line, balanced(kDim, n), {kRows}}), 1), true);
-  if (balanced(kDim, n) != uneven)
+  if (balanced(kDim, n) != uneven) {
     EXPECT_NE(test::error_of([&] { norm.forward(tape, x); }).find("must be split as the layer's"),
               std::string::npos);
+  }
+  // An empty block: refused by the layer's own check, on every rank.
+  std::vector<std::int64_t> with_empty(static_cast<std::size_t>(n), 1);
+  with_empty.front() = 0;
+  with_empty.back() = kDim - (n - 2);
+  EXPECT_NE(test::error_of([&] {
+              nn::LayerNorm<double>(kDim, line, {.split_axis = 1, .split_extents = with_empty});
+            }).find("positive extents"),
+            std::string::npos);
   // A local layer given a split normalised axis.
   nn::LayerNorm<double> local(kDim);
   EXPECT_NE(test::error_of([&] { local.forward(tape, x); }).find("split_axis"), std::string::npos);

@@ -15,6 +15,7 @@
 #include "distop/nn/activation.hpp"
 #include "distop/nn/dropout.hpp"
 #include "distop/nn/embedding.hpp"
+#include "distop/nn/init.hpp"
 #include "distop/nn/layer_norm.hpp"
 #include "distop/nn/matmul.hpp"
 #include "distop/nn/softmax.hpp"

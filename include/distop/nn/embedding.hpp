@@ -17,7 +17,7 @@ namespace distop::nn {
 struct EmbeddingOptions {
   // torch's padding_idx: the row (counted from the end where negative) that is initialised to
   // zeros and gets no gradient.
-  std::optional<std::int64_t> padding_idx;
+  std::optional<std::int64_t> padding_idx{};
   // The weight's initial values: N(0, 1) from counter-based random numbers seeded by
   // parameter_seed(seed, "weight") (nn/init.hpp), the same at every partitioning.
   std::uint64_t seed = 0;

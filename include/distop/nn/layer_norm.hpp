@@ -21,8 +21,8 @@ struct LayerNormOptions {
   // is whole on every rank.
   int split_axis = -1;
   // The extents of the blocks of the normalised axis along `split_axis` (as many as the grid axis
-  // has ranks, adding up to the normalised size); empty: balanced.
-  std::vector<std::int64_t> split_extents;
+  // has ranks, each at least 1, adding up to the normalised size); empty: balanced.
+  std::vector<std::int64_t> split_extents{};
 };
 
 // y = (x - mean) / sqrt(var + eps) * weight + bias over the last axis of x [..., D] (torch's
