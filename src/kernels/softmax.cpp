@@ -264,7 +264,7 @@ void causal_mask(const Tensor<T>& x, std::int64_t matrix_rows, std::int64_t row_
 }
 
 #define DISTOP_INSTANTIATE(T)                                                                      \
-  template void causal_mask(const Tensor<T>&, std::int64_t, std::int64_t, Tensor<T>&);            \
+  template void causal_mask(const Tensor<T>&, std::int64_t, std::int64_t, Tensor<T>&);             \
   template void softmax(const Tensor<T>&, Tensor<T>&);                                             \
   template void log_softmax(const Tensor<T>&, Tensor<T>&);                                         \
   template void log_softmax_backward(const Tensor<T>&, const Tensor<T>&, T, Tensor<T>&);           \

@@ -33,11 +33,11 @@ Var<T> silu(Tape& tape, const Var<T>& x) {
   return detail::unary(tape, x, "silu", Saved::input, kernels::silu<T>, kernels::silu_backward<T>);
 }
 
-#define DISTOP_INSTANTIATE(T)                                    \
-  template Var<T> relu(Tape&, const Var<T>&);                    \
-  template Var<T> sigmoid(Tape&, const Var<T>&);                 \
-  template Var<T> tanh(Tape&, const Var<T>&);                    \
-  template Var<T> gelu(Tape&, const Var<T>&, GeluApproximate);   \
+#define DISTOP_INSTANTIATE(T)                                  \
+  template Var<T> relu(Tape&, const Var<T>&);                  \
+  template Var<T> sigmoid(Tape&, const Var<T>&);               \
+  template Var<T> tanh(Tape&, const Var<T>&);                  \
+  template Var<T> gelu(Tape&, const Var<T>&, GeluApproximate); \
   template Var<T> silu(Tape&, const Var<T>&);
 DISTOP_INSTANTIATE(float)
 DISTOP_INSTANTIATE(double)

@@ -30,7 +30,8 @@ TensorSpace product_space(const TensorSpace& as, const TensorSpace& bs, Op ta, O
                as.str(), " and ", bs.str());
   for (int i = 0; i + 2 < r; ++i)
     DISTOP_CHECK(as.global_shape()[i] == bs.global_shape()[i] && detail::same_blocks(as, i, bs, i),
-                 op, "the batch (leading) axes must be equal and split alike (the same blocks over ",
+                 op,
+                 "the batch (leading) axes must be equal and split alike (the same blocks over ",
                  "the same grid axes); found ", as.str(), " and ", bs.str());
   const int a_rows = ta == Op::N ? r - 2 : r - 1, a_inner = 2 * r - 3 - a_rows;
   const int b_cols = tb == Op::N ? r - 1 : r - 2, b_inner = 2 * r - 3 - b_cols;
