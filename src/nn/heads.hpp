@@ -1,0 +1,34 @@
+#pragma once
+// Internal to the nn layer: the reshapes and head permutations of local attention on [N, S, E]
+// inputs whose batch axis alone may be split (each rank holding whole sequences).
+
+#include <cstdint>
+#include <vector>
+
+#include "distop/autodiff/tape.hpp"
+#include "distop/autodiff/var.hpp"
+
+namespace distop::nn::detail {
+
+// The checked space of a sequence input [N, S, E]: rank 3, S and E unsplit (an Error naming `op`
+// otherwise).
+void check_sequences(const TensorSpace& xs, const char* op);
+
+// [N, S, E] -> [N S, E] (the rows of a Linear) and back to `shape` [N, S, E]: the same storage
+// under another shape (no copy), the batch blocks scaled by S. dx = dy seen in x's shape.
+template <class T>
+Var<T> sequence_rows(Tape& tape, const Var<T>& x);
+template <class T>
+Var<T> rows_to_sequences(Tape& tape, const Var<T>& x, std::int64_t seq);
+
+// Rows [N S, P H D] (P packed projections, each H heads of D) -> P tensors [N, H, S, D]: output p
+// holds entry (n, h, s, d) = x[n S + s, (p H + h) D + d]. dx scatters the outputs' gradients back
+// (zero for an output that received none).
+template <class T>
+std::vector<Var<T>> split_heads(Tape& tape, const Var<T>& x, std::int64_t seq, std::int64_t parts,
+                                std::int64_t heads);
+// [N, H, S, D] -> rows [N S, H D], the inverse permutation of one part of split_heads.
+template <class T>
+Var<T> merge_heads(Tape& tape, const Var<T>& x);
+
+}  // namespace distop::nn::detail
