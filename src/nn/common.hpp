@@ -7,21 +7,26 @@
 #include <vector>
 
 #include "distop/autodiff/function.hpp"
+#include "distop/core/mpi_check.hpp"
 #include "distop/autodiff/var.hpp"
 
 namespace distop::nn::detail {
 
 // Every rank that holds a box of the input (any rank of its partition, or with `boxes_only` only
 // those whose box is not empty) must be in the layer's partition `layer`. From metadata alone, so
-// that the check holds or fails alike on every rank where the two partitions share a parent
-// communicator; where they do not, each rank checks only that it is in `layer` if it holds a box.
+// that the check holds or fails alike on every rank where the two partitions' parents are
+// congruent; where they are not, each rank checks only that it is in `layer` if it holds a box.
 inline void check_input_ranks(const TensorSpace& xs, const Partition& layer, bool boxes_only,
                               const char* op) {
   const Partition& p = xs.partition();
   if (p.same_as(layer)) return;
-  if (p.parent() != layer.parent()) {
-    // Over different communicators (a layer's default partition, this process alone, under an
-    // input spread over the world): the ranks cannot be compared, so each rank checks its own box.
+  int same = MPI_IDENT;
+  if (p.parent() != layer.parent())
+    DISTOP_MPI_CHECK(MPI_Comm_compare(p.parent(), layer.parent(), &same), op);
+  if (same != MPI_IDENT && same != MPI_CONGRUENT) {
+    // Over parents that number the processes differently (a layer's default partition, this
+    // process alone, under an input spread over the world): the ranks cannot be compared, so each
+    // rank checks its own box.
     const bool holds = p.active() && (!boxes_only || xs.local_shape().numel() > 0);
     DISTOP_CHECK(!holds || layer.active(), op, "this rank holds a box of the input (", xs.str(),
                  ") but is not in the layer's ", layer.str());
