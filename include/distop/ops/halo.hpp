@@ -52,4 +52,35 @@ using HaloSpec = std::vector<std::vector<GhostWidths>>;
 // global, grid and windows have the same rank.
 HaloSpec halo_spec(const Shape& global, const Shape& grid, const std::vector<ConvWindow>& windows);
 
+// ---- Transposed convolutions
+// --------------------------------------------------------------------- A transposed convolution
+// (torch's ConvTranspose{1,2,3}d) with window w along an axis scatters input i to the outputs t = i
+// s - p + j d (j = 0 .. k - 1); outputs outside [0, m) are dropped. It is the adjoint of the
+// convolution with the same window from m inputs to n outputs.
+
+// The output extent m = (n - 1) s - 2 p + d (k - 1) + output_padding + 1 of a transposed
+// convolution over n inputs. Error unless the window is valid (k, s, d >= 1, p >= 0), n >= 1,
+// 0 <= output_padding < max(s, d) (torch's rule: smaller than either the stride or the dilation)
+// and m >= 1.
+std::int64_t transposed_output_extent(std::int64_t n, const ConvWindow& w,
+                                      std::int64_t output_padding);
+
+// The halo rule of a transposed convolution along one axis, in halo_widths' terms. The n inputs and
+// the m = transposed_output_extent(n, w, output_padding) outputs are each split balanced over
+// `parts`. Part c computes outputs [t_lo, t_hi), which receive from the inputs
+// [ceil((t_lo + p - d (k - 1)) / s), floor((t_hi - 1 + p) / s)] (the hull of the inputs whose taps
+// land in the block), clipped to [0, n); an empty range (every output of the part receives no
+// input, only the bias) is placed inside the part's own block, so both widths are surplus. Widths,
+// surplus and errors as halo_widths': invalid window or output padding, more parts than inputs,
+// fewer outputs than parts, a part that needs input beyond its adjacent neighbour.
+std::vector<PartHalo> transposed_halo_widths(std::int64_t n, std::int64_t parts,
+                                             const ConvWindow& w, std::int64_t output_padding);
+
+// halo_spec for a transposed convolution: transposed_halo_widths per axis (output_padding[a] on
+// axis a), the surplus clamped to zero. Errors as transposed_halo_widths, and unless global, grid,
+// windows and output_padding have the same rank.
+HaloSpec transposed_halo_spec(const Shape& global, const Shape& grid,
+                              const std::vector<ConvWindow>& windows,
+                              const std::vector<std::int64_t>& output_padding);
+
 }  // namespace distop
