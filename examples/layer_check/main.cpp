@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <distop/distop.hpp>
 #include <distop/loss/total.hpp>
+#include <distop/nn/distributed_conv_transpose.hpp>
 #include <distop/train/cli.hpp>
 #include <functional>
 #include <map>
@@ -55,12 +56,17 @@ struct Flags {
   std::string approximate = "none";
   std::int64_t heads = 0;
   bool causal = false;
+  // conv_transpose: sizes, and per-axis values as given (V or V0,V1,..)
+  std::int64_t dims = 0, in_channels = 0, out_channels = 0;
+  std::string kernel, stride = "1", padding = "0", output_padding = "0", dilation = "1";
   std::set<std::string> given;  // the layer flags on the command line
   std::string in, out;
 };
 
 // The layer flags, each taken by some layers only.
 const std::vector<std::string> kLayerFlags = {"--reduction",  "--log-input", "--full",
+                                              "--dims", "--in", "--out", "--kernel", "--stride",
+                                              "--padding", "--output-padding", "--dilation",
                                               "--log-target", "--eps",       "--approximate",
                                               "--heads",      "--causal"};
 
@@ -144,6 +150,31 @@ Layer loss_layer(std::string name, std::string usage, std::string summary,
     return fn(tape, x, in.like_x("target"), loss::parse_reduction(f.reduction), in, f);
   };
   return l;
+}
+
+// A per-axis flag's text: one integer, or one per spatial axis, separated by commas, each at least
+// `min`.
+nn::AxisValues axis_values(const std::string& flag, const std::string& text, std::int64_t min) {
+  std::vector<std::int64_t> v;
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string part = text.substr(at, comma - at);
+    std::size_t used = 0;
+    long long value = 0;
+    try {
+      value = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (part.empty() || used != part.size() || part[0] == '+' || value < min)
+      fail(flag + " " + text + ": expected integers of at least " + std::to_string(min) +
+           ", one or one per spatial axis, separated by commas");
+    v.push_back(value);
+    if (comma == text.size()) break;
+    at = comma + 1;
+  }
+  return nn::AxisValues(std::move(v));
 }
 
 // The registry: one entry per layer. A new layer (interpolate, conv_transpose, group_norm) is one
@@ -265,6 +296,50 @@ const std::vector<Layer>& layers() {
       };
       v.push_back(std::move(l));
     }
+    {
+      Layer l;
+      l.name = "conv_transpose";
+      l.usage =
+          "--out O --kernel K [--stride S (1)] [--padding P (0)] [--output-padding Q (0)] "
+          "[--dilation L (1)] [--dims D] [--in C]";
+      l.summary =
+          "torch.nn.ConvTranspose{D}d(C, O, K, stride=S, padding=P, output_padding=Q, "
+          "dilation=L) on x [N, C, s_1..s_D] (D = 1-3; per-axis values as V or V0,V1,..); "
+          "weight [C, O, K..], bias [O]; the grid splits C and the spatial axes (1,G_C,G_1,..)";
+      l.takes = {"--dims",           "--in",      "--out", "--kernel", "--stride", "--padding",
+                 "--output-padding", "--dilation"};
+      l.problem = [](const Shape& x, const Shape& grid) {
+        if (x.rank() < 3 || x.rank() > 5)
+          return "conv_transpose takes x [N, C, s_1..s_D] with D = 1 to 3, found " + x.str();
+        if (grid[0] != 1)
+          return "conv_transpose keeps the batch axis whole: --grid must start with 1, found " +
+                 joined(grid.extents());
+        return std::string();
+      };
+      l.make = [](const Shape& x, const Partition& grid, const Flags& f) {
+        const int dims = x.rank() - 2;
+        if (f.given.count("--dims") && f.dims != dims)
+          fail("--dims " + std::to_string(f.dims) + " does not match x " + x.str() + " (" +
+               std::to_string(dims) + " spatial axes)");
+        if (f.given.count("--in") && f.in_channels != x[1])
+          fail("--in " + std::to_string(f.in_channels) + " does not match x " + x.str() + " (" +
+               std::to_string(x[1]) + " channels)");
+        nn::ConvTransposeOptions o;
+        o.stride = axis_values("--stride", f.stride, 1);
+        o.padding = axis_values("--padding", f.padding, 0);
+        o.output_padding = axis_values("--output-padding", f.output_padding, 0);
+        o.dilation = axis_values("--dilation", f.dilation, 1);
+        // The grid [1, G_C, G_1..] is the weight partition [P_co = 1, P_ci, S..], whose input
+        // partition it is.
+        return ModulePtr(std::make_shared<nn::DistributedConvTranspose<double>>(
+            dims, x[1], f.out_channels, axis_values("--kernel", f.kernel, 1), grid, o));
+      };
+      l.forward = [](Tape& t, const Var<double>& x, nn::Module<double>* m, const Inputs&,
+                     const Flags&) {
+        return static_cast<nn::DistributedConvTranspose<double>*>(m)->forward(t, x);
+      };
+      v.push_back(std::move(l));
+    }
     return v;
   }();
   return all;
@@ -305,6 +380,10 @@ const Layer& checked(Flags& f, int ranks) {
   if (l.name == "mha" && !f.given.count("--heads")) fail("--layer mha needs --heads H");
   if (f.given.count("--heads") && f.heads < 1)
     fail("--heads must be at least 1, found " + std::to_string(f.heads));
+  if (l.name == "conv_transpose" && (!f.given.count("--out") || !f.given.count("--kernel")))
+    fail("--layer conv_transpose needs --out O and --kernel K");
+  if (f.given.count("--out") && f.out_channels < 1)
+    fail("--out must be at least 1, found " + std::to_string(f.out_channels));
   if (!f.grid.empty()) {
     std::int64_t cells = 1;
     for (std::int64_t g : f.grid) {
@@ -530,6 +609,14 @@ int main(int argc, char** argv) {
   app.add_option("--approximate", f.approximate, "gelu: none (default) or tanh");
   app.add_option("--heads", f.heads, "mha: the number of heads");
   app.add_flag("--causal", f.causal, "mha: causal self-attention");
+  app.add_option("--dims", f.dims, "conv_transpose: spatial axes (x's rank - 2; checked)");
+  app.add_option("--in", f.in_channels, "conv_transpose: input channels (x's axis 1; checked)");
+  app.add_option("--out", f.out_channels, "conv_transpose: output channels");
+  app.add_option("--kernel", f.kernel, "conv_transpose: kernel K or K0,K1,..");
+  app.add_option("--stride", f.stride, "conv_transpose: stride (1)");
+  app.add_option("--padding", f.padding, "conv_transpose: padding (0)");
+  app.add_option("--output-padding", f.output_padding, "conv_transpose: output padding (0)");
+  app.add_option("--dilation", f.dilation, "conv_transpose: dilation (1)");
   app.add_option("files", files, "IN.safetensors OUT.safetensors");
   app.footer(layers_help());
   return train::run_main(argc, argv, app, kProgram, [&] {

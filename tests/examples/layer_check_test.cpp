@@ -21,6 +21,7 @@
 #include "distop/loss/poisson_nll.hpp"
 #include "distop/loss/total.hpp"
 #include "distop/nn/activation.hpp"
+#include "distop/nn/conv_transpose.hpp"
 #include "distop/nn/layer_norm.hpp"
 #include "distop/nn/multihead_attention.hpp"
 #include "run_example.hpp"
@@ -260,6 +261,43 @@ TEST(LayerCheckProgram, LayerNormGeluAndAttentionEqualTheOneRankLayer) {
   }
 }
 
+// conv_transpose (ConvTranspose2d(2, 3, 3, stride=2, padding=1, output_padding=1)) on x [2, 2, 5,
+// 4] whole, with the channels split 2 ways and the last axis 3 ways (halos), equals the one-rank
+// layer; and a 1-D layer with per-axis flags given as single values.
+TEST(LayerCheckProgram, ConvTransposeEqualsTheOneRankLayer) {
+  TempDir dir("layer_check_conv_transpose");
+  const Shape s{2, 2, 5, 4};
+  nn::ConvTranspose<double> m(2, 2, 3, {3}, {.stride = 2, .padding = 1, .output_padding = 1});
+  Tensors in = {{"x", make(s, [](std::int64_t i) { return wave(i, 0.7, 0.3); })},
+                {"dy", make(Shape{2, 3, 10, 8}, [](std::int64_t i) { return wave(i, 0.4, 0.9); })}};
+  int k = 0;
+  for (const auto& p : m.named_parameters()) {
+    ++k;
+    in[p.name] = make(p.var.space().global_shape(),
+                      [k](std::int64_t i) { return 0.5 * wave(i, 0.29 * k, 0.2 * k); });
+  }
+  const Tensors ref = reference(
+      in, false, [&](Tape& tape, const Var<double>& v) { return m.forward(tape, v); },
+      m.named_parameters());
+  check_runs(dir, "convt",
+             "--layer conv_transpose --dims 2 --in 2 --out 3 --kernel 3 --stride 2 --padding 1 "
+             "--output-padding 1",
+             in, ref, {{1, "1,1,1,1"}, {2, "1,2,1,1"}, {3, "1,1,1,3"}});
+
+  nn::ConvTranspose<double> m1(1, 2, 2, {4}, {.stride = 3, .padding = 2, .dilation = 2});
+  Tensors in1 = {{"x", make(Shape{1, 2, 6}, [](std::int64_t i) { return wave(i, 0.3, 0.1); })},
+                 {"dy", make(Shape{1, 2, 18}, [](std::int64_t i) { return wave(i, 0.8, 0.5); })}};
+  for (const auto& p : m1.named_parameters())
+    in1[p.name] =
+        make(p.var.space().global_shape(), [](std::int64_t i) { return wave(i, 1.3, 0); });
+  const Tensors ref1 = reference(
+      in1, false, [&](Tape& tape, const Var<double>& v) { return m1.forward(tape, v); },
+      m1.named_parameters());
+  check_runs(dir, "convt1",
+             "--layer conv_transpose --out 2 --kernel 4 --stride 3 --padding 2 --dilation 2", in1,
+             ref1, {{2, "1,1,2"}});
+}
+
 TEST(LayerCheckProgram, FloatInputIsReadAsDouble) {
   TempDir dir("layer_check_f32");
   Global x = make(kLossShape, [](std::int64_t i) { return wave(i, 0.7, 0.1); });
@@ -315,6 +353,15 @@ TEST(LayerCheckProgram, BadFlagsGridsAndFilesAreClearErrors) {
       {1, "--layer layer_norm " + ln_bad_weight + " " + out, "tensor 'weight' in file"},
       {2, "--layer mha --heads 2 --grid 1,2,1" + files, "mha splits the batch axis only"},
       {1, "--layer mha" + files, "--layer mha needs --heads H"},
+      {1, "--layer conv_transpose --kernel 3" + files,
+       "--layer conv_transpose needs --out O and --kernel K"},
+      {2, "--layer conv_transpose --out 2 --kernel 3 --grid 2,1,1" + files,
+       "conv_transpose keeps the batch axis whole"},
+      {1, "--layer conv_transpose --out 2 --kernel 3 --output-padding 1" + files,
+       "output_padding 1"},
+      {1, "--layer conv_transpose --out 2 --kernel 3 --stride 2,x" + files, "--stride 2,x"},
+      {1, "--layer conv_transpose --out 2 --kernel 3 --in 4" + files, "--in 4 does not match"},
+      {1, "--layer gelu --kernel 3" + files, "--kernel does not apply to --layer gelu"},
       {1, "--layer mse " + in, "expected IN.safetensors and OUT.safetensors"},
   };
   for (const Case& c : cases) {
