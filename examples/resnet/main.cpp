@@ -2,7 +2,8 @@
 // and pooling spatially partitioned over a grid of ranks, optionally also data parallel.
 //
 //   mpiexec -n 4 build/examples/resnet/resnet --epochs 1
-//   mpiexec -n 4 build/examples/resnet/resnet --dataset cifar10 --data cifar-10-batches-bin --replicas 2
+//   mpiexec -n 4 build/examples/resnet/resnet --replicas 2
+//   mpiexec -n 4 build/examples/resnet/resnet --dataset cifar10 --data cifar-10-batches-bin
 //
 // Fashion-MNIST's 28 x 28 images are padded to 32 x 32 with zeros. The saved weights load into
 // torchvision.models.resnet18(num_classes=10) (with conv1 taking one channel for Fashion-MNIST).
@@ -66,10 +67,9 @@ int main(int argc, char** argv) {
     int model_ranks = 1;
     MPI_Comm_size(replicas.model_comm(), &model_ranks);
     // The model and a batch must fit in memory, checked before anything large is allocated.
-    train::check_training_fits("resnet",
-                               examples::ResNet18::footprint(train_set.channels, model_ranks),
-                               train::examples_per_step(o, train_set.size), o, o.replicas,
-                               "the model");
+    train::check_training_fits(
+        "resnet", examples::ResNet18::footprint(train_set.channels, model_ranks),
+        train::examples_per_step(o, train_set.size), o, o.replicas, "the model");
     examples::ResNet18 model(train_set.channels, o.seed, replicas.model_comm());
     train::CrossEntropyLoss<float> loss;
     return train::fit(model, loss, train_set, test_set.size > 0 ? &test_set : nullptr, o,

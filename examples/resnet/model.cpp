@@ -99,8 +99,8 @@ class BasicBlock : public nn::Module<float> {
 // first where the previous stage ran on another.
 class ResNet18::Stage : public nn::Module<float> {
  public:
-  Stage(std::int64_t in, std::int64_t out, std::int64_t stride, std::int64_t in_size,
-        MPI_Comm comm, std::uint64_t seed)
+  Stage(std::int64_t in, std::int64_t out, std::int64_t stride, std::int64_t in_size, MPI_Comm comm,
+        std::uint64_t seed)
       : in_size_(in_size),
         out_size_(in_size / stride),
         grid_(resnet_map_grid(comm, out_size_, out_size_)),
@@ -144,9 +144,10 @@ ResNet18::ResNet18(std::int64_t channels, std::uint64_t seed, MPI_Comm comm)
       max_pool_(nn::PoolKind::max, 2, 3, nn::PoolOptions{.stride = 2, .padding = 1}),
       stages_(register_stages(comm, seed)),
       by_channel_(pool_grid(stages_.back()->grid())),
-      fc_(register_module("fc", std::make_shared<nn::DistributedLinear<float>>(
-                                    512, kClasses, by_channel_.reshape(Shape{1, by_channel_.size()}),
-                                    nn::LinearOptions{.seed = seed + 100}))) {}
+      fc_(register_module("fc",
+                          std::make_shared<nn::DistributedLinear<float>>(
+                              512, kClasses, by_channel_.reshape(Shape{1, by_channel_.size()}),
+                              nn::LinearOptions{.seed = seed + 100}))) {}
 
 std::vector<std::shared_ptr<ResNet18::Stage>> ResNet18::register_stages(MPI_Comm comm,
                                                                         std::uint64_t seed) {
@@ -154,9 +155,9 @@ std::vector<std::shared_ptr<ResNet18::Stage>> ResNet18::register_stages(MPI_Comm
   std::int64_t in = 64, size = kSize / 4;
   for (int s = 0; s < 4; ++s) {
     const std::int64_t out = kWidths[s], stride = s == 0 ? 1 : 2;
-    stages.push_back(register_module(
-        "layer" + std::to_string(s + 1),
-        std::make_shared<Stage>(in, out, stride, size, comm, seed + 10 * (s + 1))));
+    stages.push_back(
+        register_module("layer" + std::to_string(s + 1),
+                        std::make_shared<Stage>(in, out, stride, size, comm, seed + 10 * (s + 1))));
     in = out;
     size = stages.back()->out_size();
   }
@@ -253,10 +254,9 @@ data::Dataset pad_images(const data::Dataset& d, std::int64_t pad) {
     for (std::int64_t c = 0; c < d.channels; ++c)
       for (std::int64_t r = 0; r < d.rows; ++r) {
         const float* src = d.image(i) + (c * d.rows + r) * d.cols;
-        float* dst = out.images.data() + static_cast<std::size_t>(i * out.pixels() +
-                                                                   (c * out.rows + r + pad) *
-                                                                       out.cols +
-                                                                   pad);
+        float* dst =
+            out.images.data() +
+            static_cast<std::size_t>(i * out.pixels() + (c * out.rows + r + pad) * out.cols + pad);
         std::memcpy(dst, src, static_cast<std::size_t>(d.cols) * sizeof(float));
       }
   return out;

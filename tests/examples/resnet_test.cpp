@@ -124,15 +124,15 @@ TEST(ResNet, LossesAgreeAcrossGridsAndReplicas) {
   const auto one = read_losses("np1");
   ASSERT_EQ(one.size(), 2u) << "resnet_losses.np1 did not run";
   for (const double l : one) ASSERT_TRUE(std::isfinite(l) && l > 0);
-  const std::pair<const char*, const char*> runs[] = {{"np2", "np1"}, {"np4", "np1"},
-                                                       {"np4r2", "np2r2"}};
+  const std::pair<const char*, const char*> runs[] = {
+      {"np2", "np1"}, {"np4", "np1"}, {"np4r2", "np2r2"}};
   for (const auto& [run, reference] : runs) {
     const auto want = read_losses(reference), got = read_losses(run);
     ASSERT_EQ(want.size(), one.size()) << reference;
     ASSERT_EQ(got.size(), want.size()) << run;
     for (std::size_t i = 0; i < want.size(); ++i)
-      EXPECT_NEAR(got[i], want[i], 1e-4 * want[i]) << run << " against " << reference
-                                                   << ", step " << i + 1;
+      EXPECT_NEAR(got[i], want[i], 1e-4 * want[i])
+          << run << " against " << reference << ", step " << i + 1;
   }
 }
 
