@@ -15,6 +15,7 @@
 #include "distop/core/box.hpp"
 #include "distop/core/environment.hpp"
 #include "distop/core/error.hpp"
+#include "distop/core/memory.hpp"
 #include "distop/core/mpi_check.hpp"
 #include "distop/core/random.hpp"
 #include "distop/core/shape.hpp"

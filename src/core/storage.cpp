@@ -1,5 +1,7 @@
 #include "storage.hpp"
 
+#include "distop/core/memory.hpp"
+
 #include <array>
 #include <atomic>
 #include <bit>
@@ -80,6 +82,17 @@ class SpinLock {
   std::atomic<bool> locked_{false};
 };
 
+// Bytes of pool blocks held by live tensors, and the most held at once (distop/core/memory.hpp).
+std::atomic<std::size_t> g_in_use{0};
+std::atomic<std::size_t> g_peak{0};
+
+void count_allocation(std::size_t bytes) noexcept {
+  const std::size_t now = g_in_use.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  std::size_t peak = g_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
 class HostPool {
  public:
   static HostPool& instance() {
@@ -109,6 +122,7 @@ class HostPool {
     // The shared_ptr's control block lives in the block's header (HeaderAllocator), so a tensor
     // costs one pop from the pool and no further allocation. Its last act, once the count drops
     // to zero, is to hand the whole block back.
+    count_allocation(c.bytes);
     try {
       return std::shared_ptr<void>(static_cast<std::byte*>(block) + kHeader, KeepBlock{},
                                    HeaderAllocator<char>{block, c});
@@ -119,6 +133,7 @@ class HostPool {
   }
 
   void release(void* p, SizeClass c) noexcept {
+    g_in_use.fetch_sub(c.bytes, std::memory_order_relaxed);
     {
       std::lock_guard<SpinLock> lock(mutex_);
       if (cached_ + c.bytes <= limit_) {
@@ -214,3 +229,17 @@ std::shared_ptr<void> allocate_host_storage(std::size_t bytes) {
 void release_cached_host_storage() { HostPool::instance().release_cached(); }
 
 }  // namespace distop::detail
+
+namespace distop {
+
+TensorMemory tensor_memory() noexcept {
+  return {detail::g_in_use.load(std::memory_order_relaxed),
+          detail::g_peak.load(std::memory_order_relaxed)};
+}
+
+void reset_peak_tensor_memory() noexcept {
+  detail::g_peak.store(detail::g_in_use.load(std::memory_order_relaxed),
+                       std::memory_order_relaxed);
+}
+
+}  // namespace distop
