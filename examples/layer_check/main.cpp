@@ -23,11 +23,13 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <distop/distop.hpp>
 #include <distop/loss/total.hpp>
 #include <distop/nn/distributed_conv_transpose.hpp>
+#include <distop/nn/interpolate.hpp>
 #include <distop/train/cli.hpp>
 #include <functional>
 #include <map>
@@ -59,16 +61,19 @@ struct Flags {
   // conv_transpose: sizes, and per-axis values as given (V or V0,V1,..)
   std::int64_t dims = 0, in_channels = 0, out_channels = 0;
   std::string kernel, stride = "1", padding = "0", output_padding = "0", dilation = "1";
+  // interpolate: the mode, and the size or the scale factors as given (V or V0,V1,..)
+  std::string mode = "nearest", size, scale_factor;
+  bool align_corners = false;
   std::set<std::string> given;  // the layer flags on the command line
   std::string in, out;
 };
 
 // The layer flags, each taken by some layers only.
-const std::vector<std::string> kLayerFlags = {"--reduction",  "--log-input", "--full",
-                                              "--dims", "--in", "--out", "--kernel", "--stride",
-                                              "--padding", "--output-padding", "--dilation",
-                                              "--log-target", "--eps",       "--approximate",
-                                              "--heads",      "--causal"};
+const std::vector<std::string> kLayerFlags = {
+    "--reduction", "--log-input",  "--full",   "--dims",         "--in",
+    "--out",       "--kernel",     "--stride", "--padding",      "--output-padding",
+    "--dilation",  "--log-target", "--eps",    "--approximate",  "--heads",
+    "--causal",    "--mode",       "--size",   "--scale-factor", "--align-corners"};
 
 [[noreturn]] void fail(const std::string& what) { throw Error(kProgram, what); }
 
@@ -175,6 +180,31 @@ nn::AxisValues axis_values(const std::string& flag, const std::string& text, std
     at = comma + 1;
   }
   return nn::AxisValues(std::move(v));
+}
+
+// --scale-factor's text: positive numbers separated by commas (one, or one per spatial axis).
+nn::AxisScales axis_scales(const std::string& flag, const std::string& text) {
+  std::vector<double> v;
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string part = text.substr(at, comma - at);
+    std::size_t used = 0;
+    double value = 0;
+    try {
+      value = std::stod(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (part.empty() || used != part.size() || !(value > 0) || !std::isfinite(value))
+      fail(flag + " " + text +
+           ": expected positive numbers, one or one per spatial axis, "
+           "separated by commas");
+    v.push_back(value);
+    if (comma == text.size()) break;
+    at = comma + 1;
+  }
+  return nn::AxisScales(std::move(v));
 }
 
 // The registry: one entry per layer. A new layer (interpolate, conv_transpose, group_norm) is one
@@ -337,6 +367,36 @@ const std::vector<Layer>& layers() {
       l.forward = [](Tape& t, const Var<double>& x, nn::Module<double>* m, const Inputs&,
                      const Flags&) {
         return static_cast<nn::DistributedConvTranspose<double>*>(m)->forward(t, x);
+      };
+      v.push_back(std::move(l));
+    }
+    {
+      Layer l;
+      l.name = "interpolate";
+      l.usage =
+          "[--mode nearest|nearest-exact|linear|bilinear|trilinear (nearest)] (--size S | "
+          "--scale-factor F) [--align-corners]";
+      l.summary =
+          "torch.nn.functional.interpolate(x, size=S, scale_factor=F, mode, align_corners) on x "
+          "[N, C, s_1..s_D] (D = 1-3; S and F as V or V0,V1,..); the grid may split any axis";
+      l.takes = {"--mode", "--size", "--scale-factor", "--align-corners"};
+      l.problem = [](const Shape& x, const Shape&) {
+        if (x.rank() < 3 || x.rank() > 5)
+          return "interpolate takes x [N, C, s_1..s_D] with D = 1 to 3, found " + x.str();
+        return std::string();
+      };
+      l.make = [](const Shape&, const Partition&, const Flags& f) {
+        nn::InterpolateOptions o;
+        o.mode = nn::parse_interpolate_mode(f.mode);
+        if (f.given.count("--size")) o.size = axis_values("--size", f.size, 1);
+        if (f.given.count("--scale-factor"))
+          o.scale_factor = axis_scales("--scale-factor", f.scale_factor);
+        if (f.align_corners) o.align_corners = true;
+        return ModulePtr(std::make_shared<nn::DistributedInterpolate<double>>(o));
+      };
+      l.forward = [](Tape& t, const Var<double>& x, nn::Module<double>* m, const Inputs&,
+                     const Flags&) {
+        return static_cast<nn::DistributedInterpolate<double>*>(m)->forward(t, x);
       };
       v.push_back(std::move(l));
     }
@@ -617,6 +677,11 @@ int main(int argc, char** argv) {
   app.add_option("--padding", f.padding, "conv_transpose: padding (0)");
   app.add_option("--output-padding", f.output_padding, "conv_transpose: output padding (0)");
   app.add_option("--dilation", f.dilation, "conv_transpose: dilation (1)");
+  app.add_option("--mode", f.mode,
+                 "interpolate: nearest (default), nearest-exact, linear, bilinear, trilinear");
+  app.add_option("--size", f.size, "interpolate: the output size S or S0,S1,..");
+  app.add_option("--scale-factor", f.scale_factor, "interpolate: the scale factor F or F0,F1,..");
+  app.add_flag("--align-corners", f.align_corners, "interpolate: align corners (linear modes)");
   app.add_option("files", files, "IN.safetensors OUT.safetensors");
   app.footer(layers_help());
   return train::run_main(argc, argv, app, kProgram, [&] {

@@ -22,6 +22,7 @@
 #include "distop/loss/total.hpp"
 #include "distop/nn/activation.hpp"
 #include "distop/nn/conv_transpose.hpp"
+#include "distop/nn/interpolate.hpp"
 #include "distop/nn/layer_norm.hpp"
 #include "distop/nn/multihead_attention.hpp"
 #include "run_example.hpp"
@@ -298,6 +299,48 @@ TEST(LayerCheckProgram, ConvTransposeEqualsTheOneRankLayer) {
              ref1, {{2, "1,1,2"}});
 }
 
+// interpolate: bilinear with fractional per-axis scales and align_corners split over the channels
+// and over the last axis (halos), and 1-D nearest-exact by size over the last axis; torch's rules
+// for its flags are errors on every rank.
+TEST(LayerCheckProgram, InterpolateEqualsTheOneRankLayer) {
+  TempDir dir("layer_check_interpolate");
+  const Shape s{2, 2, 5, 6};
+  Tensors in = {{"x", make(s, [](std::int64_t i) { return wave(i, 0.7, 0.3); })},
+                {"dy", make(Shape{2, 2, 7, 3}, [](std::int64_t i) { return wave(i, 0.4, 0.9); })}};
+  nn::Interpolate<double> m(
+      {.scale_factor = {1.5, 0.5}, .mode = nn::InterpolateMode::bilinear, .align_corners = true});
+  const Tensors ref =
+      reference(in, false, [&](Tape& tape, const Var<double>& v) { return m.forward(tape, v); });
+  check_runs(dir, "bilinear",
+             "--layer interpolate --mode bilinear --scale-factor 1.5,0.5 --align-corners", in, ref,
+             {{2, "1,2,1,1"}, {3, "1,1,1,3"}});
+
+  Tensors in1 = {{"x", make(Shape{2, 1, 7}, [](std::int64_t i) { return wave(i, 0.9, 0.1); })},
+                 {"dy", make(Shape{2, 1, 12}, [](std::int64_t i) { return wave(i, 0.6, 0.5); })}};
+  nn::Interpolate<double> m1({.size = 12, .mode = nn::InterpolateMode::nearest_exact});
+  const Tensors ref1 =
+      reference(in1, false, [&](Tape& tape, const Var<double>& v) { return m1.forward(tape, v); });
+  check_runs(dir, "nearest", "--layer interpolate --mode nearest-exact --size 12", in1, ref1,
+             {{3, "1,1,3"}});
+
+  const std::string files =
+      " " + dir.file("nearest.in.safetensors") + " " + dir.file("bad.out.safetensors");
+  struct Case {
+    int ranks;
+    std::string args, needle;
+  };
+  const std::vector<Case> bad = {
+      {1, "--layer interpolate --scale-factor 2 --align-corners" + files,
+       "align_corners option can only be set with the interpolating modes"},
+      {2, "--layer interpolate --mode bilinear --size 4" + files, "bilinear mode needs 4D input"},
+      {1, "--layer interpolate --scale-factor 0,5" + files, "expected positive numbers"},
+  };
+  for (const Case& c : bad) {
+    SCOPED_TRACE(c.args);
+    expect_clean_failure(run(c.ranks, c.args), c.needle);
+  }
+}
+
 TEST(LayerCheckProgram, FloatInputIsReadAsDouble) {
   TempDir dir("layer_check_f32");
   Global x = make(kLossShape, [](std::int64_t i) { return wave(i, 0.7, 0.1); });
@@ -374,7 +417,8 @@ TEST(LayerCheckProgram, HelpListsTheLayers) {
   const Outcome o = run(1, "--help");
   EXPECT_EQ(o.status, 0) << o.output;
   for (const char* name : {"l1", "mse", "poisson_nll", "bce_with_logits", "kl_div", "layer_norm",
-                           "gelu [--approximate none|tanh]", "mha --heads H"})
+                           "gelu [--approximate none|tanh]", "mha --heads H",
+                           "interpolate [--mode nearest|nearest-exact"})
     EXPECT_NE(o.output.find(name), std::string::npos) << name << " in:\n" << o.output;
 }
 
