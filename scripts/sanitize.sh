@@ -10,17 +10,18 @@
 # --all, the many-ranks tests, the 3- and 4-rank runs of the MPI tests (their 1- and 2-rank runs
 # remain, every message path between two ranks among them), the blocking-mode repeats
 # (`*.blocking`) and the longest example tests: cnn_test, simclr_test, optimizers_test and
-# mlp_errors_test (90, 70, 40 and 26 s under the sanitizers) and ResNet-18's (resnet_*). Their
-# layers, losses, optimizers, checkpoints and the training driver they share run under the
-# sanitizers in cnn_model_test, the layers', contrastive, optimizer and checkpoint tests and the
-# LeNet-5 and MLP example tests. The Release stage runs every test at every rank count.
+# mlp_errors_test (90, 70, 40 and 26 s under the sanitizers), ResNet-18's (resnet_*) and the
+# U-Net's (unet3d_test). Their layers, losses, optimizers, checkpoints and the training driver they
+# share run under the sanitizers in cnn_model_test, the layers', contrastive, optimizer and
+# checkpoint tests and the LeNet-5 and MLP example tests. The Release stage runs every test at
+# every rank count.
 # Installs Clang and its runtime first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 build=${DISTOP_BUILD_DIR:-build-sanitize}
 exclude=(-LE 'many-ranks|install|fuzz'
-         -E '^(cnn_test|simclr_test|optimizers_test|mlp_errors_test)[.]|^resnet_|[.]np[34]([.a-z0-9]*|$)|[.]blocking$')
+         -E '^(cnn_test|simclr_test|optimizers_test|mlp_errors_test|unet3d_test)[.]|^resnet_|[.]np[34]([.a-z0-9]*|$)|[.]blocking$')
 if [ "${1:-}" = --all ]; then exclude=(-LE 'install|fuzz'); shift; fi
 bash scripts/install-deps.sh clang libclang-rt-14-dev
 # Set before the build too: it runs the test programs to list their tests.
