@@ -137,7 +137,8 @@ class DistributedInterpolate : public Module<T> {
  public:
   explicit DistributedInterpolate(InterpolateOptions options);
   const InterpolateOptions& options() const noexcept { return options_; }
-  // [N, C, m..] on x's partition: x's batch and channel blocks, the spatial axes balanced.
+  // [N, C, m..] on x's partition: x's batch and channel blocks, the spatial axes balanced. Builds
+  // (and keeps) the plans for `in`, so it is collective over in's partition's parent, as forward.
   TensorSpace output_space(const TensorSpace& in);
   Var<T> forward(Tape& tape, const Var<T>& x);
 
