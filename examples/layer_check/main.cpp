@@ -58,6 +58,7 @@ struct Flags {
   std::string approximate = "none";
   std::int64_t heads = 0;
   bool causal = false;
+  std::int64_t groups = 0;
   // conv_transpose: sizes, and per-axis values as given (V or V0,V1,..)
   std::int64_t dims = 0, in_channels = 0, out_channels = 0;
   std::string kernel, stride = "1", padding = "0", output_padding = "0", dilation = "1";
@@ -73,7 +74,8 @@ const std::vector<std::string> kLayerFlags = {
     "--reduction", "--log-input",  "--full",   "--dims",         "--in",
     "--out",       "--kernel",     "--stride", "--padding",      "--output-padding",
     "--dilation",  "--log-target", "--eps",    "--approximate",  "--heads",
-    "--causal",    "--mode",       "--size",   "--scale-factor", "--align-corners"};
+    "--causal",    "--mode",       "--size",   "--scale-factor", "--align-corners",
+    "--groups"};
 
 [[noreturn]] void fail(const std::string& what) { throw Error(kProgram, what); }
 
@@ -207,9 +209,8 @@ nn::AxisScales axis_scales(const std::string& flag, const std::string& text) {
   return nn::AxisScales(std::move(v));
 }
 
-// The registry: one entry per layer. A new layer (interpolate, conv_transpose, group_norm) is one
-// more entry: its flags (added to kLayerFlags and to main's options), its tensors, its grid rule,
-// its module and its forward.
+// The registry: one entry per layer. A new layer is one more entry: its flags (added to kLayerFlags
+// and to main's options), its tensors, its grid rule, its module and its forward.
 const std::vector<Layer>& layers() {
   static const std::vector<Layer> all = [] {
     std::vector<Layer> v;
@@ -283,6 +284,34 @@ const std::vector<Layer>& layers() {
       l.forward = [](Tape& t, const Var<double>& x, nn::Module<double>* m, const Inputs&,
                      const Flags&) {
         return static_cast<nn::LayerNorm<double>*>(m)->forward(t, x);
+      };
+      v.push_back(std::move(l));
+    }
+    {
+      Layer l;
+      l.name = "group_norm";
+      l.usage = "--groups G [--eps E (1e-5)]";
+      l.summary =
+          "torch.nn.GroupNorm(G, C, eps=E) on x [N, C, s_1..s_d], d = 1-3; weight, bias; the grid "
+          "keeps C whole and may split N and the spatial axes";
+      l.takes = {"--groups", "--eps"};
+      l.problem = [](const Shape& x, const Shape& grid) {
+        if (x.rank() < 3 || x.rank() > 5)
+          return "group_norm takes x [N, C, s_1..s_d] with d = 1-3, found " + x.str();
+        if (grid[1] != 1)
+          return "group_norm keeps the channels whole on each rank: --grid's second entry must "
+                 "be 1, found " +
+                 joined(grid.extents());
+        return std::string();
+      };
+      l.make = [](const Shape& x, const Partition& grid, const Flags& f) {
+        nn::GroupNormOptions o;
+        if (f.given.count("--eps")) o.eps = f.eps;
+        return ModulePtr(std::make_shared<nn::GroupNorm<double>>(f.groups, x[1], grid, o));
+      };
+      l.forward = [](Tape& t, const Var<double>& x, nn::Module<double>* m, const Inputs&,
+                     const Flags&) {
+        return static_cast<nn::GroupNorm<double>*>(m)->forward(t, x);
       };
       v.push_back(std::move(l));
     }
@@ -438,6 +467,10 @@ const Layer& checked(Flags& f, int ranks) {
   if (f.approximate != "none" && f.approximate != "tanh")
     fail("--approximate must be none or tanh, found '" + f.approximate + "'");
   if (l.name == "mha" && !f.given.count("--heads")) fail("--layer mha needs --heads H");
+  if (l.name == "group_norm" && !f.given.count("--groups"))
+    fail("--layer group_norm needs --groups G");
+  if (f.given.count("--groups") && f.groups < 1)
+    fail("--groups must be at least 1, found " + std::to_string(f.groups));
   if (f.given.count("--heads") && f.heads < 1)
     fail("--heads must be at least 1, found " + std::to_string(f.heads));
   if (l.name == "conv_transpose" && (!f.given.count("--out") || !f.given.count("--kernel")))
@@ -668,6 +701,7 @@ int main(int argc, char** argv) {
   app.add_option("--eps", f.eps, "layer_norm (1e-5), poisson_nll (1e-8)");
   app.add_option("--approximate", f.approximate, "gelu: none (default) or tanh");
   app.add_option("--heads", f.heads, "mha: the number of heads");
+  app.add_option("--groups", f.groups, "group_norm: the number of groups (dividing C)");
   app.add_flag("--causal", f.causal, "mha: causal self-attention");
   app.add_option("--dims", f.dims, "conv_transpose: spatial axes (x's rank - 2; checked)");
   app.add_option("--in", f.in_channels, "conv_transpose: input channels (x's axis 1; checked)");

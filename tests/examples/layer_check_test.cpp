@@ -22,6 +22,7 @@
 #include "distop/loss/total.hpp"
 #include "distop/nn/activation.hpp"
 #include "distop/nn/conv_transpose.hpp"
+#include "distop/nn/group_norm.hpp"
 #include "distop/nn/interpolate.hpp"
 #include "distop/nn/layer_norm.hpp"
 #include "distop/nn/multihead_attention.hpp"
@@ -213,7 +214,7 @@ TEST(LayerCheckProgram, LossesEqualTheOneRankLossAndTheClosedForm) {
   }
 }
 
-TEST(LayerCheckProgram, LayerNormGeluAndAttentionEqualTheOneRankLayer) {
+TEST(LayerCheckProgram, NormsGeluAndAttentionEqualTheOneRankLayer) {
   TempDir dir("layer_check_layers");
   {  // layer_norm over a last axis of 5, whole, split 2 ways (3 + 2) and with rows split 3 ways
     const Shape s{3, 5};
@@ -229,6 +230,22 @@ TEST(LayerCheckProgram, LayerNormGeluAndAttentionEqualTheOneRankLayer) {
         m.named_parameters());
     check_runs(dir, "ln", "--layer layer_norm --eps 1e-3", in, ref,
                {{1, "1,1"}, {2, "1,2"}, {3, "3,1"}});
+  }
+  {  // group_norm, 2 groups of 2 channels, on [3, 4, 5, 4]: whole, the rows split 2 ways (3 + 2),
+     // and the batch split 3 ways with the columns 1 way
+    const Shape s{3, 4, 5, 4};
+    Tensors in = {{"x", make(s, [](std::int64_t i) { return wave(i, 0.7, 0.3) * (1 + i % 5); })},
+                  {"weight", make(Shape{4}, [](std::int64_t i) { return 1 - 0.2 * double(i); })},
+                  {"bias", make(Shape{4}, [](std::int64_t i) { return 0.1 * double(i); })},
+                  {"dy", make(s, [](std::int64_t i) { return wave(i, 0.4, 0.9); })}};
+    nn::GroupNormOptions o;
+    o.eps = 1e-4;
+    nn::GroupNorm<double> m(2, 4, o);
+    const Tensors ref = reference(
+        in, false, [&](Tape& tape, const Var<double>& v) { return m.forward(tape, v); },
+        m.named_parameters());
+    check_runs(dir, "gn", "--layer group_norm --groups 2 --eps 1e-4", in, ref,
+               {{1, "1,1,1,1"}, {2, "1,1,2,1"}, {3, "3,1,1,1"}});
   }
   {  // gelu, tanh and erf
     const Shape s{2, 3, 4};
@@ -396,6 +413,8 @@ TEST(LayerCheckProgram, BadFlagsGridsAndFilesAreClearErrors) {
       {1, "--layer layer_norm " + ln_bad_weight + " " + out, "tensor 'weight' in file"},
       {2, "--layer mha --heads 2 --grid 1,2,1" + files, "mha splits the batch axis only"},
       {1, "--layer mha" + files, "--layer mha needs --heads H"},
+      {1, "--layer group_norm" + files, "--layer group_norm needs --groups G"},
+      {2, "--layer group_norm --groups 1 --grid 1,2,1" + files, "keeps the channels whole"},
       {1, "--layer conv_transpose --kernel 3" + files,
        "--layer conv_transpose needs --out O and --kernel K"},
       {2, "--layer conv_transpose --out 2 --kernel 3 --grid 2,1,1" + files,
