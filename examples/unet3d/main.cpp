@@ -13,6 +13,7 @@
 #include <distop/distop.hpp>
 #include <distop/train/cli.hpp>
 #include <fstream>
+#include <vector>
 
 #include "model.hpp"
 
@@ -40,7 +41,8 @@ double dice_score(const DistTensor<float>& logits, const DistTensor<float>& labe
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::int64_t volume = 32, batch = 2, steps = 30, eval_volumes = 4;
+  std::vector<std::int64_t> volume{32};
+  std::int64_t batch = 2, steps = 30, eval_volumes = 4;
   int replicas = 1;
   double lr = 3e-3;
   std::uint64_t seed = 1;
@@ -53,7 +55,10 @@ int main(int argc, char** argv) {
       "with logits + soft Dice; Adam. Every layer runs on a 3-D grid of each replica's ranks (2 x "
       "1 x 1 at 2, 2 x 2 x 1 at 4, 2 x 2 x 2 at 8), each rank generating and holding only its "
       "block of every volume."};
-  app.add_option("--volume", volume, "Side S of the S^3 volumes (a multiple of 4)")
+  app.add_option("--volume", volume,
+                 "The volumes' extents: S (an S^3 cube) or D,H,W; each a multiple of 4")
+      ->delimiter(',')
+      ->expected(1, 3)
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--batch-size", batch, "Volumes per step, over all replicas")
@@ -97,15 +102,18 @@ int main(int argc, char** argv) {
     model_options.up = up == "transpose"   ? examples::UNetUp::transpose
                        : up == "trilinear" ? examples::UNetUp::trilinear
                                            : examples::UNetUp::nearest;
-    examples::UNet3d model(volume, model_options, reps.model_comm());
+    DISTOP_CHECK(volume.size() == 1 || volume.size() == 3, "unet3d",
+                 "--volume takes S or D,H,W, found ", volume.size(), " values");
+    const Shape extents = volume.size() == 1 ? Shape{volume[0], volume[0], volume[0]}
+                                             : Shape{volume[0], volume[1], volume[2]};
+    examples::UNet3d model(extents, model_options, reps.model_comm());
     parallel::DataParallel<float> dp(model, reps);
     optim::Adam<float> opt(model.parameters(), {.lr = lr});
-    const examples::SyntheticVolumes data(volume, seed + 1000);
+    const examples::SyntheticVolumes data(extents, seed + 1000);
     if (rank == 0)
-      std::printf("distop unet3d: %d rank%s, %d replica%s of %d, %lld^3 volumes, batch %lld\n%s",
-                  ranks, ranks == 1 ? "" : "s", replicas, replicas == 1 ? "" : "s",
-                  ranks / replicas, static_cast<long long>(volume), static_cast<long long>(batch),
-                  model.describe().c_str());
+      std::printf("distop unet3d: %d rank%s, %d replica%s of %d, %s volumes, batch %lld\n%s", ranks,
+                  ranks == 1 ? "" : "s", replicas, replicas == 1 ? "" : "s", ranks / replicas,
+                  extents.str().c_str(), static_cast<long long>(batch), model.describe().c_str());
     std::ofstream log;
     if (rank == 0 && !loss_log.empty()) {
       log.open(loss_log);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <utility>
 
 namespace distop::examples {
 
@@ -63,20 +64,25 @@ class UNet3d::Block : public nn::Module<float> {
   std::shared_ptr<nn::GroupNorm<float>> norm2_;
 };
 
-UNet3d::UNet3d(std::int64_t volume, UNetOptions options, MPI_Comm comm)
-    : volume_(volume),
+UNet3d::UNet3d(Shape volume, UNetOptions options, MPI_Comm comm)
+    : volume_(std::move(volume)),
       options_(options),
       grid_(Partition(comm, unet_grid(ranks_of(comm)))),
       pool_(nn::PoolKind::max, 3, 2) {
   const std::int64_t c = options.base_channels, g = options.groups;
-  DISTOP_CHECK(volume >= 4 && volume % 4 == 0, kOp,
-               "the volume's side must be a multiple of 4 (two 2x2x2 pools), found ", volume);
+  DISTOP_CHECK(volume_.rank() == 3, kOp, "a volume has three extents, found ", volume_.str());
+  for (int a = 0; a < 3; ++a) {
+    const std::int64_t n = volume_[a];
+    DISTOP_CHECK(n >= 4 && n % 4 == 0, kOp,
+                 "the volume's extents must be multiples of 4 (two 2x2x2 pools), found ",
+                 volume_.str());
+    DISTOP_CHECK(n / 4 >= grid_.shape()[a + 2], kOp, "a ", volume_.str(), " volume over a ",
+                 grid_.str(), " grid leaves the innermost level (", n / 4, " along axis ", a,
+                 ") fewer voxels than ranks along an axis; use a larger volume "
+                 "or fewer ranks");
+  }
   DISTOP_CHECK(c >= 1 && g >= 1 && c % g == 0, kOp, "the base channels (", c,
                ") must be a positive multiple of the groups (", g, ")");
-  for (int a = 2; a < 5; ++a)
-    DISTOP_CHECK(volume / 4 >= grid_.shape()[a], kOp, "a ", volume, "^3 volume over a ",
-                 grid_.str(), " grid leaves the innermost level (", volume / 4,
-                 "^3) fewer voxels than ranks along an axis; use a larger volume or fewer ranks");
   const auto s = options.seed;
   const auto up = options.up;
   enc0_ = register_module("enc0", std::make_shared<Block>(1, c, g, grid_, s));
@@ -106,7 +112,7 @@ UNet3d::UNet3d(std::int64_t volume, UNetOptions options, MPI_Comm comm)
 }
 
 TensorSpace UNet3d::input_space(std::int64_t batch) const {
-  return TensorSpace(Shape{batch, 1, volume_, volume_, volume_}, grid_);
+  return TensorSpace(Shape{batch, 1, volume_[0], volume_[1], volume_[2]}, grid_);
 }
 
 Var<float> UNet3d::forward(Tape& tape, const Var<float>& x) {
@@ -124,17 +130,19 @@ Var<float> UNet3d::forward(Tape& tape, const Var<float>& x) {
 
 std::string UNet3d::describe() const {
   const auto c = options_.base_channels;
-  const auto S = volume_;
-  auto level = [](std::int64_t side) { return std::to_string(side) + "^3"; };
+  auto level = [this](std::int64_t scale) {
+    return std::to_string(volume_[0] / scale) + " x " + std::to_string(volume_[1] / scale) + " x " +
+           std::to_string(volume_[2] / scale);
+  };
   const char* up = options_.up == UNetUp::transpose   ? "2x2x2 transposed convolution, stride 2"
                    : options_.up == UNetUp::trilinear ? "trilinear upsampling x2"
                                                       : "nearest upsampling x2";
   std::string s = "  every layer on " + grid_.str() + "\n";
-  s += "  enc0: 1 -> " + std::to_string(c) + " at " + level(S) + "; enc1: -> " +
-       std::to_string(2 * c) + " at " + level(S / 2) + "; mid: -> " + std::to_string(4 * c) +
-       " at " + level(S / 4) + " (blocks: 2 x (conv 3x3x3, GroupNorm " +
-       std::to_string(options_.groups) + ", ReLU); 2x2x2 max pools)\n";
-  s += "  up: " + std::string(up) + "; dec1 at " + level(S / 2) + ", dec0 at " + level(S) +
+  s += "  enc0: 1 -> " + std::to_string(c) + " at " + level(1) + "; enc1: -> " +
+       std::to_string(2 * c) + " at " + level(2) + "; mid: -> " + std::to_string(4 * c) + " at " +
+       level(4) + " (blocks: 2 x (conv 3x3x3, GroupNorm " + std::to_string(options_.groups) +
+       ", ReLU); 2x2x2 max pools)\n";
+  s += "  up: " + std::string(up) + "; dec1 at " + level(2) + ", dec0 at " + level(1) +
        " on [up, skip] concatenated; head 1x1x1 -> 1\n";
   return s;
 }
@@ -147,20 +155,23 @@ struct Shape3 {
   double r;
 };
 
-// Volume n's shapes: two spheres and two tubes, placed and sized by counter-based draws.
-std::vector<Shape3> shapes_of(std::uint64_t seed, std::int64_t n, std::int64_t side) {
+// Volume n's shapes: two spheres and two tubes, placed and sized by counter-based draws (sizes
+// relative to the smallest extent).
+std::vector<Shape3> shapes_of(std::uint64_t seed, std::int64_t n, const Shape& volume) {
   std::vector<Shape3> shapes;
   std::uint64_t k = static_cast<std::uint64_t>(n) * 64;
   auto draw = [&](double lo, double hi) { return lo + (hi - lo) * random::uniform(seed, k++); };
-  const double S = static_cast<double>(side);
+  const double S = static_cast<double>(std::min({volume[0], volume[1], volume[2]}));
   for (int i = 0; i < 4; ++i) {
     Shape3 s{};
-    for (auto& v : s.a) v = draw(0.15 * S, 0.85 * S);
+    for (std::size_t a = 0; a < 3; ++a)
+      s.a[a] = draw(0.15, 0.85) * static_cast<double>(volume[static_cast<int>(a)]);
     if (i < 2) {
       s.b = s.a;
       s.r = draw(0.08 * S, 0.18 * S);
     } else {
-      for (auto& v : s.b) v = draw(0.0, S);
+      for (std::size_t a = 0; a < 3; ++a)
+        s.b[a] = draw(0.0, 1.0) * static_cast<double>(volume[static_cast<int>(a)]);
       s.r = draw(0.04 * S, 0.08 * S);
     }
     shapes.push_back(s);
@@ -190,21 +201,20 @@ bool inside(const Shape3& s, const std::array<double, 3>& p) {
 
 void SyntheticVolumes::fill(std::int64_t first, DistTensor<float>& x, DistTensor<float>& y) const {
   const auto& space = x.space();
-  DISTOP_CHECK(space == y.space() && space.rank() == 5 && space.global_shape()[1] == 1 &&
-                   space.global_shape()[2] == volume_ && space.global_shape()[3] == volume_ &&
-                   space.global_shape()[4] == volume_,
-               "SyntheticVolumes", "images and labels must both be [N, 1, ", volume_, ", ", volume_,
-               ", ", volume_, "], found ", space.str(), " and ", y.space().str());
+  const Shape want{space.global_shape()[0], 1, volume_[0], volume_[1], volume_[2]};
+  DISTOP_CHECK(space == y.space() && space.global_shape() == want, "SyntheticVolumes",
+               "images and labels must both be ", want.str(), ", found ", space.str(), " and ",
+               y.space().str());
   const Shape& box = space.local_shape();
   const auto& off = space.local_offset();
   auto xs = HostTensor<float>::uninitialized(box);
   auto ys = HostTensor<float>::uninitialized(box);
   float* xp = xs.data();
   float* yp = ys.data();
-  const std::int64_t S = volume_;
+  const std::int64_t D = volume_[0], H = volume_[1], W = volume_[2];
   for (std::int64_t b = 0; b < box[0]; ++b) {
     const std::int64_t n = first + off[0] + b;
-    const auto shapes = shapes_of(seed_, n, S);
+    const auto shapes = shapes_of(seed_, n, volume_);
     for (std::int64_t k = 0; k < box[2]; ++k)
       for (std::int64_t j = 0; j < box[3]; ++j)
         for (std::int64_t i = 0; i < box[4]; ++i) {
@@ -213,7 +223,7 @@ void SyntheticVolumes::fill(std::int64_t first, DistTensor<float>& x, DistTensor
                                         static_cast<double>(c) + 0.5};
           bool in = false;
           for (const auto& s : shapes) in = in || inside(s, p);
-          const auto index = static_cast<std::uint64_t>(((n * S + z) * S + r) * S + c);
+          const auto index = static_cast<std::uint64_t>(((n * D + z) * H + r) * W + c);
           const double noise = noise_ * random::normal(seed_ + 1, index);
           *xp++ = static_cast<float>((in ? 1.0 : 0.0) + noise);
           *yp++ = in ? 1.0f : 0.0f;

@@ -6,6 +6,7 @@
 #include <distop/distop.hpp>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace distop::examples {
 
@@ -21,7 +22,7 @@ struct UNetOptions {
   std::uint64_t seed = 1;
 };
 
-// Three levels on volumes [N, 1, S, S, S] (S divisible by 4):
+// Three levels on volumes [N, 1, D, H, W] (S below for each of D, H, W; each divisible by 4):
 //   enc0 = block(1 -> c) at S;  enc1 = block(c -> 2c) at S/2 after a 2x2x2 max pool;
 //   mid = block(2c -> 4c) at S/4 after another;
 //   dec1 = block(2c + u1 -> 2c) on [up(mid), enc1] concatenated along the channels;
@@ -43,9 +44,10 @@ struct UNetOptions {
 class UNet3d : public nn::Module<float> {
  public:
   // Collective over `comm` (the ranks of one replica).
-  UNet3d(std::int64_t volume, UNetOptions options, MPI_Comm comm);
+  // `volume`: the extents D, H, W.
+  UNet3d(Shape volume, UNetOptions options, MPI_Comm comm);
 
-  // [batch, 1, S, S, S] on the grid, and the logits [batch, 1, S, S, S] likewise.
+  // [batch, 1, D, H, W] on the grid, and the logits [batch, 1, D, H, W] likewise.
   TensorSpace input_space(std::int64_t batch) const;
   Var<float> forward(Tape& tape, const Var<float>& x);
   const Partition& grid() const noexcept { return grid_; }
@@ -54,7 +56,7 @@ class UNet3d : public nn::Module<float> {
   class Block;
 
  private:
-  std::int64_t volume_;
+  Shape volume_;
   UNetOptions options_;
   Partition grid_;
   std::shared_ptr<Block> enc0_, enc1_, mid_, dec1_, dec0_;
@@ -74,14 +76,14 @@ Shape unet_grid(int ranks);
 // data are the same for every partitioning.
 class SyntheticVolumes {
  public:
-  SyntheticVolumes(std::int64_t volume, std::uint64_t seed, double noise = 0.5)
-      : volume_(volume), seed_(seed), noise_(noise) {}
-  // Fills this rank's boxes of the images x and the labels y ([batch, 1, S, S, S], the same
+  SyntheticVolumes(Shape volume, std::uint64_t seed, double noise = 0.5)
+      : volume_(std::move(volume)), seed_(seed), noise_(noise) {}
+  // Fills this rank's boxes of the images x and the labels y ([batch, 1, D, H, W], the same
   // space) with volumes first, first + 1, ... of the stream.
   void fill(std::int64_t first, DistTensor<float>& x, DistTensor<float>& y) const;
 
  private:
-  std::int64_t volume_;
+  Shape volume_;
   std::uint64_t seed_;
   double noise_;
 };

@@ -90,7 +90,8 @@ TEST(UNet3d, Learns) {
 }
 
 TEST(UNet3d, BadFlagsAreClearErrors) {
-  expect_clean_failure(run_unet(1, "--volume 18 --steps 1"), "multiple of 4");
+  expect_clean_failure(run_unet(1, "--volume 18 --steps 1"), "multiples of 4");
+  expect_clean_failure(run_unet(1, "--volume 16,8 --steps 1"), "--volume takes S or D,H,W");
   expect_clean_failure(run_unet(1, "--base-channels 6 --groups 4 --steps 1"),
                        "multiple of the groups");
   expect_clean_failure(run_unet(2, "--replicas 2 --batch-size 3 --steps 1"),
