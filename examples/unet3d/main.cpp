@@ -9,6 +9,7 @@
 // thresholded prediction on held-out volumes, the step time, and the most tensor memory any rank
 // held: `peak memory per rank: N MiB`.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <distop/distop.hpp>
 #include <distop/train/cli.hpp>
@@ -122,14 +123,17 @@ int main(int argc, char** argv) {
     const std::int64_t per = batch / replicas;
     DistTensor<float> x(model.input_space(per)), y(x.space());
     reset_peak_tensor_memory();
-    double seconds = 0;
+    double seconds = 0, kept = 0;
     for (std::int64_t step = 1; step <= steps; ++step) {
       const double t0 = MPI_Wtime();
       data.fill((step - 1) * batch + reps.index() * per, x, y);
       Tape tape;
+      const auto before = tensor_memory().in_use_bytes;
       auto logits = model.forward(tape, Var<float>(x));
       auto loss = nn::add(tape, loss::bce_with_logits(tape, logits, y),
                           loss::dice(tape, nn::sigmoid(tape, logits), y));
+      // What the forward pass keeps for backward: the activations (transient buffers are gone).
+      kept = std::max(kept, static_cast<double>(tensor_memory().in_use_bytes - before));
       dp.backward(tape, loss);
       opt.step();
       opt.zero_grad();
@@ -156,13 +160,17 @@ int main(int argc, char** argv) {
         std::printf("dice on %lld held-out volumes: %.4f\n", static_cast<long long>(eval_volumes),
                     dice);
     }
-    double peak[2] = {train_peak, -train_peak};
-    DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, peak, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
+    double peak[4] = {train_peak, -train_peak, kept, -kept};
+    DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, peak, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
                      "unet3d");
     if (rank == 0) {
       if (steps > 1)
         std::printf("step time: %.1f ms (mean of steps 2-%lld)\n",
                     1e3 * seconds / static_cast<double>(steps - 1), static_cast<long long>(steps));
+      std::printf(
+          "activation memory per rank: %.1f MiB (kept by the forward pass for backward; "
+          "least on a rank %.1f MiB)\n",
+          peak[2] / (1 << 20), -peak[3] / (1 << 20));
       std::printf("peak memory per rank: %.1f MiB (tensors, training; least on a rank %.1f MiB)\n",
                   peak[0] / (1 << 20), -peak[1] / (1 << 20));
     }
