@@ -167,6 +167,73 @@ Var<T> merge_heads(Tape& tape, const Var<T>& x) {
   });
 }
 
+namespace {
+
+// The box of `heads` [n, h, S, D] and the rows' box [n S, P h D] it corresponds to.
+void check_head_boxes(const Shape& rows, const Shape& heads, std::int64_t parts, const char* op) {
+  DISTOP_CHECK(rows.rank() == 2 && heads.rank() == 4 && parts > 0 &&
+                   rows[0] == heads[0] * heads[2] && rows[1] == parts * heads[1] * heads[3],
+               op, "this rank's box of rows ", rows.str(), " does not hold ", parts,
+               " projections of its box of heads ", heads.str());
+}
+
+}  // namespace
+
+template <class T>
+std::vector<Var<T>> split_heads_to(Tape& tape, const Var<T>& x, std::int64_t parts,
+                                   const TensorSpace& heads) {
+  DISTOP_CHECK(heads.rank() == 4, "split_heads_to", "expected heads [N, H, S, D], found ",
+               heads.str());
+  check_head_boxes(x.value().local().shape(), heads.local_shape(), parts, "split_heads_to");
+  return make_function<T>(tape, "split_heads", {x}, [&] {
+    std::vector<DistTensor<T>> ys_values;
+    for (std::int64_t p = 0; p < parts; ++p) {
+      auto y = DistTensor<T>::uninitialized(heads);
+      permute_heads(x.value().local(), y.local(), parts, p, true, T(0));
+      ys_values.push_back(std::move(y));
+    }
+    return Computed{std::move(ys_values),
+                    [parts](std::span<const DistTensor<T>* const> dys, Gradients<T>& grads) {
+                      grads.accumulate(0, [&](T beta, Tensor<T>& dx) {
+                        if (beta == T(0)) Kokkos::deep_copy(dx.view(), T(0));
+                        for (std::int64_t p = 0; p < parts; ++p)
+                          if (dys[static_cast<std::size_t>(p)] != nullptr)
+                            permute_heads(dx, dys[static_cast<std::size_t>(p)]->local(), parts, p,
+                                          false, T(1));
+                      });
+                    }};
+  });
+}
+
+template <class T>
+Var<T> merge_heads_to(Tape& tape, const Var<T>& x, const TensorSpace& rows) {
+  DISTOP_CHECK(rows.rank() == 2, "merge_heads_to", "expected rows [N S, H D], found ", rows.str());
+  check_head_boxes(rows.local_shape(), x.value().local().shape(), 1, "merge_heads_to");
+  return make_function<T>(tape, "merge_heads", {x}, [&] {
+    auto y = DistTensor<T>::uninitialized(rows);
+    permute_heads(y.local(), x.value().local(), 1, 0, false, T(0));
+    return Computed{std::move(y), [](const DistTensor<T>& dy, Gradients<T>& grads) {
+                      grads.accumulate(0, [&](T beta, Tensor<T>& dx) {
+                        if (beta == T(0)) {
+                          permute_heads(dy.local(), dx, 1, 0, true, T(0));
+                        } else {
+                          Tensor<T> t = Tensor<T>::uninitialized(dx.shape());
+                          permute_heads(dy.local(), t, 1, 0, true, T(0));
+                          kernels::axpby(T(1), t, beta, dx);
+                        }
+                      });
+                    }};
+  });
+}
+
+#define DISTOP_INSTANTIATE_TO(T)                                                  \
+  template std::vector<Var<T>> split_heads_to(Tape&, const Var<T>&, std::int64_t, \
+                                              const TensorSpace&);                \
+  template Var<T> merge_heads_to(Tape&, const Var<T>&, const TensorSpace&);
+DISTOP_INSTANTIATE_TO(float)
+DISTOP_INSTANTIATE_TO(double)
+#undef DISTOP_INSTANTIATE_TO
+
 #define DISTOP_INSTANTIATE(T)                                                                \
   template Var<T> sequence_rows(Tape&, const Var<T>&);                                       \
   template Var<T> rows_to_sequences(Tape&, const Var<T>&, std::int64_t);                     \

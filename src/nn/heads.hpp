@@ -31,4 +31,17 @@ std::vector<Var<T>> split_heads(Tape& tape, const Var<T>& x, std::int64_t seq, s
 template <class T>
 Var<T> merge_heads(Tape& tape, const Var<T>& x);
 
+// The same permutations of each rank's own heads, into and out of given spaces (tensor
+// parallelism, where the heads and the rows' feature axis are split over a grid axis): rows whose
+// box is [n S, P h D] (P packed projections of this rank's h heads) -> P tensors in `heads`
+// [N, H, S, D] whose box is [n, h, S, D]; and heads [N, H, S, D] with box [n, h, S, D] -> rows in
+// `rows` [N S, H D] with box [n S, h D]. Local: entry (n, h, s, d) of a box is entry
+// [n S + s, (p h + h) D + d] of the rows' box, whatever the global spaces. Boxes that do not fit
+// are an Error on the rank where they do not.
+template <class T>
+std::vector<Var<T>> split_heads_to(Tape& tape, const Var<T>& x, std::int64_t parts,
+                                   const TensorSpace& heads);
+template <class T>
+Var<T> merge_heads_to(Tape& tape, const Var<T>& x, const TensorSpace& rows);
+
 }  // namespace distop::nn::detail

@@ -1,0 +1,444 @@
+#include "distop/nn/tensor_parallel.hpp"
+
+#include <Kokkos_Core.hpp>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "distop/autodiff/function.hpp"
+#include "distop/core/random.hpp"
+#include "distop/core/timers.hpp"
+#include "distop/core/trace.hpp"
+#include "distop/nn/arithmetic.hpp"
+#include "distop/nn/functional.hpp"
+#include "distop/nn/init.hpp"
+#include "distop/nn/matmul.hpp"
+#include "distop/nn/softmax.hpp"
+#include "heads.hpp"
+#include "spaces.hpp"
+
+namespace distop::nn {
+
+namespace {
+
+// The number of ranks along grid axis `axis` of `p`, checked.
+std::int64_t group_size(const Partition& p, int axis, const char* op) {
+  DISTOP_CHECK(axis >= 0 && axis < p.dim(), op, "tensor_axis ", axis, " is not a grid axis of ",
+               p.str());
+  return p.shape()[axis];
+}
+
+// The check of a tied input: on the layer's partition, no tensor axis split over the
+// tensor-parallel grid axis (every rank of a group holds the same box), and `whole` axes unsplit.
+void check_tied(const TensorSpace& xs, const Partition& p, int axis, std::vector<int> whole,
+                const char* op) {
+  DISTOP_CHECK(xs.partition().same_as(p), op, "the input lives on ", xs.partition().str(),
+               ", expected the layer's ", p.str());
+  bool ok = true;
+  for (int a = 0; a < xs.rank(); ++a) ok = ok && xs.decomposition().split_by(a) != axis;
+  for (int a : whole) ok = ok && !detail::split(xs, a);
+  DISTOP_CHECK(ok, op, "the input (", xs.str(),
+               ") must be replicated along the tensor-parallel grid axis ", axis,
+               " (whole on every rank of a group) with its feature axis unsplit");
+}
+
+// The AllSumReduce over `axis` on `space`, kept while the space stays the same (collective over
+// the partition when it is built: every rank sees the same spaces in the same order).
+template <class T>
+const std::shared_ptr<const AllSumReduce<T>>& group_sum_for(
+    std::shared_ptr<const AllSumReduce<T>>& cache, const TensorSpace& space, int axis) {
+  if (!cache || !(cache->domain() == space))
+    cache = std::make_shared<const AllSumReduce<T>>(space, std::vector<int>{axis});
+  return cache;
+}
+
+// [M, n] with the rows as `rows` (axis 0 of a space on the same partition) and n split in T equal
+// blocks over grid axis `axis` (or whole when split is false).
+TensorSpace rows_space(const TensorSpace& rows, std::int64_t n, int axis, bool split) {
+  const Decomposition& d = rows.decomposition();
+  const std::int64_t t = rows.partition().shape()[axis];
+  std::vector<std::vector<std::int64_t>> extents{
+      detail::block_extents(d)[0],
+      split ? std::vector<std::int64_t>(t, n / t) : std::vector<std::int64_t>{n}};
+  return TensorSpace(rows.partition(), Decomposition::blocks(Shape{d.global_shape()[0], n},
+                                                             d.grid(), std::move(extents),
+                                                             {d.axis_map()[0], split ? axis : -1}));
+}
+
+// y + b, or y for a layer without a bias.
+template <class T>
+Var<T> with_bias(Tape& tape, const Var<T>& y, const Var<T>& b) {
+  return b.defined() ? add_bias(tape, y, b) : y;
+}
+
+}  // namespace
+
+template <class T>
+Var<T> tensor_parallel_copy(Tape& tape, const Var<T>& x,
+                            const std::shared_ptr<const AllSumReduce<T>>& group_sum) {
+  check_space(x.value(), group_sum->domain(), "tensor_parallel_copy", "the input");
+  return make_function<T>(
+      tape, "tensor_parallel_copy", {x},
+      [&] {
+        return Computed{x.value(), [group_sum](const DistTensor<T>& dy, Gradients<T>& grads) {
+                          // B* = SumReduce onto the canonical copy, kept on every rank: A.
+                          DistTensor<T> dx;
+                          {
+                            const timers::Scope timer(
+                                timers::enabled() ? group_sum->name() + ".adjoint" : std::string());
+                            dx = group_sum->apply_adjoint(dy);
+                          }
+                          grads.add(0, std::move(dx));
+                        }};
+      },
+      FunctionOptions{.collective = true});
+}
+
+template <class T>
+Var<T> tensor_parallel_reduce(Tape& tape, const Var<T>& z,
+                              const std::shared_ptr<const AllSumReduce<T>>& group_sum) {
+  check_space(z.value(), group_sum->domain(), "tensor_parallel_reduce", "the input");
+  return make_function<T>(tape, "tensor_parallel_reduce", {z}, [&] {
+    DistTensor<T> y;
+    {
+      const timers::Scope timer(timers::enabled() ? group_sum->name() : std::string());
+      y = group_sum->apply(z.value());
+    }
+    // The adjoint, Broadcast from the canonical copy, moves nothing: the tied gradient is already
+    // on every rank.
+    return Computed{std::move(y),
+                    [](const DistTensor<T>&, Gradients<T>& grads) { grads.add_output_grad(0); }};
+  });
+}
+
+// ---- ColumnParallelLinear ----
+
+template <class T>
+ColumnParallelLinear<T>::ColumnParallelLinear(std::int64_t in_features, std::int64_t out_features,
+                                              Partition partition, ParallelLinearOptions options)
+    : in_(in_features), out_(out_features), partition_(std::move(partition)), options_(options) {
+  constexpr const char* op = "ColumnParallelLinear";
+  const std::int64_t t = group_size(partition_, options_.tensor_axis, op);
+  DISTOP_CHECK(in_ > 0 && out_ > 0 && out_ % t == 0, op, "out_features (", out_,
+               ") must be a positive multiple of the ", t, " ranks along grid axis ",
+               options_.tensor_axis, " of ", partition_.str(), ", and in_features (", in_,
+               ") positive");
+  const int axis = options_.tensor_axis;
+  DistTensor<T> w(TensorSpace(
+      partition_, Decomposition::balanced(Shape{out_, in_}, partition_.shape(), {axis, -1})));
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_));
+  uniform_init(w, parameter_seed(options_.seed, "weight"), bound);
+  weight_ = this->register_parameter("weight", Var<T>(std::move(w), true));
+  if (options_.bias) {
+    DistTensor<T> b(
+        TensorSpace(partition_, Decomposition::balanced(Shape{out_}, partition_.shape(), {axis})));
+    uniform_init(b, parameter_seed(options_.seed, "bias"), bound);
+    bias_ = this->register_parameter("bias", Var<T>(std::move(b), true));
+  }
+}
+
+template <class T>
+Var<T>& ColumnParallelLinear<T>::bias() {
+  DISTOP_CHECK(bias_.defined(), "ColumnParallelLinear", "the layer was made without a bias");
+  return bias_;
+}
+
+template <class T>
+Var<T> ColumnParallelLinear<T>::forward(Tape& tape, const Var<T>& x) {
+  constexpr const char* op = "ColumnParallelLinear";
+  const trace::Compute span(op, this->registered_path());
+  const TensorSpace& xs = x.space();
+  DISTOP_CHECK(xs.rank() == 2 && xs.global_shape()[1] == in_, op, "expected an input [M, ", in_,
+               "], found ", xs.str());
+  check_tied(xs, partition_, options_.tensor_axis, {1}, op);
+  const auto& sum = group_sum_for<T>(group_sum_, xs, options_.tensor_axis);
+  const Var<T> xf = tensor_parallel_copy(tape, x, sum);
+  return with_bias(
+      tape, matmul_nt(tape, xf, weight_, rows_space(xs, out_, options_.tensor_axis, true)), bias_);
+}
+
+// ---- RowParallelLinear ----
+
+template <class T>
+RowParallelLinear<T>::RowParallelLinear(std::int64_t in_features, std::int64_t out_features,
+                                        Partition partition, ParallelLinearOptions options)
+    : in_(in_features), out_(out_features), partition_(std::move(partition)), options_(options) {
+  constexpr const char* op = "RowParallelLinear";
+  const std::int64_t t = group_size(partition_, options_.tensor_axis, op);
+  DISTOP_CHECK(in_ > 0 && out_ > 0 && in_ % t == 0, op, "in_features (", in_,
+               ") must be a positive multiple of the ", t, " ranks along grid axis ",
+               options_.tensor_axis, " of ", partition_.str(), ", and out_features (", out_,
+               ") positive");
+  const int axis = options_.tensor_axis;
+  DistTensor<T> w(TensorSpace(
+      partition_, Decomposition::balanced(Shape{out_, in_}, partition_.shape(), {-1, axis})));
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_));
+  uniform_init(w, parameter_seed(options_.seed, "weight"), bound);
+  weight_ = this->register_parameter("weight", Var<T>(std::move(w), true));
+  if (options_.bias) {
+    DistTensor<T> b(
+        TensorSpace(partition_, Decomposition::balanced(Shape{out_}, partition_.shape(), {-1})));
+    uniform_init(b, parameter_seed(options_.seed, "bias"), bound);
+    bias_ = this->register_parameter("bias", Var<T>(std::move(b), true));
+  }
+}
+
+template <class T>
+Var<T>& RowParallelLinear<T>::bias() {
+  DISTOP_CHECK(bias_.defined(), "RowParallelLinear", "the layer was made without a bias");
+  return bias_;
+}
+
+template <class T>
+Var<T> RowParallelLinear<T>::forward(Tape& tape, const Var<T>& x) {
+  constexpr const char* op = "RowParallelLinear";
+  const trace::Compute span(op, this->registered_path());
+  const TensorSpace& xs = x.space();
+  const int axis = options_.tensor_axis;
+  const std::int64_t t = partition_.shape()[axis];
+  DISTOP_CHECK(xs.rank() == 2 && xs.global_shape()[1] == in_ && xs.partition().same_as(partition_),
+               op, "expected an input [M, ", in_, "] on ", partition_.str(), ", found ", xs.str());
+  DISTOP_CHECK(xs.decomposition().split_by(0) != axis &&
+                   (t == 1 || (xs.decomposition().split_by(1) == axis &&
+                               xs.decomposition().bounds(1) == balanced_bounds(in_, t))),
+               op, "the input (", xs.str(), ") must have its feature axis split in ", t,
+               " equal blocks over grid axis ", axis, " and its rows not split over it");
+  const TensorSpace out = rows_space(xs, out_, axis, false);
+  const Var<T> z = matmul_nt(tape, x, weight_, out);  // this rank's partial product
+  return with_bias(tape, tensor_parallel_reduce(tape, z, group_sum_for<T>(group_sum_, out, axis)),
+                   bias_);
+}
+
+// ---- TensorParallelMultiheadAttention ----
+
+std::int64_t tensor_parallel_in_proj_row(std::int64_t row, std::int64_t embed_dim,
+                                         std::int64_t tensor_parallel) {
+  const std::int64_t per = embed_dim / tensor_parallel;  // rows of one projection per rank
+  const std::int64_t rank = row / (3 * per);
+  const std::int64_t part = (row % (3 * per)) / per;  // q, k or v
+  return part * embed_dim + rank * per + row % per;
+}
+
+template <class T>
+TensorParallelMultiheadAttention<T>::TensorParallelMultiheadAttention(
+    std::int64_t embed_dim, std::int64_t num_heads, Partition partition,
+    TensorParallelMultiheadAttentionOptions options)
+    : embed_dim_(embed_dim),
+      num_heads_(num_heads),
+      partition_(std::move(partition)),
+      options_(options),
+      calls_(std::make_shared<std::int64_t>(0)) {
+  constexpr const char* op = "TensorParallelMultiheadAttention";
+  const int axis = options_.tensor_axis;
+  const std::int64_t t = group_size(partition_, axis, op);
+  DISTOP_CHECK(embed_dim_ > 0 && num_heads_ > 0 && embed_dim_ % num_heads_ == 0, op,
+               "embed_dim must be a positive multiple of num_heads, found ", embed_dim_, " and ",
+               num_heads_);
+  DISTOP_CHECK(num_heads_ % t == 0, op, "num_heads (", num_heads_, ") must be a multiple of the ",
+               t, " ranks along grid axis ", axis, " of ", partition_.str());
+  DISTOP_CHECK(options_.dropout >= 0.0 && options_.dropout <= 1.0, op,
+               "dropout must lie in [0, 1], found ", options_.dropout);
+  const std::int64_t e = embed_dim_;
+  // in_proj_weight in the rank-major layout, each entry drawn from its torch index as
+  // MultiheadAttention draws it (xavier_uniform_ on [3E, E]).
+  DistTensor<T> w(TensorSpace(
+      partition_, Decomposition::balanced(Shape{3 * e, e}, partition_.shape(), {axis, -1})));
+  {
+    const std::uint64_t seed = parameter_seed(options_.seed, "in_proj_weight");
+    const double bound = std::sqrt(6.0 / static_cast<double>(4 * e));
+    const auto idx = w.space().global_indices();
+    std::vector<T> v(idx.size());
+    for (std::size_t i = 0; i < idx.size(); ++i) {
+      const std::int64_t torch = tensor_parallel_in_proj_row(idx[i] / e, e, t) * e + idx[i] % e;
+      v[i] = static_cast<T>(bound *
+                            (2.0 * random::uniform(seed, static_cast<std::uint64_t>(torch)) - 1.0));
+    }
+    w.local().copy_from(Tensor<T>::from_vector(w.space().local_shape(), v));
+  }
+  in_proj_weight_ = this->register_parameter("in_proj_weight", Var<T>(std::move(w), true));
+  DistTensor<T> b(
+      TensorSpace(partition_, Decomposition::balanced(Shape{3 * e}, partition_.shape(), {axis})));
+  in_proj_bias_ = this->register_parameter("in_proj_bias", Var<T>(std::move(b), true));
+  out_proj_ = this->register_module(
+      "out_proj", std::make_shared<RowParallelLinear<T>>(
+                      e, e, partition_,
+                      ParallelLinearOptions{.tensor_axis = axis,
+                                            .seed = parameter_seed(options_.seed, "out_proj")}));
+  Kokkos::deep_copy(out_proj_->bias().value().local().view(), T(0));
+  this->register_count("calls", calls_, /*persistent=*/false);
+}
+
+template <class T>
+Var<T> TensorParallelMultiheadAttention<T>::forward(Tape& tape, const Var<T>& x,
+                                                    const AttentionMask<T>& mask) {
+  constexpr const char* op = "TensorParallelMultiheadAttention";
+  const trace::Compute span(op, this->registered_path());
+  const TensorSpace& xs = x.space();
+  DISTOP_CHECK(xs.rank() == 3 && xs.global_shape()[2] == embed_dim_, op,
+               "expected an input [N, S, ", embed_dim_, "], found ", xs.str());
+  const int axis = options_.tensor_axis;
+  check_tied(xs, partition_, axis, {1, 2}, op);
+  const std::int64_t t = partition_.shape()[axis];
+  const std::int64_t s = xs.global_shape()[1];
+  const std::int64_t d = head_dim();
+
+  // f, then this rank's q, k and v rows: [N S, 3E] split in T boxes of [q_t k_t v_t].
+  const Var<T> rows = detail::sequence_rows(
+      tape, tensor_parallel_copy(tape, x, group_sum_for<T>(group_sum_, xs, axis)));
+  const Var<T> qkv = add_bias(
+      tape,
+      matmul_nt(tape, rows, in_proj_weight_, rows_space(rows.space(), 3 * embed_dim_, axis, true)),
+      in_proj_bias_);
+  // Heads [N, H, S, D]: the batch as x's, the heads split over the axis.
+  const Decomposition& xd = xs.decomposition();
+  const TensorSpace heads(
+      partition_,
+      Decomposition::blocks(
+          Shape{xs.global_shape()[0], num_heads_, s, d}, xd.grid(),
+          {detail::block_extents(xd)[0], std::vector<std::int64_t>(t, num_heads_ / t), {s}, {d}},
+          {xd.axis_map()[0], axis, -1, -1}));
+  const auto qkv_heads = detail::split_heads_to(tape, qkv, 3, heads);
+
+  // Attention of this rank's heads, as MultiheadAttention::attend.
+  Var<T> scores = matmul_nt(
+      tape, scale(tape, qkv_heads[0], 1.0 / std::sqrt(static_cast<double>(d))), qkv_heads[1]);
+  Var<T> weights;
+  if (mask.is_causal) {
+    if (mask.attn_mask) scores = add(tape, scores, Var<T>(*mask.attn_mask, false));
+    weights = causal_softmax(tape, scores);
+  } else if (mask.attn_mask) {
+    weights = softmax(tape, scores, *mask.attn_mask);
+  } else {
+    weights = softmax(tape, scores);
+  }
+  if (this->training() && options_.dropout > 0.0) {
+    const auto call = static_cast<std::uint64_t>((*calls_)++);
+    weights = dropout(tape, weights, options_.dropout,
+                      random::bits(parameter_seed(options_.seed, "dropout"), call), true);
+  }
+  const Var<T> merged = detail::merge_heads_to(tape, matmul(tape, weights, qkv_heads[2]),
+                                               rows_space(rows.space(), embed_dim_, axis, true));
+  // out_proj: this rank's columns, g, the bias once.
+  return detail::rows_to_sequences(tape, out_proj_->forward(tape, merged), s);
+}
+
+// ---- TensorParallelMLP ----
+
+namespace {
+
+// linear2(dropout(gelu(linear1(x)))) on [M, E] or [N, S, E].
+template <class T, class Middle>
+Var<T> parallel_mlp(Tape& tape, const Var<T>& x, ColumnParallelLinear<T>& linear1,
+                    RowParallelLinear<T>& linear2, const Middle& middle, const char* op) {
+  const TensorSpace& xs = x.space();
+  DISTOP_CHECK(xs.rank() == 2 || xs.rank() == 3, op,
+               "expected an input [M, E] or [N, S, E], found ", xs.str());
+  if (xs.rank() == 2) return linear2.forward(tape, middle(linear1.forward(tape, x)));
+  detail::check_sequences(xs, op);
+  const Var<T> h = linear1.forward(tape, detail::sequence_rows(tape, x));
+  return detail::rows_to_sequences(tape, linear2.forward(tape, middle(h)), xs.global_shape()[1]);
+}
+
+}  // namespace
+
+template <class T>
+TensorParallelMLP<T>::TensorParallelMLP(std::int64_t embed_dim, std::int64_t hidden,
+                                        Partition partition, TensorParallelMLPOptions options)
+    : options_(options) {
+  const std::int64_t t = group_size(partition, options.tensor_axis, "TensorParallelMLP");
+  DISTOP_CHECK(hidden > 0 && hidden % t == 0, "TensorParallelMLP", "hidden (", hidden,
+               ") must be a positive multiple of the ", t, " ranks along grid axis ",
+               options.tensor_axis, " of ", partition.str());
+  linear1_ = this->register_module(
+      "linear1", std::make_shared<ColumnParallelLinear<T>>(
+                     embed_dim, hidden, partition,
+                     ParallelLinearOptions{.tensor_axis = options.tensor_axis,
+                                           .seed = parameter_seed(options.seed, "linear1")}));
+  linear2_ = this->register_module(
+      "linear2", std::make_shared<RowParallelLinear<T>>(
+                     hidden, embed_dim, std::move(partition),
+                     ParallelLinearOptions{.tensor_axis = options.tensor_axis,
+                                           .seed = parameter_seed(options.seed, "linear2")}));
+}
+
+template <class T>
+Var<T> TensorParallelMLP<T>::forward(Tape& tape, const Var<T>& x) {
+  const trace::Compute span("TensorParallelMLP", this->registered_path());
+  return parallel_mlp(
+      tape, x, *linear1_, *linear2_,
+      [&](const Var<T>& h) { return gelu(tape, h, options_.approximate); }, "TensorParallelMLP");
+}
+
+// ---- TensorParallelTransformerEncoderLayer ----
+
+template <class T>
+TensorParallelTransformerEncoderLayer<T>::TensorParallelTransformerEncoderLayer(
+    std::int64_t d_model, std::int64_t nhead, std::int64_t dim_feedforward, Partition partition,
+    TensorParallelTransformerEncoderLayerOptions options)
+    : options_(options) {
+  const std::uint64_t seed = options.seed;
+  const int axis = options.tensor_axis;
+  auto dropout = [&](const char* name) {
+    return this->register_module(
+        name, std::make_shared<Dropout<T>>(options.dropout,
+                                           DropoutOptions{.seed = parameter_seed(seed, name)}));
+  };
+  // torch's registration order, TransformerEncoderLayer's seeds.
+  self_attn_ = this->register_module(
+      "self_attn",
+      std::make_shared<TensorParallelMultiheadAttention<T>>(
+          d_model, nhead, partition,
+          TensorParallelMultiheadAttentionOptions{.tensor_axis = axis,
+                                                  .dropout = options.dropout,
+                                                  .seed = parameter_seed(seed, "self_attn")}));
+  linear1_ = this->register_module(
+      "linear1",
+      std::make_shared<ColumnParallelLinear<T>>(
+          d_model, dim_feedforward, partition,
+          ParallelLinearOptions{.tensor_axis = axis, .seed = parameter_seed(seed, "linear1")}));
+  dropout_ = dropout("dropout");
+  linear2_ = this->register_module(
+      "linear2",
+      std::make_shared<RowParallelLinear<T>>(
+          dim_feedforward, d_model, partition,
+          ParallelLinearOptions{.tensor_axis = axis, .seed = parameter_seed(seed, "linear2")}));
+  const LayerNormOptions norm{.eps = options.layer_norm_eps};
+  // On the layer's partition, a copy on each rank (none on the ranks outside it).
+  norm1_ = this->register_module("norm1", std::make_shared<LayerNorm<T>>(d_model, partition, norm));
+  norm2_ = this->register_module("norm2", std::make_shared<LayerNorm<T>>(d_model, partition, norm));
+  dropout1_ = dropout("dropout1");
+  dropout2_ = dropout("dropout2");
+}
+
+template <class T>
+Var<T> TensorParallelTransformerEncoderLayer<T>::forward(Tape& tape, const Var<T>& x,
+                                                         const AttentionMask<T>& mask) {
+  constexpr const char* op = "TensorParallelTransformerEncoderLayer";
+  const trace::Compute span(op, this->registered_path());
+  DISTOP_CHECK(x.space().rank() == 3, op, "expected an input [N, S, E], found ", x.space().str());
+  detail::check_sequences(x.space(), op);
+  const Var<T> h = add(
+      tape, x, dropout1_->forward(tape, self_attn_->forward(tape, norm1_->forward(tape, x), mask)));
+  const Var<T> f = parallel_mlp(
+      tape, norm2_->forward(tape, h), *linear1_, *linear2_,
+      [&](const Var<T>& u) { return dropout_->forward(tape, gelu(tape, u, options_.approximate)); },
+      op);
+  return add(tape, h, dropout2_->forward(tape, f));
+}
+
+#define DISTOP_INSTANTIATE(T)                                                            \
+  template Var<T> tensor_parallel_copy(Tape&, const Var<T>&,                             \
+                                       const std::shared_ptr<const AllSumReduce<T>>&);   \
+  template Var<T> tensor_parallel_reduce(Tape&, const Var<T>&,                           \
+                                         const std::shared_ptr<const AllSumReduce<T>>&); \
+  template class ColumnParallelLinear<T>;                                                \
+  template class RowParallelLinear<T>;                                                   \
+  template class TensorParallelMultiheadAttention<T>;                                    \
+  template class TensorParallelMLP<T>;                                                   \
+  template class TensorParallelTransformerEncoderLayer<T>;
+DISTOP_INSTANTIATE(float)
+DISTOP_INSTANTIATE(double)
+#undef DISTOP_INSTANTIATE
+
+}  // namespace distop::nn
