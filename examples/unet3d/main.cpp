@@ -43,7 +43,7 @@ double dice_score(const DistTensor<float>& logits, const DistTensor<float>& labe
 
 int main(int argc, char** argv) {
   std::vector<std::int64_t> volume{32};
-  std::int64_t batch = 2, steps = 30, eval_volumes = 4;
+  std::int64_t batch = 2, steps = 30, eval_volumes = 4, keep_columns_mib = 0;
   int replicas = 1;
   double lr = 3e-3;
   std::uint64_t seed = 1;
@@ -91,10 +91,16 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--loss-log", loss_log, "Each step's loss, as 'step loss' lines (rank 0)");
+  app.add_option("--keep-columns-mib", keep_columns_mib,
+                 "MiB of im2col matrices each convolution may keep from forward for backward "
+                 "(kernels::set_conv_kept_columns_limit; 0: none, the least memory)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   return train::run_main(argc, argv, app, "unet3d", [&]() -> int {
     int rank = 0, ranks = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    kernels::set_conv_kept_columns_limit(keep_columns_mib << 20);
     parallel::Replicas reps(MPI_COMM_WORLD, replicas);
     DISTOP_CHECK(batch % replicas == 0 && eval_volumes % replicas == 0, "unet3d", "--batch-size (",
                  batch, ") and --eval-volumes (", eval_volumes,

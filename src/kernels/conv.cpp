@@ -181,6 +181,17 @@ void conv_backward(const Tensor<T>& dy, const Tensor<T>& x, const Tensor<T>& w,
 void set_conv_method(ConvMethod method) { g_conv_method = method; }
 ConvMethod conv_method() { return g_conv_method; }
 
+namespace {
+std::int64_t g_kept_columns_limit = kMaxKeptColumnsBytes;
+}  // namespace
+
+void set_conv_kept_columns_limit(std::int64_t bytes) {
+  DISTOP_CHECK(bytes >= 0, "set_conv_kept_columns_limit",
+               "the limit is a number of bytes, at least 0, found ", bytes);
+  g_kept_columns_limit = bytes;
+}
+std::int64_t conv_kept_columns_limit() { return g_kept_columns_limit; }
+
 #define DISTOP_INSTANTIATE_CONV(T)                                                             \
   template void conv_forward(const Tensor<T>&, const Tensor<T>&, const Tensor<T>&, Tensor<T>&, \
                              const WindowGeometry&, ConvColumns<T>*);                          \

@@ -205,7 +205,7 @@ void im2col_forward(const T* xp, const T* wp, const T* bp, T* yp, std::int64_t n
   // The chunk of samples from s on has its matrix at cols(s): in one kept tensor for the whole
   // batch, or else in one scratch buffer that every chunk reuses.
   const bool kept =
-      keep && rows_k * n * p * static_cast<std::int64_t>(sizeof(T)) <= kMaxKeptColumnsBytes;
+      keep && rows_k * n * p * static_cast<std::int64_t>(sizeof(T)) <= conv_kept_columns_limit();
   if (kept) {
     keep->data = Tensor<T>::uninitialized(Shape{rows_k * n * p}, "distop::conv columns");
     keep->samples_per_chunk = nb;

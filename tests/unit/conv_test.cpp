@@ -556,6 +556,33 @@ TEST(ConvKernels, KeptColumnsGiveTheSameWeightGradient) {
   }
 }
 
+// With the kept-columns limit at 0 a convolution keeps nothing for its weight gradient, which
+// then rebuilds its matrices and gives the same result; the limit is restored after, and a
+// negative one is an Error.
+TEST(ConvKernels, KeptColumnsLimitZeroKeepsNothing) {
+  EXPECT_EQ(kernels::conv_kept_columns_limit(), kernels::kMaxKeptColumnsBytes);
+  EXPECT_THROW(kernels::set_conv_kept_columns_limit(-1), distop::Error);
+  struct LimitScope {
+    LimitScope() { kernels::set_conv_kept_columns_limit(0); }
+    ~LimitScope() { kernels::set_conv_kept_columns_limit(kernels::kMaxKeptColumnsBytes); }
+  };
+  unsigned seed = 400;
+  for_each_method_and_case([&](kernels::ConvMethod method, const Case& cs) {
+    const auto [xs, ws, ys] = shapes_of(cs);
+    const auto x = random_tensor(xs, seed++), w = random_tensor(ws, seed++),
+               dy = random_tensor(ys, seed++);
+    Tensor<double> y(ys), dw(ws), dw_ref(ws);
+    kernels::conv_backward_weight(dy, x, 0.0, dw_ref, cs.g);
+    const LimitScope limit;
+    kernels::ConvColumns<double> kept;
+    kernels::conv_forward(x, w, Tensor<double>(), y, cs.g, &kept);
+    EXPECT_TRUE(kept.empty()) << cs.name << " with method " << static_cast<int>(method);
+    kernels::conv_backward_weight(dy, x, 0.0, dw, cs.g, &kept);
+    EXPECT_EQ(dw.to_vector(), dw_ref.to_vector()) << cs.name;
+  });
+  EXPECT_EQ(kernels::conv_kept_columns_limit(), kernels::kMaxKeptColumnsBytes);
+}
+
 TEST(ConvKernels, EmptyBatch) {
   const auto g = geometry({5}, {3}, {1}, {1}, {1});
   Tensor<double> x(Shape{0, 2, 5}), y(Shape{0, 3, 5}), dx(Shape{0, 2, 5});

@@ -25,7 +25,7 @@ namespace distop::kernels {
 // kept for the weight gradient, which then reads them instead of building them again (the
 // backward pass of a layer whose input is small next to its im2col matrix, LeNet's for one, spends
 // about as long in im2col as in the GEMMs). conv_forward fills it when asked and the matrices of
-// the whole batch take at most kMaxKeptColumnsBytes; otherwise it stays empty and the weight
+// the whole batch take at most conv_kept_columns_limit(); otherwise it stays empty and the weight
 // gradient rebuilds them. Valid only for the x, w and geometry of that forward pass: the weight
 // gradient checks the sizes and the layout, not the contents.
 template <class T>
@@ -56,6 +56,13 @@ inline constexpr std::int64_t kDirectMaxChannels = 32;
 void set_conv_method(ConvMethod method);
 ConvMethod conv_method();
 inline constexpr std::int64_t kMaxKeptColumnsBytes = std::int64_t{64} << 20;
+// The most bytes of matrices (im2col or band matrices, or the direct kernels' padded frames) that
+// one convolution keeps from its forward pass for its weight gradient (ConvColumns): by default
+// kMaxKeptColumnsBytes; 0 keeps none, so the weight gradient rebuilds them (less memory held
+// between forward and backward, a slower backward). A process-wide setting, as set_conv_method.
+// Error (distop::Error) for a negative limit.
+void set_conv_kept_columns_limit(std::int64_t bytes);
+std::int64_t conv_kept_columns_limit();
 
 // y = conv(x, w) + bias (bias [O], or an empty tensor for none). Overwrites y. With keep, also
 // keeps the im2col matrices there (see ConvColumns).

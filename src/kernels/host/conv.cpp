@@ -323,14 +323,14 @@ void to_band_layout(const T* dy, std::int64_t nb, std::int64_t o_n, const Geo& g
 
 // The band forms of the three passes (R: gather_rows<true>). Chunks of nb samples as in the im2col
 // forms; the band matrices of the whole batch are kept for the weight gradient within
-// kMaxKeptColumnsBytes.
+// conv_kept_columns_limit().
 template <class T>
 void band_forward(const T* xp, const T* wp, const T* bp, std::int64_t n, std::int64_t c,
                   std::int64_t o, const Geo& g, std::int64_t nb, T* yp, ConvColumns<T>* keep) {
   const BandDims full = band_dims(g, c, nb);
   const std::int64_t per_sample = full.kb * full.h * g.out[0] * g.out[2];
   const bool kept =
-      keep && per_sample * n * static_cast<std::int64_t>(sizeof(T)) <= kMaxKeptColumnsBytes;
+      keep && per_sample * n * static_cast<std::int64_t>(sizeof(T)) <= conv_kept_columns_limit();
   if (kept) {
     keep->data = Tensor<T>::uninitialized(Shape{per_sample * n}, "distop::conv columns");
     keep->samples_per_chunk = nb;
@@ -424,7 +424,7 @@ bool conv_forward(const T* xp, const T* wp, const T* bp, T* yp, std::int64_t n, 
       const detail::DirectGeo dg = direct_geo(geo);
       T* frames = nullptr;
       const std::int64_t entries = n * detail::direct_conv_frame_entries<T>(dg, c);
-      if (keep && entries * static_cast<std::int64_t>(sizeof(T)) <= kMaxKeptColumnsBytes) {
+      if (keep && entries * static_cast<std::int64_t>(sizeof(T)) <= conv_kept_columns_limit()) {
         keep->data = Tensor<T>::uninitialized(Shape{entries}, "distop::conv frames");
         keep->frames = true;
         frames = keep->data.data();
