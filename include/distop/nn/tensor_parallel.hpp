@@ -223,12 +223,14 @@ struct TensorParallelTransformerEncoderLayerOptions {
 // TransformerEncoderLayer (pre-norm, GELU) with tensor-parallel attention and MLP:
 //   x = x + dropout1(self_attn(norm1(x)))
 //   x = x + dropout2(linear2(dropout(gelu(linear1(norm2(x))))))
-// on a tied x [N, S, d_model]: the norms, residual adds and dropout1/2 run alike on every rank of
-// a group (tied), self_attn is a TensorParallelMultiheadAttention, linear1/linear2 are column- and
-// row-parallel, "dropout" acts on each rank's hidden units (masks keyed by global index). Two
-// all-reduces forward, two backward. Children in torch's order and names (self_attn, linear1,
-// dropout, linear2, norm1, norm2, dropout1, dropout2) and seeds as TransformerEncoderLayer's, so
-// that with the same seed both hold the same parameters (in_proj in the rank-major layout above).
+// on a tied x [N, S, d_model]: the norms (LayerNorms on the partition, a copy of their weight and
+// bias on each rank, each receiving the whole gradient), residual adds and dropout1/2 run alike on
+// every rank of a group (tied), self_attn is a TensorParallelMultiheadAttention, linear1/linear2
+// are column- and row-parallel, "dropout" acts on each rank's hidden units (masks keyed by global
+// index). Two all-reduces forward, two backward. Children in torch's order and names (self_attn,
+// linear1, dropout, linear2, norm1, norm2, dropout1, dropout2) and seeds as
+// TransformerEncoderLayer's, so that with the same seed both hold the same parameters (in_proj in
+// the rank-major layout above).
 template <class T>
 class TensorParallelTransformerEncoderLayer : public Module<T> {
  public:
