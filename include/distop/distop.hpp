@@ -99,6 +99,7 @@
 #include "distop/nn/reduction.hpp"
 #include "distop/nn/sequential.hpp"
 #include "distop/nn/softmax.hpp"
+#include "distop/nn/tensor_parallel.hpp"
 #include "distop/nn/transformer_encoder_layer.hpp"
 #include "distop/nn/transpose.hpp"
 #include "distop/ops/all_gather.hpp"
