@@ -5,6 +5,12 @@
 //   lenet5         examples/lenet5's training step, model parallel over --model-ranks ranks per
 //                  replica, data parallel over the replicas (DataParallel), batch --batch per
 //                  replica,
+//   unet3d         examples/unet3d's training step (BCE with logits + soft Dice, Adam) with every
+//                  layer on a spatial grid of --model-ranks ranks per replica (0: all ranks, one
+//                  replica), data parallel over the replicas; weak scaling: each rank keeps a
+//                  block of --volume-per-rank^3 voxels (default 16), so the volume is that block
+//                  times the grid (examples::unet_grid) and grows with the ranks; --batch volumes
+//                  per replica (default 2 for this program),
 //   data_parallel  examples/cnn's data-parallel step (one replica per rank, batch --batch per
 //                  rank), the gradients reduced in buckets overlapped with backward, and the same
 //                  step without the reduction (the compute it hides behind),
@@ -25,7 +31,7 @@
 // time; for data_parallel the compute-only step measured in the same run plus the predicted
 // reduction that overlap cannot hide (the last bucket's), and plus all of it (no overlap) in the
 // case "model-no-overlap"; for round_trip 1,000 times the latency plus 8 bytes; for lenet5 empty
-// (its communication is inside the model-parallel step).
+// (its communication is inside the model-parallel step), and for unet3d likewise.
 // At one rank data_parallel also prints the cases "projection" and "projection-no-overlap" at
 // 1-1,024 ranks: that rank's compute plus the model's reduction of the same buckets over P
 // replicas (step_ms empty).
@@ -43,6 +49,7 @@
 #include <vector>
 
 #include "../examples/lenet5/model.hpp"
+#include "../examples/unet3d/model.hpp"
 #include "bench_mpi.hpp"
 #include "bench_util.hpp"
 #include "cnn_step.hpp"  // examples/cnn's model, by path (examples/lenet5's has the same name)
@@ -59,6 +66,7 @@ struct Settings {
   int warmup = 1;
   std::int64_t batch = 64;
   int model_ranks = 2;
+  std::int64_t volume_per_rank = 16;  // unet3d
   std::int64_t bytes = 1 << 20;
   std::size_t bucket_kib = 0;          // 0: DataParallel's default caps
   std::string exchange = "automatic";  // DataParallelOptions::exchange
@@ -178,6 +186,9 @@ void run_round_trip(const Settings& s, int ranks) {
 }
 
 void run_lenet5(const Settings& s, int ranks) {
+  DISTOP_CHECK(s.model_ranks == 1 || s.model_ranks == 2 || s.model_ranks == 4 || s.model_ranks == 8,
+               "bench_simulated", "lenet5: --model-ranks must be 1, 2, 4 or 8, not ",
+               s.model_ranks);
   const int model_ranks = std::min(s.model_ranks, ranks);
   parallel::Replicas replicas(MPI_COMM_WORLD, ranks / model_ranks);
   examples::LeNet5 model(1, replicas.model_comm());
@@ -199,6 +210,40 @@ void run_lenet5(const Settings& s, int ranks) {
   row("lenet5", "step", ranks, ms, -1,
       std::to_string(model_ranks) + " ranks per replica, batch " + std::to_string(s.batch) +
           " per replica");
+}
+
+// examples/unet3d's step: every layer on unet_grid(model ranks) of each replica's ranks, each rank
+// a volume_per_rank^3 block of every volume, the gradients reduced over the replicas by
+// DataParallel.
+void run_unet3d(const Settings& s, int ranks) {
+  const int model_ranks = s.model_ranks == 0 ? ranks : s.model_ranks;
+  DISTOP_CHECK(model_ranks <= ranks && ranks % model_ranks == 0, "bench_simulated",
+               "unet3d: --model-ranks (", model_ranks, ") must divide the ranks (", ranks, ")");
+  DISTOP_CHECK(s.volume_per_rank % 4 == 0, "bench_simulated",
+               "unet3d: --volume-per-rank must be a multiple of 4, not ", s.volume_per_rank);
+  parallel::Replicas replicas(MPI_COMM_WORLD, ranks / model_ranks);
+  const Shape g = examples::unet_grid(model_ranks);
+  const std::int64_t b = s.volume_per_rank;
+  const Shape volume{b * g[2], b * g[3], b * g[4]};
+  examples::UNet3d model(volume, {}, replicas.model_comm());
+  DistTensor<float> x(model.input_space(s.batch)), y(x.space());
+  examples::SyntheticVolumes(volume, 1001).fill(replicas.index() * s.batch, x, y);
+  optim::Adam<float> opt(model.parameters(), {.lr = 1e-3});
+  parallel::DataParallel<float> dp(model, replicas, data_parallel_options(s));
+  const double ms = time_steps(s, [&] {
+    Tape tape;
+    auto logits = model.forward(tape, Var<float>(x));
+    auto loss = nn::add(tape, loss::bce_with_logits(tape, logits, y),
+                        loss::dice(tape, nn::sigmoid(tape, logits), y));
+    dp.backward(tape, loss);
+    opt.step();
+    opt.zero_grad();
+  });
+  row("unet3d", "step", ranks, ms, -1,
+      "grid " + std::to_string(g[2]) + "x" + std::to_string(g[3]) + "x" + std::to_string(g[4]) +
+          " per replica, " + std::to_string(ranks / model_ranks) + " replicas, volume " +
+          volume.str() + ", " + std::to_string(b) + "^3 voxels per rank, batch " +
+          std::to_string(s.batch) + " per replica");
 }
 
 void run_data_parallel(const Settings& s, int ranks) {
@@ -293,15 +338,25 @@ int main(int argc, char** argv) {
   Settings s;
   double bandwidth_gbs = 25.0, alpha_us = 1.0, gamma_gbs = 10.0, copy_gbs = 20.0;
   CLI::App app{"Steps of distop's programs for simulated runs (SimGrid SMPI) and measured runs"};
-  app.add_option("--program", s.program, "primitives | lenet5 | data_parallel | round_trip")
-      ->check(CLI::IsMember({"primitives", "lenet5", "data_parallel", "round_trip"}))
+  app.add_option("--program", s.program,
+                 "primitives | lenet5 | data_parallel | round_trip | unet3d")
+      ->check(CLI::IsMember({"primitives", "lenet5", "data_parallel", "round_trip", "unet3d"}))
       ->capture_default_str();
   app.add_option("--steps", s.steps, "Timed steps (median)")->capture_default_str();
   app.add_option("--warmup", s.warmup, "Untimed steps first")->capture_default_str();
-  app.add_option("--batch", s.batch, "Examples per replica (weak scaling: fixed)")
+  auto* batch = app.add_option("--batch", s.batch,
+                               "Examples per replica (weak scaling: fixed; unet3d: volumes, "
+                               "default 2)")
+                    ->capture_default_str();
+  app.add_option("--model-ranks", s.model_ranks,
+                 "lenet5: ranks per model-parallel replica (1, 2, 4 or 8); unet3d: ranks of a "
+                 "replica's spatial grid (0: all ranks; default 0 for unet3d)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  app.add_option("--model-ranks", s.model_ranks, "lenet5: ranks per model-parallel replica")
-      ->check(CLI::IsMember({1, 2, 4, 8}))
+  auto* model_ranks = app.get_option("--model-ranks");
+  app.add_option("--volume-per-rank", s.volume_per_rank,
+                 "unet3d: each rank's block, S^3 voxels (a multiple of 4)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--bytes", s.bytes, "primitives: bytes per rank")->capture_default_str();
   app.add_option("--bucket-kib", s.bucket_kib,
@@ -343,6 +398,10 @@ int main(int argc, char** argv) {
   app.add_flag("--header", header, "Print the CSV header first");
   if (auto code = bench::parse_args(app, argc, argv)) return *code;
   s.injected = compute == "injected";
+  if (s.program == "unet3d") {
+    if (batch->count() == 0) s.batch = 2;
+    if (model_ranks->count() == 0) s.model_ranks = 0;
+  }
   s.machine = {alpha_us * 1e-6, 1e-9 / bandwidth_gbs, 1e-9 / gamma_gbs, 1e-9 / copy_gbs};
   int rank = 0, ranks = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -355,6 +414,8 @@ int main(int argc, char** argv) {
       run_lenet5(s, ranks);
     else if (s.program == "round_trip")
       run_round_trip(s, ranks);
+    else if (s.program == "unet3d")
+      run_unet3d(s, ranks);
     else
       run_data_parallel(s, ranks);
     return 0;

@@ -1,8 +1,11 @@
 // bench_step_model: a model of one training step of examples/lenet5 (model parallel over 2 ranks
-// per replica, data parallel over the replicas) and of examples/cnn (data parallel, one rank per
-// replica, buckets overlapped with backward), projected to 1,024 ranks of a cluster.
+// per replica, data parallel over the replicas), of examples/cnn (data parallel, one rank per
+// replica, buckets overlapped with backward) and of examples/unet3d (every layer on a spatial grid
+// of ranks, replicas over the rest), projected to 1,024 ranks of a cluster.
 //
 //   mpiexec.mpich -n 2 build/benchmarks/bench_step_model [--batch 64] [--global-batch 1024] [--csv]
+//       [--programs lenet5,cnn,unet3d] [--unet-batch 2] [--volume-per-rank 16]
+//       [--unet-model-ranks 8]
 //
 // Compute is measured here, per layer: each program's step runs under distop's trace
 // (core/trace.hpp) at every batch the projections need (weak scaling: --batch per replica; strong
@@ -23,13 +26,22 @@
 //   convolutions' weight and bias broadcasts (adjoint: sum-reduces) with broadcast/sum_reduce; the
 //   fully connected layers' input broadcasts over their P_out ranks and output sum-reduces over
 //   their P_in ranks;
+//   examples/unet3d's operators on a spatial grid of P ranks (unet_grid(P)), each rank a
+//   --volume-per-rank^3 block (the volume grows with P: weak scaling), --unet-batch volumes, on the
+//   slowest rank (interior along every split axis; unet3d_ops): each 3x3x3 convolution's halo
+//   exchange, its sweeps one after another (unet_halo_sweeps, step_model.hpp; checked against the
+//   HaloExchange the model builds on the 2 ranks), GroupNorm's all-gather of 2 x N x G statistics
+//   per part forward and all-reduce of 2 x N x G sums backward, every convolution's weight and
+//   bias broadcast (adjoint: sum-reduce), the loss's small all-reduces; compute measured on rank 0
+//   alone at one rank's block;
 //   the gradients' reduction over R replicas: DataParallel's buckets (its default caps), each a
 //   reduce-scatter as an all-to-all of chunks, the chunks' sum and an all-gather (bucket_seconds),
 //   over the R ranks of the reduction group (for LeNet-5 spread over 2R hosts): the last bucket
 //   exposed with overlap, all of them without.
 // Output: per-layer tables, then the weak and strong scaling projections for 1-1,024 ranks with
-// each configuration's efficiency against the smallest one and the term that limits it. With
-// --csv: rows record,program,batch,name,ms (record: layer, compute, operator), then the
+// each configuration's efficiency against the smallest one and the term that limits it (unet3d:
+// weak scaling over the spatial grid, one replica, and hybrid, replicas of --unet-model-ranks).
+// With --csv: rows record,program,batch,name,ms (record: layer, compute, operator), then the
 // projections under their own header.
 #include "step_model.hpp"
 
@@ -47,6 +59,7 @@
 #include <vector>
 
 #include "../examples/lenet5/model.hpp"
+#include "../examples/unet3d/model.hpp"
 #include "bench_util.hpp"
 #include "cnn_step.hpp"  // examples/cnn's model, by path (examples/lenet5's has the same name)
 
@@ -150,6 +163,13 @@ struct Settings {
   bool csv = false;
   std::string trace_path = "bench_step_model.trace";
   bench::FatTree cluster;
+  std::vector<std::string> programs{"lenet5", "cnn", "unet3d"};
+  std::int64_t unet_batch = 2;        // volumes per replica
+  std::int64_t volume_per_rank = 16;  // each rank's block: volume_per_rank^3 voxels
+  int unet_model_ranks = 8;           // the hybrid projection's ranks per replica
+  bool wants(const std::string& p) const {
+    return std::find(programs.begin(), programs.end(), p) != programs.end();
+  }
 };
 
 // Runs `steps` traced steps of `step` (a function of the phase spans' names) over `comm` after
@@ -195,8 +215,8 @@ Measured summarize(const TraceTotals& t, std::int64_t batch, int steps) {
 
 // One training step in the trace's phases: forward (`loss_of` records it on the tape and returns
 // the loss), backward, then the optimizer's step and zero_grad.
-template <class LossOf>
-void phased_step(optim::SGD<float>& opt, LossOf&& loss_of) {
+template <class Optimizer, class LossOf>
+void phased_step(Optimizer& opt, LossOf&& loss_of) {
   Tape tape;
   Var<float> loss;
   {
@@ -234,6 +254,23 @@ Measured measure_cnn(const Settings& s, examples::ConvNet& model, std::int64_t b
   optim::SGD<float> opt(model.parameters(), {.lr = 1e-4, .momentum = 0.9});
   const auto totals = traced(s, "cnn", MPI_COMM_SELF, [&] {
     phased_step(opt, [&](Tape& tape) { return data.loss(tape, model); });
+  });
+  return summarize(totals, batch, s.steps);
+}
+
+// examples/unet3d's step (BCE with logits + soft Dice, Adam, as the example) at `batch` volumes on
+// this rank alone.
+Measured measure_unet3d(const Settings& s, examples::UNet3d& model, const Shape& volume,
+                        std::int64_t batch) {
+  DistTensor<float> x(model.input_space(batch)), y(x.space());
+  examples::SyntheticVolumes(volume, 1001).fill(0, x, y);
+  optim::Adam<float> opt(model.parameters(), {.lr = 1e-3});
+  const auto totals = traced(s, "unet3d", MPI_COMM_SELF, [&] {
+    phased_step(opt, [&](Tape& tape) {
+      auto logits = model.forward(tape, Var<float>(x));
+      return nn::add(tape, loss::bce_with_logits(tape, logits, y),
+                     loss::dice(tape, nn::sigmoid(tape, logits), y));
+    });
   });
   return summarize(totals, batch, s.steps);
 }
@@ -332,6 +369,119 @@ double lenet5_comm_seconds(examples::LeNet5& model, std::int64_t batch, const co
   return total;
 }
 
+// examples/unet3d's convolutions in forward order: name, level (0: full resolution, 1: halved,
+// 2: quartered; the level of the input), input and output channels, kernel (3: 3x3x3 with padding
+// 1, followed by a GroupNorm; 2: the transposed convolutions, stride 2; 1: the head).
+struct UNetConv {
+  std::string name;
+  int level;
+  std::int64_t in, out, kernel;
+};
+std::vector<UNetConv> unet_convs(std::int64_t c) {
+  return {{"enc0.conv1", 0, 1, c, 3},
+          {"enc0.conv2", 0, c, c, 3},
+          {"enc1.conv1", 1, c, 2 * c, 3},
+          {"enc1.conv2", 1, 2 * c, 2 * c, 3},
+          {"mid.conv1", 2, 2 * c, 4 * c, 3},
+          {"mid.conv2", 2, 4 * c, 4 * c, 3},
+          {"up1", 2, 4 * c, 2 * c, 2},
+          {"dec1.conv1", 1, 4 * c, 2 * c, 3},
+          {"dec1.conv2", 1, 2 * c, 2 * c, 3},
+          {"up0", 1, 2 * c, c, 2},
+          {"dec0.conv1", 0, 2 * c, c, 3},
+          {"dec0.conv2", 0, c, c, 3},
+          {"head", 0, c, 1, 1}};
+}
+
+// examples/unet3d's model-parallel operators over a spatial grid of P ranks (unet_grid(P)), each
+// rank a block of volume_per_rank^3 voxels at full resolution, `batch` volumes, forward and
+// adjoint, on the slowest rank (interior along every split axis), seconds, one line per operator:
+// each 3x3x3 convolution's halo exchange (unet_halo_sweeps: the faces, edges and corners one voxel
+// deep, of its input channels); each GroupNorm's all-gather of every part's 2 x n x G statistics
+// (doubles) forward and its all-reduce of 2 x n x G sums backward; every convolution's weight and
+// bias broadcast from the grid's first rank (adjoint: sum-reduces); the loss's all-reduces (BCE's
+// agreement on its input, Dice's two sums forward and its seed backward). The 2x2x2 pools and the
+// stride-2 transposed convolutions need no halo over even blocks, the concatenations are local.
+std::vector<std::pair<std::string, double>> unet3d_ops(const Settings& s, int p, std::int64_t batch,
+                                                       const cost::Machine& m) {
+  const Shape g = examples::unet_grid(p);
+  const std::array<std::int64_t, 3> grid{g[2], g[3], g[4]};
+  const examples::UNetOptions o;
+  std::vector<std::pair<std::string, double>> ops;
+  if (p == 1) return ops;
+  using cost::Direction;
+  for (const UNetConv& c : unet_convs(o.base_channels)) {
+    const std::int64_t e = s.volume_per_rank >> c.level;
+    if (c.kernel == 3) {
+      const auto sweeps = bench::unet_halo_sweeps({e, e, e}, grid, batch, c.in);
+      const std::int64_t padded = batch * c.in * (e + 2) * (e + 2) * (e + 2) * 4;
+      ops.emplace_back(c.name + " HaloExchange",
+                       sweeps.empty() ? 0.0 : bench::halo_sweeps_seconds(sweeps, padded, m));
+    }
+    const std::int64_t wb = c.in * c.out * c.kernel * c.kernel * c.kernel * 4, bb = c.out * 4;
+    ops.emplace_back(c.name + " weight Broadcast",
+                     cost::broadcast(Direction::kForward, wb, p, m) +
+                         cost::broadcast(Direction::kAdjoint, wb, p, m) +
+                         cost::broadcast(Direction::kForward, bb, p, m) +
+                         cost::broadcast(Direction::kAdjoint, bb, p, m));
+    if (c.kernel == 3) {
+      const std::int64_t stats = 2 * batch * o.groups * 8;
+      std::string norm = c.name;
+      norm.replace(norm.find("conv"), 4, "norm");
+      ops.emplace_back(norm + " AllGather/AllSumReduce", cost::allgather(stats * p, p, m).seconds +
+                                                             cost::allreduce(stats, p, m).seconds);
+    }
+  }
+  ops.emplace_back("loss AllSumReduce", cost::allreduce(4, p, m).seconds +
+                                            cost::allreduce(16, p, m).seconds +
+                                            cost::allreduce(8, p, m).seconds);
+  return ops;
+}
+
+double total_of(const std::vector<std::pair<std::string, double>>& ops) {
+  double t = 0;
+  for (const auto& [name, sec] : ops) t += sec;
+  return t;
+}
+
+// Checks unet_halo_sweeps against the halo exchanges examples/unet3d's convolutions build over the
+// ranks of MPI_COMM_WORLD (collective): their messages and bytes, forward and adjoint, on every
+// rank; an Error on every rank where any differs. The model's rank is interior along every split
+// axis, so the check holds on grids where every rank is (2 parts along an axis, or 1).
+void check_unet_halos(const Settings& s, std::int64_t batch) {
+  int ranks = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const Shape g = examples::unet_grid(ranks);
+  const std::int64_t b = s.volume_per_rank;
+  const examples::UNet3d model(Shape{b * g[2], b * g[3], b * g[4]}, {}, MPI_COMM_WORLD);
+  std::map<std::string, std::shared_ptr<nn::DistributedConv<float>>> convs;
+  for (const auto& [name, child] : model.named_children())
+    for (const auto& [inner, layer] : child->named_children())
+      if (auto conv = std::dynamic_pointer_cast<nn::DistributedConv<float>>(layer))
+        convs[name + "." + inner] = conv;
+  std::string mismatch;
+  int checked = 0;
+  for (const UNetConv& c : unet_convs(examples::UNetOptions{}.base_channels)) {
+    if (c.kernel != 3) continue;
+    const std::int64_t e = b >> c.level;
+    const TensorSpace x(Shape{batch, c.in, e * g[2], e * g[3], e * g[4]}, model.grid());
+    const auto h = halo_of(x, convs.at(c.name)->windows());
+    CommStats want;
+    for (const auto& sweep : bench::unet_halo_sweeps({e, e, e}, {g[2], g[3], g[4]}, batch, c.in))
+      want += sweep;
+    const CommStats f = h ? h->forward_stats() : CommStats{}, a = h ? h->adjoint_stats() : f;
+    if (!(f == want && a == want) && mismatch.empty())
+      mismatch = c.name + ": the model's " + std::to_string(want.messages_sent) + " messages of " +
+                 std::to_string(want.bytes_sent) + " B against the operator's " +
+                 std::to_string(f.messages_sent) + " of " + std::to_string(f.bytes_sent) + " B";
+    ++checked;
+  }
+  comm::agree_ok(MPI_COMM_WORLD, "bench_step_model", mismatch.empty(),
+                 "unet3d's halo model differs from its HaloExchange: " + mismatch);
+  DISTOP_CHECK(checked == 10, "bench_step_model", "expected 10 3x3x3 convolutions, found ",
+               checked);
+}
+
 // DataParallel's buckets (bytes, in ready order) of `model` over `replicas`, the slowest rank's
 // per bucket (collective over MPI_COMM_WORLD's ranks in replicas).
 std::vector<std::int64_t> buckets_of(nn::Module<float>& model, const parallel::Replicas& replicas) {
@@ -341,6 +491,95 @@ std::vector<std::int64_t> buckets_of(nn::Module<float>& model, const parallel::R
   return out;
 }
 
+std::string grid_str(int p) {
+  const Shape g = examples::unet_grid(p);
+  return std::to_string(g[2]) + "x" + std::to_string(g[3]) + "x" + std::to_string(g[4]);
+}
+
+// examples/unet3d's operators at --unet-model-ranks and --max-ranks (rank 0).
+void unet3d_operator_tables(const Settings& s) {
+  const std::int64_t b = s.unet_batch;
+  for (const int p : {s.unet_model_ranks, s.max_ranks}) {
+    if (p == 1) continue;
+    const auto ops = unet3d_ops(s, p, b, bench::fat_tree_machine(s.cluster, p));
+    if (s.csv) {
+      for (const auto& [name, v] : ops)
+        std::printf("operator,unet3d,%lld,%s %s,%.5f\n", static_cast<long long>(b),
+                    grid_str(p).c_str(), name.c_str(), v * 1e3);
+      continue;
+    }
+    std::printf(
+        "\n# unet3d: model-parallel operators on a %s grid (%d ranks), %lld^3 voxels per rank, "
+        "batch %lld, forward + adjoint, modelled on the cluster (slowest rank), ms\n",
+        grid_str(p).c_str(), p, static_cast<long long>(s.volume_per_rank),
+        static_cast<long long>(b));
+    for (const auto& [name, v] : ops) std::printf("  %-40s %9.5f\n", name.c_str(), v * 1e3);
+    std::printf("  %-40s %9.5f\n", "total", total_of(ops) * 1e3);
+  }
+}
+
+// examples/unet3d's projections (rank 0): weak scaling over spatial grids of 1..--max-ranks ranks
+// (one replica; each rank's block fixed, so the volume grows with the ranks), and hybrid: replicas
+// of --unet-model-ranks ranks each, with the gradients' reduction overlapped or not.
+void project_unet3d(const Settings& s, const Measured& m,
+                    const std::vector<std::int64_t>& buckets) {
+  const std::int64_t b = s.unet_batch;
+  auto print = [&](const char* scaling, bool overlap, const bench::StepTerms& base,
+                   const bench::StepTerms& t, int ranks, int model_ranks, bool is_base) {
+    const double eff = bench::weak_efficiency(base, t);
+    const std::string limit = is_base ? "-" : bench::limiting_term(base, t, false);
+    if (s.csv)
+      std::printf("projection,unet3d,%s,%s,%d,%d,%lld,%.4f,%.4f,%.4f,%.4f,%.4f,%s\n", scaling,
+                  overlap ? "overlap" : "none", ranks, t.replicas, static_cast<long long>(t.batch),
+                  t.compute * 1e3, t.comm * 1e3, t.reduction * 1e3, t.step() * 1e3, eff,
+                  limit.c_str());
+    else
+      std::printf("%6d %8d %6lld %10.4f %10.4f %10.4f %10.4f %6.3f  %-20s %s\n", ranks, t.replicas,
+                  static_cast<long long>(t.batch), t.compute * 1e3, t.comm * 1e3, t.reduction * 1e3,
+                  t.step() * 1e3, eff, limit.c_str(), grid_str(model_ranks).c_str());
+  };
+  auto header = [&](const std::string& title) {
+    if (!s.csv)
+      std::printf("\n# %s\n%6s %8s %6s %10s %10s %10s %10s %6s  %-20s %s\n", title.c_str(), "ranks",
+                  "replicas", "batch", "compute", "comm", "reduction", "step ms", "eff",
+                  "limited by", "grid");
+  };
+  const std::string block = std::to_string(s.volume_per_rank) + "^3 voxels per rank, batch " +
+                            std::to_string(b) + " per replica";
+  // Weak scaling over the spatial grid: one replica of p ranks.
+  header("unet3d, weak scaling over the spatial grid (" + block + "), one replica");
+  bench::StepTerms base;
+  for (int p = 1; p <= s.max_ranks; p *= 2) {
+    bench::StepTerms t;
+    t.batch = b;
+    t.compute = m.compute_ms * 1e-3;
+    t.comm = total_of(unet3d_ops(s, p, b, bench::fat_tree_machine(s.cluster, p)));
+    if (p == 1) base = t;
+    print("weak-spatial", true, base, t, p, p, p == 1);
+  }
+  // Hybrid: replicas of unet_model_ranks ranks, the reduction group spanning every rank.
+  const int pm = s.unet_model_ranks;
+  const double comm = total_of(unet3d_ops(s, pm, b, bench::fat_tree_machine(s.cluster, pm)));
+  for (const bool overlap : {true, false}) {
+    header("unet3d, weak scaling, hybrid: replicas of " + std::to_string(pm) + " ranks (" + block +
+           "), reduction " +
+           (overlap ? "overlapped (last bucket exposed)" : "after backward (all buckets)"));
+    bench::StepTerms hbase;
+    for (int r = 1; r * pm <= s.max_ranks; r *= 2) {
+      const auto red =
+          bench::reduction_seconds(buckets, r, bench::fat_tree_machine(s.cluster, r * pm));
+      bench::StepTerms t;
+      t.replicas = r;
+      t.batch = b;
+      t.compute = m.compute_ms * 1e-3;
+      t.comm = comm;
+      t.reduction = overlap ? red.exposed : red.all;
+      if (r == 1) hbase = t;
+      print("weak-hybrid", overlap, hbase, t, r * pm, pm, r == 1);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -348,7 +587,24 @@ int main(int argc, char** argv) {
   Settings s;
   double bandwidth_gbs = 25.0, leaf_us = 0.5, spine_us = 1.0, gamma_gbs = 10.0, copy_gbs = 20.0;
   CLI::App app{
-      "A model of one training step of LeNet-5 and examples/cnn, projected to 1,024 ranks"};
+      "A model of one training step of LeNet-5, examples/cnn and examples/unet3d, projected to "
+      "1,024 ranks"};
+  app.add_option("--programs", s.programs, "Which programs: lenet5, cnn, unet3d")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"lenet5", "cnn", "unet3d"}))
+      ->capture_default_str();
+  app.add_option("--unet-batch", s.unet_batch, "unet3d: volumes per replica")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--volume-per-rank", s.volume_per_rank,
+                 "unet3d: each rank's block, S^3 voxels (a multiple of 4); the volume is S times "
+                 "the grid")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--unet-model-ranks", s.unet_model_ranks,
+                 "unet3d's hybrid projection: ranks per replica (a power of 2)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app.add_option("--batch", s.batch, "Weak scaling: examples per replica")->capture_default_str();
   app.add_option("--global-batch", s.global_batch, "Strong scaling: examples per step in all")
       ->capture_default_str();
@@ -388,6 +644,13 @@ int main(int argc, char** argv) {
                  ranks);
     DISTOP_CHECK(s.max_ranks >= 2 && (s.max_ranks & (s.max_ranks - 1)) == 0, "bench_step_model",
                  "--max-ranks must be a power of 2 >= 2, not ", s.max_ranks);
+    DISTOP_CHECK(s.volume_per_rank % 4 == 0, "bench_step_model",
+                 "--volume-per-rank must be a multiple of 4 (two 2x2x2 pools), not ",
+                 s.volume_per_rank);
+    DISTOP_CHECK(
+        (s.unet_model_ranks & (s.unet_model_ranks - 1)) == 0 && s.unet_model_ranks <= s.max_ranks,
+        "bench_step_model", "--unet-model-ranks must be a power of 2 up to --max-ranks, not ",
+        s.unet_model_ranks);
     // The batches: weak scaling's, and the global batch over every replica count.
     std::vector<std::int64_t> lenet_batches{s.batch}, cnn_batches{s.batch};
     for (int r = 1; r <= s.max_ranks; r *= 2) {
@@ -403,35 +666,50 @@ int main(int argc, char** argv) {
     unique(cnn_batches);
     const cost::Machine in_leaf = bench::fat_tree_machine(s.cluster, 2);
 
-    examples::LeNet5 lenet(1);
-    std::map<std::int64_t, Measured> lenet_m, cnn_m;
+    std::map<std::int64_t, Measured> lenet_m, cnn_m, unet_m;
     std::map<std::int64_t, double> lenet_comm;
     std::vector<std::pair<std::string, double>> lenet_ops;
-    for (const auto b : lenet_batches) {
-      lenet_m[b] = measure_lenet5(s, lenet, b);
-      lenet_comm[b] =
-          lenet5_comm_seconds(lenet, b, in_leaf, b == s.batch ? &lenet_ops : nullptr) * 1e3;
-    }
-    const parallel::Replicas one_replica(MPI_COMM_WORLD, 1);
-    const auto lenet_buckets_local = buckets_of(lenet, one_replica);
-    // Every rank's buckets are its own parameters' shares; the slowest rank's bytes per bucket.
     std::vector<std::int64_t> lenet_buckets;
-    for (const auto b : lenet_buckets_local)
-      lenet_buckets.push_back(
-          static_cast<std::int64_t>(bench::max_over_ranks(static_cast<double>(b))));
-    std::vector<std::int64_t> cnn_buckets;
+    if (s.wants("lenet5")) {
+      examples::LeNet5 lenet(1);
+      for (const auto b : lenet_batches) {
+        lenet_m[b] = measure_lenet5(s, lenet, b);
+        lenet_comm[b] =
+            lenet5_comm_seconds(lenet, b, in_leaf, b == s.batch ? &lenet_ops : nullptr) * 1e3;
+      }
+      const parallel::Replicas one_replica(MPI_COMM_WORLD, 1);
+      const auto lenet_buckets_local = buckets_of(lenet, one_replica);
+      // Every rank's buckets are its own parameters' shares; the slowest rank's bytes per bucket.
+      for (const auto b : lenet_buckets_local)
+        lenet_buckets.push_back(
+            static_cast<std::int64_t>(bench::max_over_ranks(static_cast<double>(b))));
+    }
+    // unet3d: the halo model checked against the real operators on the 2 ranks, then the step
+    // measured at one rank's block on rank 0 alone.
+    if (s.wants("unet3d")) check_unet_halos(s, s.unet_batch);
+    std::vector<std::int64_t> cnn_buckets, unet_buckets;
     if (rank == 0) {
       const parallel::Replicas self(MPI_COMM_SELF, 1);
-      examples::ConvNet cnn(1, 28, 28, 1, self.model_comm());
-      for (const auto b : cnn_batches) cnn_m[b] = measure_cnn(s, cnn, b);
-      cnn_buckets = buckets_of(cnn, self);
+      if (s.wants("cnn")) {
+        examples::ConvNet cnn(1, 28, 28, 1, self.model_comm());
+        for (const auto b : cnn_batches) cnn_m[b] = measure_cnn(s, cnn, b);
+        cnn_buckets = buckets_of(cnn, self);
+      }
+      if (s.wants("unet3d")) {
+        const Shape block{s.volume_per_rank, s.volume_per_rank, s.volume_per_rank};
+        examples::UNet3d unet(block, {}, self.model_comm());
+        unet_m[s.unet_batch] = measure_unet3d(s, unet, block, s.unet_batch);
+        unet_buckets = buckets_of(unet, self);
+      }
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank != 0) return 0;
 
     // Per-layer tables.
-    auto layer_table = [&](const char* program, const std::map<std::int64_t, Measured>& ms) {
-      const Measured& m = ms.at(s.batch);
+    auto layer_table = [&](const char* program, const std::map<std::int64_t, Measured>& ms,
+                           std::int64_t batch) {
+      if (ms.empty()) return;
+      const Measured& m = ms.at(batch);
       if (s.csv) {
         for (const auto& [key, v] : m.layer_ms)
           std::printf("layer,%s,%lld,%s,%.4f\n", program, static_cast<long long>(m.batch),
@@ -458,9 +736,11 @@ int main(int argc, char** argv) {
           s.cluster.hosts_per_leaf, leaf_us, spine_us, bandwidth_gbs, s.cluster.oversubscription,
           gamma_gbs, copy_gbs);
     if (s.csv) std::printf("record,program,batch,name,ms\n");
-    layer_table("lenet5", lenet_m);
-    layer_table("cnn", cnn_m);
-    if (s.csv) {
+    layer_table("lenet5", lenet_m, s.batch);
+    layer_table("cnn", cnn_m, s.batch);
+    layer_table("unet3d", unet_m, s.unet_batch);
+    if (!s.wants("lenet5")) {
+    } else if (s.csv) {
       for (const auto& [name, v] : lenet_ops)
         std::printf("operator,lenet5,%lld,%s,%.5f\n", static_cast<long long>(s.batch), name.c_str(),
                     v * 1e3);
@@ -472,14 +752,17 @@ int main(int argc, char** argv) {
       for (const auto& [name, v] : lenet_ops) std::printf("  %-32s %9.5f\n", name.c_str(), v * 1e3);
       std::printf("  %-32s %9.5f\n", "total", lenet_comm.at(s.batch));
     }
+    if (s.wants("unet3d")) unet3d_operator_tables(s);
     auto bucket_list = [](const std::vector<std::int64_t>& b) {
       std::string out;
       for (const auto v : b) out += (out.empty() ? "" : "+") + std::to_string(v);
       return out;
     };
     if (!s.csv)
-      std::printf("# buckets (bytes, ready order; the slowest rank's): lenet5 %s, cnn %s\n",
-                  bucket_list(lenet_buckets).c_str(), bucket_list(cnn_buckets).c_str());
+      std::printf(
+          "# buckets (bytes, ready order; the slowest rank's): lenet5 %s, cnn %s, unet3d %s\n",
+          bucket_list(lenet_buckets).c_str(), bucket_list(cnn_buckets).c_str(),
+          bucket_list(unet_buckets).c_str());
 
     // Projections.
     if (s.csv)
@@ -487,6 +770,7 @@ int main(int argc, char** argv) {
           "projection,program,scaling,overlap,ranks,replicas,batch,compute_ms,comm_ms,"
           "reduction_ms,step_ms,efficiency,limit\n");
     for (const char* program : {"lenet5", "cnn"}) {
+      if (!s.wants(program)) continue;
       const bool lenet5 = std::string(program) == "lenet5";
       const int model_ranks = lenet5 ? 2 : 1;
       const auto& ms = lenet5 ? lenet_m : cnn_m;
@@ -533,6 +817,7 @@ int main(int argc, char** argv) {
         }
       }
     }
+    if (s.wants("unet3d")) project_unet3d(s, unet_m.at(s.unet_batch), unet_buckets);
     return 0;
   });
 }

@@ -4,6 +4,7 @@
 // R replicas on it, and the step's projection (weak and strong scaling). No MPI calls.
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -96,6 +97,48 @@ inline std::string limiting_term(const StepTerms& base, const StepTerms& s, bool
   for (int i = 1; i < 3; ++i)
     if (excess[i] > excess[k]) k = i;
   return names[k];
+}
+
+// The halo exchange of a 3x3x3 convolution with padding 1 (one voxel deep) on [n, c, e0, e1, e2]
+// blocks of 4-byte entries split over a g0 x g1 x g2 grid, on a rank interior along every split
+// axis (the most neighbours: 2 along an axis of 3 or more parts, 1 along one of 2, none along one
+// of 1). HaloExchange sweeps the axes one after another (ops/halo_exchange.hpp): sweep a sends and
+// receives one message per neighbour of width * n c * prod_{b<a} (e_b + 2) * prod_{b>a} e_b
+// entries (the axes before a already padded, so edges and corners travel through the intermediate
+// ranks). One CommStats per sweep of a split axis, in sweep order; the adjoint moves the same
+// messages the other way.
+inline std::vector<CommStats> unet_halo_sweeps(const std::array<std::int64_t, 3>& block,
+                                               const std::array<std::int64_t, 3>& grid,
+                                               std::int64_t n, std::int64_t c) {
+  std::vector<CommStats> sweeps;
+  for (int a = 0; a < 3; ++a) {
+    const auto g = grid[static_cast<std::size_t>(a)];
+    if (g <= 1) continue;
+    const std::int64_t neighbours = g == 2 ? 1 : 2;
+    std::int64_t entries = n * c;
+    for (int b = 0; b < 3; ++b)
+      if (b != a) entries *= block[static_cast<std::size_t>(b)] + (b < a ? 2 : 0);
+    const std::int64_t bytes = entries * 4;
+    sweeps.push_back({neighbours, neighbours * bytes, neighbours, neighbours * bytes});
+  }
+  return sweeps;
+}
+
+// The halo exchange's time, forward plus adjoint, from its sweeps: each sweep a point-to-point
+// plan (packing what it sends, unpacking what it receives, the adjoint also summing it), the
+// sweeps one after another, and the padded array of `padded_bytes` copied once each way.
+inline double halo_sweeps_seconds(const std::vector<CommStats>& sweeps, std::int64_t padded_bytes,
+                                  const cost::Machine& m) {
+  double t = 0;
+  bool first = true;
+  for (const CommStats& s : sweeps) {
+    const std::int64_t copied = first ? padded_bytes : 0;
+    t +=
+        cost::point_to_point_plan(s, {s.bytes_sent, copied, s.bytes_received, 0}, m) +
+        cost::point_to_point_plan(s, {s.bytes_sent, copied, s.bytes_received, s.bytes_received}, m);
+    first = false;
+  }
+  return t;
 }
 
 }  // namespace distop::bench

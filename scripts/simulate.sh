@@ -4,12 +4,16 @@
 #   scripts/simulate.sh RANKS [PROGRAM...]
 #
 # RANKS: rank counts, comma-separated (e.g. 2,64,1024). PROGRAM: primitives, lenet5, data_parallel
-# (default: these three) or round_trip; each is a mode of benchmarks/simulated_step.cpp
-# (bench_simulated). Builds the SMPI variant (DISTOP_ENABLE_SMPI, compiler smpicxx) in
+# (default: these three), round_trip or unet3d; each is a mode of benchmarks/simulated_step.cpp
+# (bench_simulated). unet3d is examples/unet3d's step with every layer on a spatial grid of all the
+# ranks (one replica; DISTOP_SIM_ARGS="--model-ranks M" for replicas of M ranks), each rank a
+# 16^3 block of every volume (--volume-per-rank S), so the volume grows with the ranks (weak
+# scaling); its compute is always measured (every rank computes for real), so its runs cost about
+# the ranks times one rank's step in wall time. Builds the SMPI variant (DISTOP_ENABLE_SMPI, compiler smpicxx) in
 # ${DISTOP_BUILD_DIR:-build-smpi} if needed (the library and bench_simulated only), then runs each
 # program under smpirun at each rank count and at its base count (1 rank for data_parallel, one
 # replica of --model-ranks 2 for lenet5, 2 ranks for the primitives, whose 1-rank times are local
-# copies), and prints per program and case the simulated step time, the weak-scaling efficiency
+# copies, 1 rank for unet3d), and prints per program and case the simulated step time, the weak-scaling efficiency
 # (base time / time) and the cost model's time and efficiency.
 #
 # Environment:
@@ -53,7 +57,7 @@ shift
 programs=("$@")
 [ ${#programs[@]} -gt 0 ] || programs=(primitives lenet5 data_parallel)
 for p in "${programs[@]}"; do
-  case $p in primitives | lenet5 | data_parallel | round_trip) ;; *) echo "simulate.sh: unknown program '$p'" >&2; exit 2 ;; esac
+  case $p in primitives | lenet5 | data_parallel | round_trip | unet3d) ;; *) echo "simulate.sh: unknown program '$p'" >&2; exit 2 ;; esac
 done
 
 source scripts/env.sh
@@ -165,7 +169,7 @@ printf '# platform %s, %s steps per run (median), data_parallel compute %s, host
 printf '%-14s %-21s %6s %11s %6s %11s %6s %7s\n' program case ranks step_ms eff model_ms \
   m_eff wall_s
 for p in "${programs[@]}"; do
-  case $p in data_parallel) base=1 ;; *) base=2 ;; esac
+  case $p in data_parallel | unet3d) base=1 ;; *) base=2 ;; esac
   : >"$rows"
   run "$p" "$base"
   for n in "${rank_list[@]}"; do [ "$n" = "$base" ] || run "$p" "$n"; done
