@@ -2,8 +2,9 @@
 # Installs what is missing, builds, and trains LeNet-5 on Fashion-MNIST over 4 MPI ranks, its
 # convolutions spatially partitioned 2 x 2. Extra arguments go to the example (see --help);
 # DISTOP_RANKS changes the rank count (1, 2, 4 or 8), DISTOP_EXAMPLE=mlp runs the model-parallel
-# MLP instead and DISTOP_EXAMPLE=cnn the data-parallel CNN (one replica per rank; 2 ranks by
-# default). Relative paths in the arguments (--checkpoint-dir, --data, --save, ...) are taken from
+# MLP instead, DISTOP_EXAMPLE=cnn the data-parallel CNN (one replica per rank; 2 ranks by
+# default), DISTOP_EXAMPLE=resnet the spatially partitioned ResNet-18 and DISTOP_EXAMPLE=unet3d the
+# 3-D U-Net (4 ranks by default). Relative paths in the arguments (--checkpoint-dir, --data, --save, ...) are taken from
 # the directory the script is run in.
 set -euo pipefail
 caller=$PWD
@@ -14,9 +15,9 @@ build=${DISTOP_BUILD_DIR:-build}
 [[ "$build" = /* ]] || build="$root/$build"
 example=${DISTOP_EXAMPLE:-lenet5}
 case "$example" in
-  lenet5|mlp) ranks=${DISTOP_RANKS:-4} ;;
+  lenet5|mlp|resnet|unet3d) ranks=${DISTOP_RANKS:-4} ;;
   cnn) ranks=${DISTOP_RANKS:-2} ;;
-  *) echo "run-example.sh: DISTOP_EXAMPLE must be lenet5, mlp or cnn, not '$example'" >&2; exit 2 ;;
+  *) echo "run-example.sh: DISTOP_EXAMPLE must be lenet5, mlp, cnn, resnet or unet3d, not '$example'" >&2; exit 2 ;;
 esac
 bash scripts/build.sh >/dev/null
 cd "$caller"
