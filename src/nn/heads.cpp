@@ -50,6 +50,8 @@ void permute_heads(const Tensor<T>& rows, const Tensor<T>& heads, std::int64_t p
       });
 }
 
+}  // namespace
+
 template <class T>
 Var<T> view_as(Tape& tape, const Var<T>& x, TensorSpace ys, const char* op) {
   return make_function<T>(tape, op, {x}, [&] {
@@ -67,8 +69,6 @@ Var<T> view_as(Tape& tape, const Var<T>& x, TensorSpace ys, const char* op) {
   });
 }
 
-}  // namespace
-
 void check_sequences(const TensorSpace& xs, const char* op) {
   DISTOP_CHECK(xs.rank() == 3 && !split(xs, 1) && !split(xs, 2), op,
                "expected an input [N, S, E] with the sequence and feature axes unsplit, found ",
@@ -78,8 +78,18 @@ void check_sequences(const TensorSpace& xs, const char* op) {
 template <class T>
 Var<T> sequence_rows(Tape& tape, const Var<T>& x) {
   const TensorSpace& xs = x.space();
-  check_sequences(xs, "sequence_rows");
   const Shape& g = xs.global_shape();
+  if (xs.rank() == 3 && split(xs, 1)) {  // a split sequence: block-major rows
+    DISTOP_CHECK(!split(xs, 0) && !split(xs, 2), "sequence_rows",
+                 "an input [N, S, E] with its sequence axis split must have N and E whole, found ",
+                 xs.str());
+    TensorSpace ys(xs.partition(), Decomposition::blocks(
+                                       Shape{g[0] * g[1], g[2]}, xs.decomposition().grid(),
+                                       {scaled(block_extents(xs.decomposition())[1], g[0]), {g[2]}},
+                                       {xs.decomposition().axis_map()[1], -1}));
+    return view_as(tape, x, std::move(ys), "sequence_rows");
+  }
+  check_sequences(xs, "sequence_rows");
   const auto b = batch_split(xs);
   TensorSpace ys(xs.partition(),
                  Decomposition::blocks(Shape{g[0] * g[1], g[2]}, xs.decomposition().grid(),
@@ -102,6 +112,24 @@ Var<T> rows_to_sequences(Tape& tape, const Var<T>& x, std::int64_t seq) {
   TensorSpace ys(xs.partition(),
                  Decomposition::blocks(Shape{g[0] / seq, seq, g[1]}, xs.decomposition().grid(),
                                        {b.extents, {seq}, {g[1]}}, {b.grid_axis, -1, -1}));
+  return view_as(tape, x, std::move(ys), "rows_to_sequences");
+}
+
+template <class T>
+Var<T> rows_to_sequences(Tape& tape, const Var<T>& x, const TensorSpace& sequences) {
+  const TensorSpace& xs = x.space();
+  const Shape& g = sequences.global_shape();
+  if (!(sequences.rank() == 3 && split(sequences, 1)))
+    return rows_to_sequences(tape, x, g.rank() == 3 ? g[1] : 0);
+  DISTOP_CHECK(xs.rank() == 2 && xs.global_shape()[0] == g[0] * g[1] && !split(xs, 1),
+               "rows_to_sequences", "expected rows [", g[0] * g[1],
+               ", F] with the feature axis unsplit, found ", xs.str());
+  const Decomposition& d = sequences.decomposition();
+  auto ext = block_extents(d);
+  TensorSpace ys(sequences.partition(),
+                 Decomposition::blocks(Shape{g[0], g[1], xs.global_shape()[1]}, d.grid(),
+                                       {ext[0], ext[1], {xs.global_shape()[1]}},
+                                       {d.axis_map()[0], d.axis_map()[1], -1}));
   return view_as(tape, x, std::move(ys), "rows_to_sequences");
 }
 
@@ -237,6 +265,8 @@ DISTOP_INSTANTIATE_TO(double)
 #define DISTOP_INSTANTIATE(T)                                                                \
   template Var<T> sequence_rows(Tape&, const Var<T>&);                                       \
   template Var<T> rows_to_sequences(Tape&, const Var<T>&, std::int64_t);                     \
+  template Var<T> rows_to_sequences(Tape&, const Var<T>&, const TensorSpace&);               \
+  template Var<T> view_as(Tape&, const Var<T>&, TensorSpace, const char*);                   \
   template std::vector<Var<T>> split_heads(Tape&, const Var<T>&, std::int64_t, std::int64_t, \
                                            std::int64_t);                                    \
   template Var<T> merge_heads(Tape&, const Var<T>&);

@@ -21,6 +21,21 @@ Var<T> sequence_rows(Tape& tape, const Var<T>& x);
 template <class T>
 Var<T> rows_to_sequences(Tape& tape, const Var<T>& x, std::int64_t seq);
 
+// [N, S, E] -> rows where S is split over a grid axis (N and E then whole): rows [N S, E] whose
+// axis 0 is split over that grid axis, rank r holding its box's N s_r rows in its storage's order
+// (the block-major order: not the global order n S + s, which no box of rows could hold). Row-wise
+// operations (linear layers, norms, the head split) do not depend on the order; rows_to_sequences
+// with the sequences' space undoes it. sequence_rows above takes this form for such an input.
+// rows [N S, F] -> [N, S, F] with the batch and sequence blocks of `sequences` ([N, S, *]), either
+// form.
+template <class T>
+Var<T> rows_to_sequences(Tape& tape, const Var<T>& x, const TensorSpace& sequences);
+
+// y = x's storage seen in space ys (every rank's box of ys holding as many entries as its box of
+// x), on the tape: dx = dy seen in x's space.
+template <class T>
+Var<T> view_as(Tape& tape, const Var<T>& x, TensorSpace ys, const char* op);
+
 // Rows [N S, P H D] (P packed projections, each H heads of D) -> P tensors [N, H, S, D]: output p
 // holds entry (n, h, s, d) = x[n S + s, (p H + h) D + d]. dx scatters the outputs' gradients back
 // (zero for an output that received none).
