@@ -35,6 +35,16 @@ class Replaying {
 
 bool Tape::replaying() noexcept { return t_replays > 0; }
 
+#ifdef DISTOP_SMPI
+namespace detail {
+namespace {
+OpHook g_op_hook = nullptr;
+}  // namespace
+void set_op_hook(OpHook hook) noexcept { g_op_hook = hook; }
+OpHook op_hook() noexcept { return g_op_hook; }
+}  // namespace detail
+#endif
+
 void Tape::fail_after_replay(Error error) {
   if (t_replays > 0 && !t_failure) t_failure.emplace(std::move(error));
 }
@@ -99,6 +109,10 @@ void Tape::backward() {
     const bool timed = timers::enabled();
     for (; left > 0; --left) {
       Entry& e = entries[left - 1];
+#ifdef DISTOP_SMPI
+      std::optional<detail::OpHookScope> hook;  // ends with the entry's closure, before progress
+      if (e.kind == Kind::compute) hook.emplace(e.name.c_str(), true);
+#endif
       if (!timed) {
         e.run(e.closure);
       } else {
@@ -117,6 +131,9 @@ void Tape::backward() {
         }
       }
       e.destroy(e.closure);
+#ifdef DISTOP_SMPI
+      hook.reset();
+#endif
       if (progress_) progress_();
     }
   } catch (...) {

@@ -299,6 +299,9 @@ auto make_function(Tape& tape, std::string_view name, FunctionInputs<T> inputs, 
   }
   std::string op(name);
   const trace::Compute span(op.c_str());
+#ifdef DISTOP_SMPI
+  const detail::OpHookScope hook(op.c_str(), false);
+#endif
   auto computed = [&] {
     if constexpr (std::is_invocable_v<Forward&, bool>)
       return forward(record);

@@ -18,6 +18,35 @@ namespace distop {
 
 namespace detail {
 struct TapeRecorder;  // autodiff/function.hpp: the one way onto a tape
+
+#ifdef DISTOP_SMPI
+// SimGrid SMPI builds only (bench_simulated's injected compute, benchmarks/op_compute.hpp): a
+// callback told when an operation's local computation begins and ends, that is make_function's
+// forward (backward = false) and backward's replay of each entry that is not a linear operator's
+// adjoint (backward = true), so that a simulation can time them or charge them as simulated
+// compute. Operators' applications (apply: halo exchanges, broadcasts) are not reported. Null (the
+// default): none. Per process, i.e. per simulated rank. `name` is valid during the call with
+// begin = true; the call with begin = false passes nullptr.
+using OpHook = void (*)(const char* name, bool backward, bool begin);
+void set_op_hook(OpHook hook) noexcept;
+OpHook op_hook() noexcept;
+// Calls the hook (if any) with begin = true now and begin = false when it goes.
+class OpHookScope {
+ public:
+  OpHookScope(const char* name, bool backward) : hook_(op_hook()), backward_(backward) {
+    if (hook_ != nullptr) hook_(name, backward_, true);
+  }
+  ~OpHookScope() {
+    if (hook_ != nullptr) hook_(nullptr, backward_, false);
+  }
+  OpHookScope(const OpHookScope&) = delete;
+  OpHookScope& operator=(const OpHookScope&) = delete;
+
+ private:
+  OpHook hook_;
+  bool backward_;
+};
+#endif
 }  // namespace detail
 
 // The record of a forward pass. Each differentiable operation appends one entry: its name and a
