@@ -86,7 +86,14 @@ void MpiBackend::bcast_with_copy(const T* send, T* copy_to, T* recv, std::int64_
   // From 64 KiB on, the root writes its own copy while the broadcast is in flight. A nonblocking
   // broadcast matches only nonblocking ones, so every rank takes the same form, decided from what
   // all of them know alike: the count and the (agreed) yield setting.
+#ifdef DISTOP_SMPI
+  // SimGrid SMPI builds only: SMPI's MPI_Ibcast is the root sending to every rank in turn, its
+  // MPI_Bcast the algorithm smpi/bcast selects (scripts/simulate.sh: MPICH's), so the simulation
+  // takes the blocking form (the root's copy then follows the broadcast).
+  const bool nonblocking = yield_when_idle();
+#else
   const bool nonblocking = yield_when_idle() || bytes >= std::size_t{64} << 10;
+#endif
   if (nonblocking) {
     MPI_Request r;
     DISTOP_MPI_CHECK(MPI_Ibcast(buf, n, type, root, comm, &r), "bcast");

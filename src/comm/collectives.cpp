@@ -612,6 +612,18 @@ void allgatherv(const T* send, std::int64_t send_count, T* recv, const int* coun
                " entries but its count is ", counts[rank]);
   // This rank's block into place, then the in-place all-gather (ordered after the copy).
   if (send_count > 0) copy(send, recv + displs[rank], send_count);
+#ifdef DISTOP_SMPI
+  // SimGrid SMPI builds only: SMPI runs a nonblocking all-gather as every pair's message at once
+  // (P (P - 1) messages, which no MPI does and a 1,024-rank simulation cannot afford), while its
+  // blocking MPI_Allgatherv runs the algorithm smpi/allgatherv selects (scripts/simulate.sh:
+  // MPICH's).
+  if (backend(memory_of(recv)) == Backend::kMpi) {
+    DISTOP_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, recv, counts, displs,
+                                    mpi_type<T>(), comm),
+                     "allgatherv");
+    return;
+  }
+#endif
   iallgatherv(recv, counts, displs, comm).wait();
 }
 
