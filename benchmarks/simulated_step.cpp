@@ -10,7 +10,9 @@
 //                  replica), data parallel over the replicas; weak scaling: each rank keeps a
 //                  block of --volume-per-rank^3 voxels (default 16), so the volume is that block
 //                  times the grid (examples::unet_grid) and grows with the ranks; --batch volumes
-//                  per replica (default 2 for this program),
+//                  per replica (default 2 for this program); --compute injected charges each
+//                  operation's compute from a profile of one rank's block (op_compute.hpp; SMPI
+//                  build only), every message real,
 //   data_parallel  examples/cnn's data-parallel step (one replica per rank, batch --batch per
 //                  rank), the gradients reduced in buckets overlapped with backward, and the same
 //                  step without the reduction (the compute it hides behind),
@@ -55,6 +57,7 @@
 #include "cnn_step.hpp"  // examples/cnn's model, by path (examples/lenet5's has the same name)
 #include "distop/ops/cost_model.hpp"
 #include "injected_compute.hpp"
+#include "op_compute.hpp"
 
 namespace {
 
@@ -212,15 +215,54 @@ void run_lenet5(const Settings& s, int ranks) {
           " per replica");
 }
 
+// --compute injected: the op profile of examples/unet3d's step on one rank's block, measured by
+// rank 0 alone on a one-rank model (MPI_COMM_SELF) or read from --compute-profile, and sent to
+// every rank (op_compute.hpp).
+bench::OpProfile unet3d_op_profile(const Settings& s) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  bench::OpProfile profile;
+  if (rank == 0) {
+    if (!s.compute_profile.empty() && std::ifstream(s.compute_profile)) {
+      profile = bench::OpProfile::load(s.compute_profile);
+    } else {
+      const std::int64_t b = s.volume_per_rank;
+      const Shape block{b, b, b};
+      examples::UNet3d model(block, {}, MPI_COMM_SELF);
+      DistTensor<float> x(model.input_space(s.batch)), y(x.space());
+      examples::SyntheticVolumes(block, 1001).fill(0, x, y);
+      optim::Adam<float> opt(model.parameters(), {.lr = 1e-3});
+      profile = bench::measure_ops(
+          [&] {
+            Tape tape;
+            auto logits = model.forward(tape, Var<float>(x));
+            auto loss = nn::add(tape, loss::bce_with_logits(tape, logits, y),
+                                loss::dice(tape, nn::sigmoid(tape, logits), y));
+            distop::backward(tape, loss);
+            const double t0 = bench::thread_cpu_seconds();
+            opt.step();
+            opt.zero_grad();
+            return bench::thread_cpu_seconds() - t0;
+          },
+          2, 5);
+      if (!s.compute_profile.empty()) profile.save(s.compute_profile);
+    }
+  }
+  return bench::OpProfile::broadcast(profile, 0, MPI_COMM_WORLD);
+}
+
 // examples/unet3d's step: every layer on unet_grid(model ranks) of each replica's ranks, each rank
 // a volume_per_rank^3 block of every volume, the gradients reduced over the replicas by
-// DataParallel.
+// DataParallel. Injected (s.injected): every operation's compute replayed from the op profile
+// (op_compute.hpp), the optimizer step and the rest of the step after the optimizer.
 void run_unet3d(const Settings& s, int ranks) {
-  const int model_ranks = s.model_ranks == 0 ? ranks : s.model_ranks;
-  DISTOP_CHECK(model_ranks <= ranks && ranks % model_ranks == 0, "bench_simulated",
-               "unet3d: --model-ranks (", model_ranks, ") must divide the ranks (", ranks, ")");
+  // Fewer ranks than --model-ranks (a series' base run): one replica of all of them.
+  const int model_ranks = s.model_ranks == 0 ? ranks : std::min(s.model_ranks, ranks);
+  DISTOP_CHECK(ranks % model_ranks == 0, "bench_simulated", "unet3d: --model-ranks (", model_ranks,
+               ") must divide the ranks (", ranks, ")");
   DISTOP_CHECK(s.volume_per_rank % 4 == 0, "bench_simulated",
                "unet3d: --volume-per-rank must be a multiple of 4, not ", s.volume_per_rank);
+  const bench::OpProfile profile = s.injected ? unet3d_op_profile(s) : bench::OpProfile{};
   parallel::Replicas replicas(MPI_COMM_WORLD, ranks / model_ranks);
   const Shape g = examples::unet_grid(model_ranks);
   const std::int64_t b = s.volume_per_rank;
@@ -230,20 +272,35 @@ void run_unet3d(const Settings& s, int ranks) {
   examples::SyntheticVolumes(volume, 1001).fill(replicas.index() * s.batch, x, y);
   optim::Adam<float> opt(model.parameters(), {.lr = 1e-3});
   parallel::DataParallel<float> dp(model, replicas, data_parallel_options(s));
+  auto& injection = bench::OpInjection::instance();
   const double ms = time_steps(s, [&] {
+    if (s.injected) injection.begin_step(bench::OpInjection::Mode::inject, &profile);
     Tape tape;
     auto logits = model.forward(tape, Var<float>(x));
     auto loss = nn::add(tape, loss::bce_with_logits(tape, logits, y),
                         loss::dice(tape, nn::sigmoid(tape, logits), y));
     dp.backward(tape, loss);
+    if (s.injected) injection.end_step();
     opt.step();
     opt.zero_grad();
+    if (s.injected) bench::inject_compute(profile.optimizer_seconds + profile.rest_seconds);
   });
+  std::string compute = "compute measured";
+  if (s.injected) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "compute injected (forward %.2f ms in %zu operations; backward %.2f ms in %zu "
+                  "entries; optimizer %.2f ms; rest %.2f ms)",
+                  bench::OpProfile::total(profile.forward) * 1e3, profile.forward.size(),
+                  bench::OpProfile::total(profile.backward) * 1e3, profile.backward.size(),
+                  profile.optimizer_seconds * 1e3, profile.rest_seconds * 1e3);
+    compute = buf;
+  }
   row("unet3d", "step", ranks, ms, -1,
-      "grid " + std::to_string(g[2]) + "x" + std::to_string(g[3]) + "x" + std::to_string(g[4]) +
-          " per replica, " + std::to_string(ranks / model_ranks) + " replicas, volume " +
-          volume.str() + ", " + std::to_string(b) + "^3 voxels per rank, batch " +
-          std::to_string(s.batch) + " per replica");
+      compute + "; grid " + std::to_string(g[2]) + "x" + std::to_string(g[3]) + "x" +
+          std::to_string(g[4]) + " per replica, " + std::to_string(ranks / model_ranks) +
+          " replicas, volume " + volume.str() + ", " + std::to_string(b) +
+          "^3 voxels per rank, batch " + std::to_string(s.batch) + " per replica");
 }
 
 void run_data_parallel(const Settings& s, int ranks) {
@@ -385,15 +442,17 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string compute = "measured";
   app.add_option("--compute", compute,
-                 "data_parallel: measured (every rank computes; SMPI charges its host time) or "
-                 "injected (rank 0 measures forward and backward once, every rank replays them as "
-                 "simulated compute)")
+                 "data_parallel, unet3d: measured (every rank computes; SMPI charges its host "
+                 "time) or injected (data_parallel: rank 0 measures forward and backward once, "
+                 "every rank replays them as simulated compute; unet3d: rank 0 measures each "
+                 "operation's compute on a one-rank model of one block, every rank injects it "
+                 "after the operation, the messages real)")
       ->check(CLI::IsMember({"measured", "injected"}))
       ->capture_default_str();
   app.add_option("--compute-profile", s.compute_profile,
-                 "data_parallel with --compute injected: replay the compute profile in this file "
-                 "if it exists, else measure it and write it there (so that the runs of a series "
-                 "replay one measurement)");
+                 "data_parallel, unet3d with --compute injected: replay the compute (or op) "
+                 "profile in this file if it exists, else measure it and write it there (so that "
+                 "the runs of a series replay one measurement)");
   bool header = false;
   app.add_flag("--header", header, "Print the CSV header first");
   if (auto code = bench::parse_args(app, argc, argv)) return *code;

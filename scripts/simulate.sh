@@ -8,8 +8,8 @@
 # (bench_simulated). unet3d is examples/unet3d's step with every layer on a spatial grid of all the
 # ranks (one replica; DISTOP_SIM_ARGS="--model-ranks M" for replicas of M ranks), each rank a
 # 16^3 block of every volume (--volume-per-rank S), so the volume grows with the ranks (weak
-# scaling); its compute is always measured (every rank computes for real), so its runs cost about
-# the ranks times one rank's step in wall time. Builds the SMPI variant (DISTOP_ENABLE_SMPI, compiler smpicxx) in
+# scaling); with DISTOP_SIM_COMPUTE=injected each of its operations' compute is charged from a
+# profile of one rank's block, every message real (below). Builds the SMPI variant (DISTOP_ENABLE_SMPI, compiler smpicxx) in
 # ${DISTOP_BUILD_DIR:-build-smpi} if needed (the library and bench_simulated only), then runs each
 # program under smpirun at each rank count and at its base count (1 rank for data_parallel, one
 # replica of --model-ranks 2 for lenet5, 2 ranks for the primitives, whose 1-rank times are local
@@ -24,12 +24,18 @@
 #   DISTOP_SIM_ARGS      further arguments to bench_simulated (e.g. "--batch 32")
 #   DISTOP_SIM_CSV       also append the raw rows (with platform and wall seconds) to this file
 #   DISTOP_SIM_SMPI_ARGS further smpirun arguments (e.g. --cfg=smpi/allreduce:rdb)
-#   DISTOP_SIM_COMPUTE   data_parallel's compute: measured (default: every rank computes for
-#                        real and SMPI charges its host time) or injected (rank 0 of the base
-#                        run measures the forward and backward pass once, every rank of every
-#                        run replays them as simulated compute; the communication, loss seed and
-#                        optimizer step stay real)
-#   DISTOP_SIM_HOST_TIME data_parallel's host time: charged (default): SMPI charges each rank the
+#   DISTOP_SIM_COMPUTE   data_parallel's and unet3d's compute: measured (default: every rank
+#                        computes for real and SMPI charges its host time) or injected.
+#                        data_parallel: rank 0 of the base run measures the forward and backward
+#                        pass once, every rank of every run replays them as simulated compute (the
+#                        communication, loss seed and optimizer step stay real). unet3d: rank 0 of
+#                        the base run measures each operation's compute (forward and backward) on
+#                        one rank's block, and every rank of every run charges it as simulated
+#                        compute where the operation ends, while the step runs as before (every
+#                        halo exchange, broadcast, GroupNorm and loss collective and the replicas'
+#                        reduction real); the host time is not charged (as uncharged below), so
+#                        the kernels run on the host but cost no simulated time
+#   DISTOP_SIM_HOST_TIME data_parallel's host time (unet3d injected: always uncharged): charged (default): SMPI charges each rank the
 #                        host (CPU) time it spends between MPI calls; uncharged (only with
 #                        DISTOP_SIM_COMPUTE=injected): it does not (smpi/simulate-computation:no),
 #                        so a step is the injected compute plus the network's time. Host time
@@ -98,7 +104,10 @@ hosts=$(wc -l <"$hostfile")
 # (Kokkos' state, distop's environment, timers, pools) are per rank. Collectives pinned: SMPI's
 # default selector with MPICH's long-message all-reduce (Rabenseifner: reduce-scatter +
 # recursive-doubling all-gather) and long-message reduce (reduce-scatter + gather; SMPI's default
-# reduce is linear); other selectors take minutes per all-reduce at 1,024 ranks.
+# reduce is linear); other selectors take minutes per all-reduce at 1,024 ranks. Broadcast and
+# all-gather(v) take MPICH's choices: the SMPI build of distop calls the blocking MPI_Bcast and
+# MPI_Allgatherv where a real build posts MPI_Ibcast and MPI_Iallgatherv, which SMPI runs flat
+# (the root sending to each rank in turn; every pair at once).
 # An MPI_Test or MPI_Iprobe costs 100 ns of simulated time (SMPI's default, 100 us, made the
 # gradient reducer's progress calls the largest part of a LeNet-5 step at 64 ranks). distop waits
 # inside MPI (DISTOP_YIELD_WHEN_IDLE=0: every rank of the simulation is in one
@@ -108,6 +117,7 @@ smpi_args=(
   -platform "$platform" -hostfile "$hostfile"
   "--cfg=smpi/privatize-libs:$kokkos;$(dirname "$libdistop")/$soname"
   --cfg=smpi/allreduce:rab_rdb --cfg=smpi/reduce:scatter_gather
+  --cfg=smpi/bcast:mpich --cfg=smpi/allgatherv:mpich
   --cfg=smpi/test:1e-7 --cfg=smpi/iprobe:1e-7 --cfg=smpi/shared-malloc:global
   --cfg=smpi/display-timing:yes
   --log=root.thres:warning --log=smpi_config.thres:error --log=xbt_cfg.thres:warning
@@ -140,18 +150,25 @@ rows=$(mktemp)
 trap 'rm -rf "$hostfile" "$tmpdir" "$rows"' EXIT
 run() {  # program ranks
   local n=$2 log=$tmpdir/log.$1.$2 t0=$SECONDS args=()
-  [ "$1" != data_parallel ] || args=(--compute "$compute")
+  case $1 in data_parallel | unet3d) args=(--compute "$compute") ;; esac
   # Injected: the first run (the base count) measures the compute profile, every later run of the
   # series replays that same profile.
-  [ "$1" != data_parallel ] || [ "$compute" != injected ] || args+=(--compute-profile "$tmpdir/compute-profile")
+  [ "${args[*]}" != "--compute injected" ] || args+=(--compute-profile "$tmpdir/compute-profile.$1")
+  # unet3d's profile is measured without shared malloc (each shared block is a fresh mapping of
+  # SMPI's file, whose page faults would count as the kernels' time: 31 ms of thread CPU time per
+  # step instead of 21); the base run needs none.
+  local shared=$shared_bytes
+  [ "${args[*]}" != "--compute injected --compute-profile $tmpdir/compute-profile.unet3d" ] ||
+    [ -f "$tmpdir/compute-profile.unet3d" ] || shared=0
   local host=()
   [ "$1" != data_parallel ] || [ "$host_time" != uncharged ] || host=(--cfg=smpi/simulate-computation:no)
+  [ "$1" != unet3d ] || [ "$compute" != injected ] || host=(--cfg=smpi/simulate-computation:no)
   if [ "$n" -gt "$hosts" ]; then
     echo "simulate.sh: $n ranks, but $platform has $hosts hosts" >&2
     exit 1
   fi
   # smpirun 3.32 takes -tmpdir's value for the program: the per-rank copies go to TMPDIR instead.
-  if ! TMPDIR=$tmpdir DISTOP_SMPI_SHARED_BYTES=$shared_bytes OPENBLAS_NUM_THREADS=1 DISTOP_YIELD_WHEN_IDLE=0 DISTOP_WATCHDOG_SECONDS=0 \
+  if ! TMPDIR=$tmpdir DISTOP_SMPI_SHARED_BYTES=$shared OPENBLAS_NUM_THREADS=1 DISTOP_YIELD_WHEN_IDLE=0 DISTOP_WATCHDOG_SECONDS=0 \
     smpirun -np "$n" "${smpi_args[@]}" "${host[@]}" "$program" --program "$1" --steps "$steps" "${args[@]}" "${extra[@]}" \
     >"$log" 2>&1; then
     echo "simulate.sh: $1 at $n ranks failed:" >&2
@@ -164,8 +181,8 @@ run() {  # program ranks
     grep "^$1," "$log" | sed "s|\$|,$(basename "$platform"),$wall|" >>"$DISTOP_SIM_CSV"
 }
 
-printf '# platform %s, %s steps per run (median), data_parallel compute %s, host time %s, shared from %s B, bench_simulated %s\n' \
-  "$(basename "$platform")" "$steps" "$compute" "$host_time" "$shared_bytes" "${extra[*]}"
+printf '# platform %s, %s steps per run (median), compute %s, host time %s, shared from %s B, bench_simulated %s\n' \
+  "$(basename "$platform")" "$steps" "$compute" "$host_time$([ "$compute" != injected ] || echo ", unet3d uncharged")" "$shared_bytes" "${extra[*]}"
 printf '%-14s %-21s %6s %11s %6s %11s %6s %7s\n' program case ranks step_ms eff model_ms \
   m_eff wall_s
 for p in "${programs[@]}"; do
