@@ -8,11 +8,11 @@
 // IN holds the global input `x` (F32 or F64), and as the layer needs them `target`, `pos_weight`,
 // the output gradient `dy` (absent for a loss with a scalar output: the seed is then 1) and the
 // parameters under their state_dict names (`weight`, `bias`, `in_proj_weight`, `out_proj.weight`,
-// ...). --grid splits x's axes over the N ranks (one extent per axis of x, product N; by default
-// N,1,...,1), balanced (the first extent mod G blocks one longer). Every tensor is read as double
-// and the layer runs in double; rank 0 writes OUT in F64, global: `y` (a loss as shape [1]),
-// `x.grad` and `NAME.grad` for each parameter NAME (the sum over the ranks' copies where the layer
-// replicates a parameter, as distop's sum convention defines its gradient).
+// ...). --grid splits x's axes over the N ranks (one extent per axis of x, product N, or N / T with
+// mha's --tp T; by default N,1,...,1), balanced (the first extent mod G blocks one longer). Every
+// tensor is read as double and the layer runs in double; rank 0 writes OUT in F64, global: `y` (a
+// loss as shape [1]), `x.grad` and `NAME.grad` for each parameter NAME (the sum over the ranks'
+// copies where the layer replicates a parameter, as distop's sum convention defines its gradient).
 //
 // A layer is one entry of the registry below (layers()): its flags, the tensors it reads, which
 // axes of x the grid may split, how to make it and how to run it. Errors (a bad or inapplicable
@@ -58,6 +58,10 @@ struct Flags {
   std::string approximate = "none";
   std::int64_t heads = 0;
   bool causal = false;
+  // mha: the heads split over a grid axis of `tp` ranks beyond --grid's (tensor parallelism), and
+  // the strategy of a split sequence axis (ring or alltoall; empty: none)
+  std::int64_t tp = 1;
+  std::string sp_strategy;
   std::int64_t groups = 0;
   // conv_transpose: sizes, and per-axis values as given (V or V0,V1,..)
   std::int64_t dims = 0, in_channels = 0, out_channels = 0;
@@ -71,11 +75,11 @@ struct Flags {
 
 // The layer flags, each taken by some layers only.
 const std::vector<std::string> kLayerFlags = {
-    "--reduction", "--log-input",  "--full",   "--dims",         "--in",
-    "--out",       "--kernel",     "--stride", "--padding",      "--output-padding",
-    "--dilation",  "--log-target", "--eps",    "--approximate",  "--heads",
-    "--causal",    "--mode",       "--size",   "--scale-factor", "--align-corners",
-    "--groups"};
+    "--reduction", "--log-input",  "--full",       "--dims",         "--in",
+    "--out",       "--kernel",     "--stride",     "--padding",      "--output-padding",
+    "--dilation",  "--log-target", "--eps",        "--approximate",  "--heads",
+    "--causal",    "--mode",       "--size",       "--scale-factor", "--align-corners",
+    "--groups",    "--tp",         "--sp-strategy"};
 
 [[noreturn]] void fail(const std::string& what) { throw Error(kProgram, what); }
 
@@ -331,27 +335,39 @@ const std::vector<Layer>& layers() {
     {
       Layer l;
       l.name = "mha";
-      l.usage = "--heads H [--causal]";
+      l.usage = "--heads H [--causal] [--tp T] [--sp-strategy ring|alltoall]";
       l.summary =
           "torch.nn.MultiheadAttention(E, H, batch_first=True) self-attention on x [N, S, E] "
           "(is_causal); in_proj_weight, in_proj_bias, out_proj.weight, out_proj.bias; the grid "
-          "splits N only";
-      l.takes = {"--heads", "--causal"};
+          "splits N, or S with --sp-strategy (then N whole), and --tp T splits the heads over T "
+          "more ranks (T times the grid's ranks in all)";
+      l.takes = {"--heads", "--causal", "--tp", "--sp-strategy"};
       l.problem = [](const Shape& x, const Shape& grid) {
         if (x.rank() != 3) return "mha takes x [N, S, E], found " + x.str();
-        if (grid[1] != 1 || grid[2] != 1)
-          return "mha splits the batch axis only (whole sequences on each rank): --grid must be " +
-                 std::to_string(grid[0]) + ",1,1, found " + joined(grid.extents());
+        if (grid[2] != 1)
+          return "mha keeps the feature axis whole: --grid must end in 1, found " +
+                 joined(grid.extents());
         return std::string();
       };
-      l.make = [](const Shape& x, const Partition&, const Flags& f) {
-        return ModulePtr(std::make_shared<nn::MultiheadAttention<double>>(x[2], f.heads));
+      l.make = [](const Shape& x, const Partition& p, const Flags& f) {
+        if (f.tp == 1 && f.sp_strategy.empty())
+          return ModulePtr(std::make_shared<nn::MultiheadAttention<double>>(x[2], f.heads));
+        std::optional<nn::SequenceParallel> sp;
+        if (!f.sp_strategy.empty())
+          sp = nn::SequenceParallel{
+              .sequence_axis = 1, .strategy = nn::parse_sequence_parallel_strategy(f.sp_strategy)};
+        return ModulePtr(std::make_shared<nn::TensorParallelMultiheadAttention<double>>(
+            x[2], f.heads, p,
+            nn::TensorParallelMultiheadAttentionOptions{.tensor_axis = 3,
+                                                        .sequence_parallel = sp}));
       };
       l.forward = [](Tape& t, const Var<double>& x, nn::Module<double>* m, const Inputs&,
                      const Flags& f) {
         nn::AttentionMask<double> mask;
         mask.is_causal = f.causal;
-        return static_cast<nn::MultiheadAttention<double>*>(m)->forward(t, x, mask);
+        if (f.tp == 1 && f.sp_strategy.empty())
+          return static_cast<nn::MultiheadAttention<double>*>(m)->forward(t, x, mask);
+        return static_cast<nn::TensorParallelMultiheadAttention<double>*>(m)->forward(t, x, mask);
       };
       v.push_back(std::move(l));
     }
@@ -483,10 +499,21 @@ const Layer& checked(Flags& f, int ranks) {
       if (g < 1) fail("--grid " + joined(f.grid) + ": every extent must be at least 1");
       cells *= g;
     }
-    if (cells != ranks)
-      fail("--grid " + joined(f.grid) + " has " + std::to_string(cells) +
-           " cells, but the program runs on " + std::to_string(ranks) + " ranks");
+    if (cells * f.tp != ranks)
+      fail("--grid " + joined(f.grid) + " has " + std::to_string(cells) + " cells" +
+           (f.tp > 1 ? " (times --tp " + std::to_string(f.tp) + ")" : std::string()) +
+           ", but the program runs on " + std::to_string(ranks) + " ranks");
   }
+  if (f.tp < 1) fail("--tp must be at least 1, found " + std::to_string(f.tp));
+  if (!f.sp_strategy.empty()) nn::parse_sequence_parallel_strategy(f.sp_strategy);
+  if (l.name == "mha" && f.grid.size() == 3 && f.grid[1] > 1 && f.sp_strategy.empty())
+    fail("--grid " + joined(f.grid) +
+         " splits the sequence: mha then needs --sp-strategy ring or "
+         "alltoall");
+  if (l.name == "mha" && f.grid.size() == 3 && f.grid[1] > 1 && f.grid[0] > 1)
+    fail("--grid " + joined(f.grid) +
+         " splits both the batch and the sequence; with sequence "
+         "parallelism the batch stays whole (--grid 1,G,1)");
   return l;
 }
 
@@ -538,11 +565,11 @@ void check_shape(const std::string& name, const Shape& found, const Shape& expec
 
 // The sum over the ranks of every rank's box of `g`, placed in the global tensor, on rank 0: the
 // gradient of a parameter, whose replicated copies each hold a component (the sum convention).
-std::vector<double> summed_over_ranks(const DistTensor<double>& g) {
+std::vector<double> summed_over_ranks(const DistTensor<double>& g, bool counted = true) {
   const std::int64_t n = g.space().global_shape().numel();
   std::vector<double> mine(static_cast<std::size_t>(n), 0.0), total(static_cast<std::size_t>(n));
   const std::vector<std::int64_t> idx = g.space().global_indices();
-  if (!idx.empty()) {
+  if (counted && !idx.empty()) {
     const std::vector<double> local = g.local().to_vector();
     for (std::size_t i = 0; i < idx.size(); ++i) mine[static_cast<std::size_t>(idx[i])] += local[i];
   }
@@ -601,9 +628,16 @@ int run(Flags& f, const std::vector<std::string>& files) {
     in.tensors.emplace("x", std::move(x));
   });
 
-  const Partition partition = Partition::world(grid);
+  // With --tp T (or --sp-strategy), one more grid axis of T ranks holds the tensor-parallel
+  // copies of x.
+  std::vector<std::int64_t> extents = grid.extents();
+  if (f.tp > 1 || !f.sp_strategy.empty()) extents.push_back(f.tp);
+  const Partition partition = Partition::world(Shape(extents));
   const Shape x_shape = in.tensors.at("x").shape;
-  in.x_space = TensorSpace(x_shape, partition);
+  std::vector<int> x_map(static_cast<std::size_t>(x_shape.rank()));
+  for (int d = 0; d < x_shape.rank(); ++d) x_map[static_cast<std::size_t>(d)] = d;
+  in.x_space =
+      TensorSpace(partition, Decomposition::balanced(x_shape, partition.shape(), std::move(x_map)));
   ModulePtr module = layer.make(x_shape, partition, f);
   std::vector<nn::NamedParameter<double>> params;
   if (module) params = module->named_parameters();
@@ -617,8 +651,7 @@ int run(Flags& f, const std::vector<std::string>& files) {
     for (const auto& p : params) {
       known.insert(p.name);
       const Global g = read(file, p.name, " (a parameter of --layer " + layer.name + ")");
-      check_shape(p.name, g.shape, p.var.space().global_shape(), f.in,
-                  "the parameter's shape for x " + x_shape.str());
+      check_shape(p.name, g.shape, p.shape(), f.in, "the parameter's shape for x " + x_shape.str());
       distribute(g.values, p.var.value());
     }
     for (const std::string& name : names)
@@ -661,7 +694,13 @@ int run(Flags& f, const std::vector<std::string>& files) {
 
   const std::vector<double> x_grad = assemble(x.grad());
   std::vector<std::vector<double>> p_grads;
-  for (const auto& p : params) p_grads.push_back(summed_over_ranks(p.var.grad()));
+  // A parameter replicated along the tensor-parallel axis (out_proj.bias) is one value there,
+  // each copy holding its whole gradient: counted once, from the copies at coordinate 0.
+  for (const auto& p : params) {
+    const bool tied = f.tp > 1 && p.var.space().decomposition().replicates(grid.rank()) &&
+                      partition.active() && partition.coords().back() != 0;
+    p_grads.push_back(summed_over_ranks(p.var.grad(), !tied));
+  }
 
   comm::agree(MPI_COMM_WORLD, kProgram, [&] {
     if (rank != 0) return;
@@ -669,8 +708,7 @@ int run(Flags& f, const std::vector<std::string>& files) {
     std::vector<io::TensorEntry> out = {{"y", y_shape, y_values.data()},
                                         {"x.grad", x_shape, x_grad.data()}};
     for (std::size_t i = 0; i < params.size(); ++i)
-      out.emplace_back(params[i].name + ".grad", params[i].var.space().global_shape(),
-                       p_grads[i].data());
+      out.emplace_back(params[i].name + ".grad", params[i].shape(), p_grads[i].data());
     io::write_safetensors(f.out, out);
   });
   if (rank == 0) {
@@ -703,6 +741,9 @@ int main(int argc, char** argv) {
   app.add_option("--heads", f.heads, "mha: the number of heads");
   app.add_option("--groups", f.groups, "group_norm: the number of groups (dividing C)");
   app.add_flag("--causal", f.causal, "mha: causal self-attention");
+  app.add_option("--tp", f.tp, "mha: tensor-parallel ranks splitting the heads (1)");
+  app.add_option("--sp-strategy", f.sp_strategy,
+                 "mha: ring or alltoall, for a sequence split by --grid 1,G,1");
   app.add_option("--dims", f.dims, "conv_transpose: spatial axes (x's rank - 2; checked)");
   app.add_option("--in", f.in_channels, "conv_transpose: input channels (x's axis 1; checked)");
   app.add_option("--out", f.out_channels, "conv_transpose: output channels");

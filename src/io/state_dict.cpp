@@ -50,7 +50,7 @@ void save_state_dict(const std::string& path, const nn::Module<T>& module,
     std::vector<TensorEntry> entries;
     std::size_t g = 0, c = 0;
     for (const auto& p : params)
-      entries.emplace_back(p.name, p.var.space().global_shape(), globals[g++].data());
+      entries.emplace_back(p.name, p.shape(), globals[g++].data());
     for (const auto& b : buffers) {
       if (b.count)
         entries.emplace_back(b.name, Shape{}, &counts[c++]);

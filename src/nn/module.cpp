@@ -2,12 +2,11 @@
 
 #include <mpi.h>
 
-#include "distop/core/mpi_check.hpp"
-
 #include <algorithm>
 #include <set>
 
 #include "distop/core/error.hpp"
+#include "distop/core/mpi_check.hpp"
 #include "distop/dist/assemble.hpp"
 #include "distop/nn/sequential.hpp"
 
@@ -47,13 +46,25 @@ Var<T>& Module<T>::register_parameter(std::string name, Var<T> parameter,
   check_new_name(name, parameter.defined());
   DISTOP_CHECK(parameter.requires_grad(), "Module::register_parameter", "parameter '", name,
                "' does not require a gradient");
-  parameters_.push_back(OwnParameter{std::move(name), std::move(parameter), reduction});
+  parameters_.push_back(OwnParameter{std::move(name), std::move(parameter), reduction, {}});
   return parameters_.back().var;
 }
 
 template <class T>
-DistTensor<T>& Module<T>::register_buffer(std::string name, DistTensor<T> buffer,
-                                          bool persistent) {
+Var<T>& Module<T>::register_parameter(std::string name, Var<T> parameter,
+                                      GradientReduction reduction, Shape state_shape) {
+  DISTOP_CHECK(
+      parameter.defined() && state_shape.numel() == parameter.space().global_shape().numel(),
+      "Module::register_parameter", "parameter '", name, "' of global shape ",
+      parameter.defined() ? parameter.space().global_shape().str() : std::string("?"),
+      " cannot be shown as ", state_shape.str(), " in the state_dict");
+  Var<T>& var = register_parameter(std::move(name), std::move(parameter), reduction);
+  parameters_.back().state_shape = std::move(state_shape);
+  return var;
+}
+
+template <class T>
+DistTensor<T>& Module<T>::register_buffer(std::string name, DistTensor<T> buffer, bool persistent) {
   check_new_name(name, true);
   buffers_.push_back(NamedBuffer<T>{std::move(name), std::move(buffer), nullptr, persistent});
   return buffers_.back().tensor;
@@ -70,7 +81,8 @@ void Module<T>::register_count(std::string name, std::shared_ptr<std::int64_t> c
 template <class T>
 void Module<T>::collect_parameters(const std::string& prefix,
                                    std::vector<NamedParameter<T>>& out) const {
-  for (const auto& p : parameters_) out.push_back({prefix + p.name, p.var, p.reduction});
+  for (const auto& p : parameters_)
+    out.push_back({prefix + p.name, p.var, p.reduction, p.state_shape});
   for (const auto& [name, child] : children_) child->collect_parameters(prefix + name + ".", out);
 }
 
@@ -131,8 +143,7 @@ template <class T>
 StateDict<T> Module<T>::state_dict() const {
   StateDict<T> state;
   for (const auto& p : named_parameters())
-    state[p.name] =
-        StateTensor<T>{p.var.space().global_shape(), assemble_everywhere(p.var.value())};
+    state[p.name] = StateTensor<T>{p.shape(), assemble_everywhere(p.var.value())};
   for (const auto& b : named_buffers()) {
     if (!b.persistent) continue;
     if (b.count)
@@ -170,7 +181,7 @@ LoadResult Module<T>::load_state_dict(const StateDict<T>& state, bool strict) {
     DISTOP_CHECK(static_cast<std::int64_t>(n) == shape.numel(), op, "'", name, "' holds ", n,
                  " values for shape ", shape.str());
   };
-  for (const auto& p : params) check(p.name, p.var.space().global_shape(), false);
+  for (const auto& p : params) check(p.name, p.shape(), false);
   for (const auto& b : buffers)
     check(b.name, b.count ? Shape{} : b.tensor.space().global_shape(), b.count != nullptr);
   for (const auto& [name, entry] : state)

@@ -212,14 +212,6 @@ Var<T> RowParallelLinear<T>::forward(Tape& tape, const Var<T>& x) {
 
 // ---- TensorParallelMultiheadAttention ----
 
-std::int64_t tensor_parallel_in_proj_row(std::int64_t row, std::int64_t embed_dim,
-                                         std::int64_t tensor_parallel) {
-  const std::int64_t per = embed_dim / tensor_parallel;  // rows of one projection per rank
-  const std::int64_t rank = row / (3 * per);
-  const std::int64_t part = (row % (3 * per)) / per;  // q, k or v
-  return part * embed_dim + rank * per + row % per;
-}
-
 template <class T>
 TensorParallelMultiheadAttention<T>::TensorParallelMultiheadAttention(
     std::int64_t embed_dim, std::int64_t num_heads, Partition partition,
@@ -240,26 +232,33 @@ TensorParallelMultiheadAttention<T>::TensorParallelMultiheadAttention(
   DISTOP_CHECK(options_.dropout >= 0.0 && options_.dropout <= 1.0, op,
                "dropout must lie in [0, 1], found ", options_.dropout);
   const std::int64_t e = embed_dim_;
-  // in_proj_weight in the rank-major layout, each entry drawn from its torch index as
-  // MultiheadAttention draws it (xavier_uniform_ on [3E, E]).
+  // in_proj_weight as [3, E, E] (torch's [3E, E] in the same order), its rows axis split over the
+  // tensor axis: rank t holds its heads' q, k and v rows. Each entry is drawn from its torch index
+  // as MultiheadAttention draws it (xavier_uniform_ on [3E, E]).
   DistTensor<T> w(TensorSpace(
-      partition_, Decomposition::balanced(Shape{3 * e, e}, partition_.shape(), {axis, -1})));
+      partition_, Decomposition::balanced(Shape{3, e, e}, partition_.shape(), {-1, axis, -1})));
   {
     const std::uint64_t seed = parameter_seed(options_.seed, "in_proj_weight");
     const double bound = std::sqrt(6.0 / static_cast<double>(4 * e));
     const auto idx = w.space().global_indices();
     std::vector<T> v(idx.size());
-    for (std::size_t i = 0; i < idx.size(); ++i) {
-      const std::int64_t torch = tensor_parallel_in_proj_row(idx[i] / e, e, t) * e + idx[i] % e;
-      v[i] = static_cast<T>(bound *
-                            (2.0 * random::uniform(seed, static_cast<std::uint64_t>(torch)) - 1.0));
-    }
+    for (std::size_t i = 0; i < idx.size(); ++i)
+      v[i] = static_cast<T>(
+          bound * (2.0 * random::uniform(seed, static_cast<std::uint64_t>(idx[i])) - 1.0));
     w.local().copy_from(Tensor<T>::from_vector(w.space().local_shape(), v));
   }
-  in_proj_weight_ = this->register_parameter("in_proj_weight", Var<T>(std::move(w), true));
-  DistTensor<T> b(
-      TensorSpace(partition_, Decomposition::balanced(Shape{3 * e}, partition_.shape(), {axis})));
-  in_proj_bias_ = this->register_parameter("in_proj_bias", Var<T>(std::move(b), true));
+  in_proj_weight_ = this->register_parameter("in_proj_weight", Var<T>(std::move(w), true),
+                                             GradientReduction::per_replica, Shape{3 * e, e});
+  DistTensor<T> b(TensorSpace(
+      partition_, Decomposition::balanced(Shape{3, e}, partition_.shape(), {-1, axis})));
+  in_proj_bias_ = this->register_parameter("in_proj_bias", Var<T>(std::move(b), true),
+                                           GradientReduction::per_replica, Shape{3 * e});
+  // The same boxes seen as the rows of one [3E, E] matrix (and [3E] vector) split in T blocks:
+  // rank t's block is [q_t; k_t; v_t], the rows its projection multiplies by.
+  in_proj_rows_ = TensorSpace(
+      partition_, Decomposition::balanced(Shape{3 * e, e}, partition_.shape(), {axis, -1}));
+  in_proj_bias_rows_ =
+      TensorSpace(partition_, Decomposition::balanced(Shape{3 * e}, partition_.shape(), {axis}));
   out_proj_ = this->register_module(
       "out_proj", std::make_shared<RowParallelLinear<T>>(
                       e, e, partition_,
@@ -278,49 +277,65 @@ Var<T> TensorParallelMultiheadAttention<T>::forward(Tape& tape, const Var<T>& x,
   DISTOP_CHECK(xs.rank() == 3 && xs.global_shape()[2] == embed_dim_, op,
                "expected an input [N, S, ", embed_dim_, "], found ", xs.str());
   const int axis = options_.tensor_axis;
-  check_tied(xs, partition_, axis, {1, 2}, op);
+  const auto& sp = options_.sequence_parallel;
+  check_tied(xs, partition_, axis, sp ? std::vector<int>{2} : std::vector<int>{1, 2}, op);
+  DISTOP_CHECK(!(sp && mask.attn_mask), op,
+               "an additive attn_mask is not supported with sequence parallelism (is_causal is)");
   const std::int64_t t = partition_.shape()[axis];
   const std::int64_t s = xs.global_shape()[1];
   const std::int64_t d = head_dim();
 
-  // f, then this rank's q, k and v rows: [N S, 3E] split in T boxes of [q_t k_t v_t].
+  // f, then this rank's q, k and v rows: [N S, 3E] split in T boxes of [q_t k_t v_t] (the rows
+  // block-major where the sequence is split).
   const Var<T> rows = detail::sequence_rows(
       tape, tensor_parallel_copy(tape, x, group_sum_for<T>(group_sum_, xs, axis)));
+  const Var<T> weight = detail::view_as(tape, in_proj_weight_, in_proj_rows_, "in_proj_rows");
+  const Var<T> bias = detail::view_as(tape, in_proj_bias_, in_proj_bias_rows_, "in_proj_rows");
   const Var<T> qkv = add_bias(
-      tape,
-      matmul_nt(tape, rows, in_proj_weight_, rows_space(rows.space(), 3 * embed_dim_, axis, true)),
-      in_proj_bias_);
-  // Heads [N, H, S, D]: the batch as x's, the heads split over the axis.
+      tape, matmul_nt(tape, rows, weight, rows_space(rows.space(), 3 * embed_dim_, axis, true)),
+      bias);
+  // Heads [N, H, S, D]: the batch and the sequence as x's, the heads split over the axis.
   const Decomposition& xd = xs.decomposition();
+  const auto xe = detail::block_extents(xd);
   const TensorSpace heads(
       partition_,
-      Decomposition::blocks(
-          Shape{xs.global_shape()[0], num_heads_, s, d}, xd.grid(),
-          {detail::block_extents(xd)[0], std::vector<std::int64_t>(t, num_heads_ / t), {s}, {d}},
-          {xd.axis_map()[0], axis, -1, -1}));
+      Decomposition::blocks(Shape{xs.global_shape()[0], num_heads_, s, d}, xd.grid(),
+                            {xe[0], std::vector<std::int64_t>(t, num_heads_ / t), xe[1], {d}},
+                            {xd.axis_map()[0], axis, xd.parts(1) > 1 ? xd.axis_map()[1] : -1, -1}));
   const auto qkv_heads = detail::split_heads_to(tape, qkv, 3, heads);
+  const bool drop = this->training() && options_.dropout > 0.0;
+  const std::uint64_t drop_seed = drop ? random::bits(parameter_seed(options_.seed, "dropout"),
+                                                      static_cast<std::uint64_t>((*calls_)++))
+                                       : 0;
 
-  // Attention of this rank's heads, as MultiheadAttention::attend.
-  Var<T> scores = matmul_nt(
-      tape, scale(tape, qkv_heads[0], 1.0 / std::sqrt(static_cast<double>(d))), qkv_heads[1]);
-  Var<T> weights;
-  if (mask.is_causal) {
-    if (mask.attn_mask) scores = add(tape, scores, Var<T>(*mask.attn_mask, false));
-    weights = causal_softmax(tape, scores);
-  } else if (mask.attn_mask) {
-    weights = softmax(tape, scores, *mask.attn_mask);
+  Var<T> attended;
+  if (sp) {
+    if (!attention_ || !(attention_->space() == heads))
+      attention_ = std::make_shared<const SequenceParallelAttention<T>>(heads, *sp);
+    attended = attention_->forward(tape, qkv_heads[0], qkv_heads[1], qkv_heads[2],
+                                   {.is_causal = mask.is_causal,
+                                    .dropout = drop ? options_.dropout : 0.0,
+                                    .dropout_seed = drop_seed});
   } else {
-    weights = softmax(tape, scores);
+    // Attention of this rank's heads, as MultiheadAttention::attend.
+    Var<T> scores = matmul_nt(
+        tape, scale(tape, qkv_heads[0], 1.0 / std::sqrt(static_cast<double>(d))), qkv_heads[1]);
+    Var<T> weights;
+    if (mask.is_causal) {
+      if (mask.attn_mask) scores = add(tape, scores, Var<T>(*mask.attn_mask, false));
+      weights = causal_softmax(tape, scores);
+    } else if (mask.attn_mask) {
+      weights = softmax(tape, scores, *mask.attn_mask);
+    } else {
+      weights = softmax(tape, scores);
+    }
+    if (drop) weights = dropout(tape, weights, options_.dropout, drop_seed, true);
+    attended = matmul(tape, weights, qkv_heads[2]);
   }
-  if (this->training() && options_.dropout > 0.0) {
-    const auto call = static_cast<std::uint64_t>((*calls_)++);
-    weights = dropout(tape, weights, options_.dropout,
-                      random::bits(parameter_seed(options_.seed, "dropout"), call), true);
-  }
-  const Var<T> merged = detail::merge_heads_to(tape, matmul(tape, weights, qkv_heads[2]),
-                                               rows_space(rows.space(), embed_dim_, axis, true));
+  const Var<T> merged =
+      detail::merge_heads_to(tape, attended, rows_space(rows.space(), embed_dim_, axis, true));
   // out_proj: this rank's columns, g, the bias once.
-  return detail::rows_to_sequences(tape, out_proj_->forward(tape, merged), s);
+  return detail::rows_to_sequences(tape, out_proj_->forward(tape, merged), xs);
 }
 
 // ---- TensorParallelMLP ----
@@ -335,9 +350,22 @@ Var<T> parallel_mlp(Tape& tape, const Var<T>& x, ColumnParallelLinear<T>& linear
   DISTOP_CHECK(xs.rank() == 2 || xs.rank() == 3, op,
                "expected an input [M, E] or [N, S, E], found ", xs.str());
   if (xs.rank() == 2) return linear2.forward(tape, middle(linear1.forward(tape, x)));
-  detail::check_sequences(xs, op);
   const Var<T> h = linear1.forward(tape, detail::sequence_rows(tape, x));
-  return detail::rows_to_sequences(tape, linear2.forward(tape, middle(h)), xs.global_shape()[1]);
+  if (!detail::split(xs, 1))
+    return detail::rows_to_sequences(tape, linear2.forward(tape, middle(h)), xs);
+  // A split sequence's rows are block-major; the middle (its dropout keyed by global index) sees
+  // the hidden units as [N, S, F], whose global order is the one the rows of a whole sequence have.
+  const TensorSpace& hs = h.space();
+  const Decomposition& xd = xs.decomposition();
+  const auto xe = detail::block_extents(xd);
+  const TensorSpace seqs(
+      hs.partition(),
+      Decomposition::blocks(Shape{xs.global_shape()[0], xs.global_shape()[1], hs.global_shape()[1]},
+                            xd.grid(), {xe[0], xe[1], detail::block_extents(hs.decomposition())[1]},
+                            {-1, xd.axis_map()[1], hs.decomposition().split_by(1)}));
+  const Var<T> m = detail::view_as(tape, middle(detail::view_as(tape, h, seqs, "hidden_units")), hs,
+                                   "hidden_units");
+  return detail::rows_to_sequences(tape, linear2.forward(tape, m), xs);
 }
 
 }  // namespace
@@ -391,7 +419,8 @@ TensorParallelTransformerEncoderLayer<T>::TensorParallelTransformerEncoderLayer(
           d_model, nhead, partition,
           TensorParallelMultiheadAttentionOptions{.tensor_axis = axis,
                                                   .dropout = options.dropout,
-                                                  .seed = parameter_seed(seed, "self_attn")}));
+                                                  .seed = parameter_seed(seed, "self_attn"),
+                                                  .sequence_parallel = options.sequence_parallel}));
   linear1_ = this->register_module(
       "linear1",
       std::make_shared<ColumnParallelLinear<T>>(
@@ -416,8 +445,8 @@ Var<T> TensorParallelTransformerEncoderLayer<T>::forward(Tape& tape, const Var<T
                                                          const AttentionMask<T>& mask) {
   constexpr const char* op = "TensorParallelTransformerEncoderLayer";
   const trace::Compute span(op, this->registered_path());
-  DISTOP_CHECK(x.space().rank() == 3, op, "expected an input [N, S, E], found ", x.space().str());
-  detail::check_sequences(x.space(), op);
+  DISTOP_CHECK(x.space().rank() == 3 && !detail::split(x.space(), 2), op,
+               "expected an input [N, S, E] with E whole, found ", x.space().str());
   const Var<T> h = add(
       tape, x, dropout1_->forward(tape, self_attn_->forward(tape, norm1_->forward(tape, x), mask)));
   const Var<T> f = parallel_mlp(

@@ -276,6 +276,14 @@ TEST(LayerCheckProgram, NormsGeluAndAttentionEqualTheOneRankLayer) {
         in, false, [&](Tape& tape, const Var<double>& v) { return m.forward(tape, v, mask); },
         m.named_parameters());
     check_runs(dir, "mha", "--layer mha --heads 2 --causal", in, ref, {{2, "2,1,1"}});
+    // The heads over 2 ranks; the sequence over 2 by each strategy; both at 4 ranks.
+    check_runs(dir, "mha_tp", "--layer mha --heads 2 --causal --tp 2", in, ref, {{2, "1,1,1"}});
+    check_runs(dir, "mha_ring", "--layer mha --heads 2 --causal --sp-strategy ring", in, ref,
+               {{2, "1,2,1"}});
+    check_runs(dir, "mha_alltoall", "--layer mha --heads 2 --causal --sp-strategy alltoall", in,
+               ref, {{2, "1,2,1"}});
+    check_runs(dir, "mha_tp_ring", "--layer mha --heads 2 --causal --tp 2 --sp-strategy ring", in,
+               ref, {{4, "1,2,1"}});
   }
 }
 
@@ -411,7 +419,12 @@ TEST(LayerCheckProgram, BadFlagsGridsAndFilesAreClearErrors) {
       {1, "--layer mse " + extra + " " + out, "holds a tensor 'weight' that --layer mse"},
       {2, "--layer layer_norm --grid 1,2 " + ln_no_weight + " " + out, "has no tensor 'weight'"},
       {1, "--layer layer_norm " + ln_bad_weight + " " + out, "tensor 'weight' in file"},
-      {2, "--layer mha --heads 2 --grid 1,2,1" + files, "mha splits the batch axis only"},
+      {2, "--layer mha --heads 2 --grid 1,2,1" + files, "mha then needs --sp-strategy"},
+      {4, "--layer mha --heads 2 --grid 2,2,1 --sp-strategy ring" + files,
+       "with sequence parallelism the batch stays whole"},
+      {2, "--layer mha --heads 2 --grid 1,1,1 --tp 3" + files, "(times --tp 3)"},
+      {2, "--layer mha --heads 2 --grid 1,2,1 --sp-strategy ulysses" + files,
+       "expected ring or alltoall"},
       {1, "--layer mha" + files, "--layer mha needs --heads H"},
       {1, "--layer group_norm" + files, "--layer group_norm needs --groups G"},
       {2, "--layer group_norm --groups 1 --grid 1,2,1" + files, "keeps the channels whole"},
@@ -436,7 +449,8 @@ TEST(LayerCheckProgram, HelpListsTheLayers) {
   const Outcome o = run(1, "--help");
   EXPECT_EQ(o.status, 0) << o.output;
   for (const char* name : {"l1", "mse", "poisson_nll", "bce_with_logits", "kl_div", "layer_norm",
-                           "gelu [--approximate none|tanh]", "mha --heads H",
+                           "gelu [--approximate none|tanh]",
+                           "mha --heads H [--causal] [--tp T] [--sp-strategy ring|alltoall]",
                            "interpolate [--mode nearest|nearest-exact"})
     EXPECT_NE(o.output.find(name), std::string::npos) << name << " in:\n" << o.output;
 }

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -86,25 +87,15 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
   return m;
 }
 
-// The torch index (of the global tensor named `name`) of each entry of this rank's box: the
-// entries' global indices, in_proj's rows mapped from the rank-major layout.
-std::vector<std::int64_t> torch_indices(const std::string& name, const TensorSpace& s,
-                                        std::int64_t embed, std::int64_t t) {
-  auto idx = s.global_indices();
-  const bool weight = name.ends_with("in_proj_weight"), bias = name.ends_with("in_proj_bias");
-  for (auto& i : idx) {
-    if (weight) i = nn::tensor_parallel_in_proj_row(i / embed, embed, t) * embed + i % embed;
-    if (bias) i = nn::tensor_parallel_in_proj_row(i, embed, t);
-  }
-  return idx;
-}
+// The torch index (of the global tensor named `name`) of each entry of this rank's box: its global
+// index (in_proj's [3, E, E] holds torch's [3E, E] in the same order).
+std::vector<std::int64_t> torch_indices(const TensorSpace& s) { return s.global_indices(); }
 
 // Every parameter of `tp` equals the local module's parameter of the same name (in the same
 // order) at its torch indices: the value, and the gradient summed over the data-parallel replicas
 // (the local module saw the whole batch, each replica its part).
 void expect_parameters_match(const Layout& l, const nn::Module<double>& tp,
-                             const std::vector<nn::NamedParameter<double>>& local,
-                             std::int64_t embed) {
+                             const std::vector<nn::NamedParameter<double>>& local) {
   const auto params = tp.named_parameters();
   ASSERT_EQ(params.size(), local.size());
   const MPI_Comm replicas =
@@ -112,8 +103,8 @@ void expect_parameters_match(const Layout& l, const nn::Module<double>& tp,
   for (std::size_t i = 0; i < params.size(); ++i) {
     SCOPED_TRACE(params[i].name);
     ASSERT_EQ(params[i].name, local[i].name);
-    ASSERT_EQ(params[i].var.space().global_shape(), local[i].var.space().global_shape());
-    const auto idx = torch_indices(params[i].name, params[i].var.space(), embed, l.t());
+    ASSERT_EQ(params[i].shape(), local[i].shape());
+    const auto idx = torch_indices(params[i].var.space());
     const auto v = params[i].var.value().local().to_vector();
     auto g = params[i].var.grad().local().to_vector();
     if (replicas != MPI_COMM_NULL)
@@ -164,7 +155,7 @@ void expect_equals_local(const Layout& l, const Shape& global, Tp& tp, Local& lo
   EXPECT_LT(
       max_abs_diff(x.grad().local().to_vector(), batch_box(xl.grad().local().to_vector(), xs)),
       1e-12);
-  expect_parameters_match(l, tp, local.named_parameters(), global[global.rank() - 1]);
+  expect_parameters_match(l, tp, local.named_parameters());
 }
 
 // The local MLP of TensorParallelMLP(seed): Linear, gelu, Linear.
@@ -232,7 +223,7 @@ TEST(TensorParallel, LayersEqualTheLocalLayers) {
 TEST(TensorParallel, StateDictHasTheLocalNamesShapesAndValues) {
   {
     const Layout& l = layouts().front();
-    const std::int64_t e = l.embed(), t = l.t();
+    const std::int64_t e = l.embed();
     nn::TensorParallelTransformerEncoderLayer<double> tp(e, l.heads(), 2 * e, l.partition,
                                                          {.tensor_axis = l.axis, .seed = 5});
     nn::TransformerEncoderLayer<double> local(e, l.heads(), 2 * e, {.seed = 5});
@@ -245,21 +236,15 @@ TEST(TensorParallel, StateDictHasTheLocalNamesShapesAndValues) {
       ASSERT_EQ(it->second.shape, jt->second.shape);
       const auto& v = std::get<0>(it->second.values);
       const auto& w = std::get<0>(jt->second.values);
-      // in_proj in the rank-major layout: entry i holds the torch entry at its mapped index.
-      const bool weight = it->first.ends_with("in_proj_weight");
-      const bool bias = it->first.ends_with("in_proj_bias");
-      double d = 0;
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        auto j = static_cast<std::int64_t>(i);
-        if (weight) j = nn::tensor_parallel_in_proj_row(j / e, e, t) * e + j % e;
-        if (bias) j = nn::tensor_parallel_in_proj_row(j, e, t);
-        d = std::max(d, std::abs(v[i] - w[static_cast<std::size_t>(j)]));
-      }
-      EXPECT_EQ(d, 0.0);
-      if (weight && t == 1) {
-        EXPECT_EQ(v, w);  // one rank: torch's layout itself
-      }
+      // in_proj too, held as [3, E, E]: torch's layout at every T.
+      EXPECT_EQ(v, w);
     }
+    // It loads into the local layer (another T) and comes back out unchanged.
+    nn::TransformerEncoderLayer<double> loaded(e, l.heads(), 2 * e, {.seed = 8});
+    loaded.load_state_dict(sd);
+    const auto back = loaded.state_dict();
+    for (auto it = sd.begin(), jt = back.begin(); it != sd.end(); ++it, ++jt)
+      EXPECT_EQ(std::get<0>(it->second.values), std::get<0>(jt->second.values)) << it->first;
     // A state_dict goes back into a layer of the same layout.
     nn::TensorParallelTransformerEncoderLayer<double> other(e, l.heads(), 2 * e, l.partition,
                                                             {.tensor_axis = l.axis, .seed = 6});
@@ -269,6 +254,87 @@ TEST(TensorParallel, StateDictHasTheLocalNamesShapesAndValues) {
       EXPECT_EQ(theirs[i].var.value().local().to_vector(), mine[i].var.value().local().to_vector())
           << mine[i].name;
   }
+}
+
+// Sequence parallelism inside the encoder layer: the tokens split over one grid axis (heads over
+// another at 4 ranks), attention by ring and by all-to-all, contiguous (with dropout) and zigzag
+// (causal) layouts: output, input gradient and every parameter's gradient (summed over the
+// sequence ranks, each of which saw its own tokens) equal the local layer's on the whole input.
+TEST(TensorParallel, SequenceParallelEncoderLayerEqualsTheLocalLayer) {
+  const int n = world_size();
+  struct SpLayout {
+    std::string name;
+    Partition partition;  // [T, P]: heads over axis 0, tokens over axis 1
+  };
+  std::vector<SpLayout> sps{{"S=" + std::to_string(n), Partition::world(Shape{1, n})}};
+  if (n == 4) sps.push_back({"T=2 x S=2", Partition::world(Shape{2, 2})});
+  for (const auto& sl : sps)
+    for (auto strategy :
+         {nn::SequenceParallelStrategy::ring, nn::SequenceParallelStrategy::alltoall})
+      for (auto layout : {nn::SequenceLayout::contiguous, nn::SequenceLayout::zigzag}) {
+        const bool zigzag = layout == nn::SequenceLayout::zigzag;
+        SCOPED_TRACE(sl.name + ", " + std::string(nn::to_string(strategy)) +
+                     (zigzag ? ", zigzag" : ", contiguous"));
+        const std::int64_t t = sl.partition.shape()[0], p = sl.partition.shape()[1];
+        const std::int64_t heads = t * std::max<std::int64_t>(2, p), e = heads * kHeadDim;
+        const std::int64_t batch = 2, seq = 2 * p + 1;
+        const double drop = zigzag ? 0.0 : 0.3;  // the dropout masks follow the tensors' order
+        nn::TensorParallelTransformerEncoderLayer<double> tp(
+            e, heads, 2 * e, sl.partition,
+            {.tensor_axis = 0,
+             .dropout = drop,
+             .seed = 9,
+             .sequence_parallel =
+                 nn::SequenceParallel{.sequence_axis = 1, .strategy = strategy, .layout = layout}});
+        nn::TransformerEncoderLayer<double> local(e, heads, 2 * e, {.dropout = drop, .seed = 9});
+        const auto pos = nn::sequence_positions(seq, static_cast<int>(p), layout);
+        const TensorSpace xs(
+            sl.partition, Decomposition::blocks(
+                              Shape{batch, seq, e}, sl.partition.shape(),
+                              {{batch}, nn::sequence_blocks(seq, static_cast<int>(p), layout), {e}},
+                              {-1, 1, -1}));
+        const TensorSpace whole = test::local_space(Shape{batch, seq, e});
+        const auto xw = test::random_tensor<double>(whole, 1).local().to_vector();
+        const auto dyw = test::random_tensor<double>(whole, 2).local().to_vector();
+        // This rank's box of a whole [N, S, E] tensor held in the layout's token order.
+        auto box = [&](const std::vector<double>& w) {
+          std::vector<double> v;
+          for (std::int64_t i : xs.global_indices()) {
+            const std::int64_t c = i % e, s = (i / e) % seq, b = i / (e * seq);
+            v.push_back(w[static_cast<std::size_t>((b * seq + pos[s]) * e + c)]);
+          }
+          return v;
+        };
+        Tape tape;
+        Var<double> x(
+            DistTensor<double>(xs, Tensor<double>::from_vector(xs.local_shape(), box(xw))), true);
+        Var<double> y = tp.forward(tape, x, {.is_causal = true});
+        backward(tape, y,
+                 DistTensor<double>(xs, Tensor<double>::from_vector(xs.local_shape(), box(dyw))));
+        Tape local_tape;
+        Var<double> xl(test::random_tensor<double>(whole, 1), true);
+        Var<double> yl = local.forward(local_tape, xl, {.is_causal = true});
+        backward(local_tape, yl, test::random_tensor<double>(whole, 2));
+        EXPECT_LT(max_abs_diff(y.value().local().to_vector(), box(yl.value().local().to_vector())),
+                  1e-12);
+        EXPECT_LT(max_abs_diff(x.grad().local().to_vector(), box(xl.grad().local().to_vector())),
+                  1e-12);
+        const auto params = tp.named_parameters(), want = local.named_parameters();
+        ASSERT_EQ(params.size(), want.size());
+        const MPI_Comm tokens = sl.partition.axes_comm({1});
+        for (std::size_t i = 0; i < params.size(); ++i) {
+          SCOPED_TRACE(params[i].name);
+          auto g = params[i].var.grad().local().to_vector();
+          MPI_Allreduce(MPI_IN_PLACE, g.data(), static_cast<int>(g.size()), MPI_DOUBLE, MPI_SUM,
+                        tokens);
+          const auto lg = want[i].var.grad().local().to_vector();
+          const auto idx = torch_indices(params[i].var.space());
+          double d = 0;
+          for (std::size_t j = 0; j < idx.size(); ++j)
+            d = std::max(d, std::abs(g[j] - lg[static_cast<std::size_t>(idx[j])]));
+          EXPECT_LT(d, 1e-12);
+        }
+      }
 }
 
 TEST(TensorParallel, OneAllReduceForwardAndOneBackwardPerBlock) {

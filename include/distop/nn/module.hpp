@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -35,6 +36,12 @@ struct NamedParameter {
   std::string name;  // hierarchical, "features.0.weight"
   Var<T> var;
   GradientReduction reduction = GradientReduction::per_replica;
+  // The shape the state_dict shows, where it differs from the Var's global shape (the same
+  // entries in the same row-major order, seen in another shape: a layer that holds torch's
+  // [3E, E] as [3, E, E] to split its second axis, say); unset otherwise.
+  std::optional<Shape> state_shape = std::nullopt;
+  // The entry's shape in the state_dict: state_shape, or the Var's global shape.
+  const Shape& shape() const { return state_shape ? *state_shape : var.space().global_shape(); }
 };
 
 // A buffer: state that is saved and loaded but not trained (BatchNorm's running statistics, or its
@@ -106,9 +113,9 @@ class Module {
   // every rank. Collective over the parameters' parent communicator.
   StateDict<T> state_dict() const;
   // Overwrites every parameter's and persistent buffer's boxes with its part of the global tensor
-  // of the same name. Every rank passes the same state_dict (it is checked from what each rank holds; a
-  // difference between ranks shows as different errors or values, so pass what state_dict() or
-  // io::read_state_dict returned). Not collective.
+  // of the same name. Every rank passes the same state_dict (it is checked from what each rank
+  // holds; a difference between ranks shows as different errors or values, so pass what
+  // state_dict() or io::read_state_dict returned). Not collective.
   //
   // Errors (distop::Error, op "load_state_dict", naming the entry), before anything changes: with
   // `strict`, an entry of the module missing from `state` or an entry of `state` the module lacks;
@@ -122,6 +129,10 @@ class Module {
   // non-empty name without '.' and not already taken in this module. Returns the Var.
   Var<T>& register_parameter(std::string name, Var<T> parameter,
                              GradientReduction reduction = GradientReduction::per_replica);
+  // A parameter whose state_dict entry has shape `state_shape` (of the Var's number of entries,
+  // the same row-major order), not its global shape (NamedParameter::state_shape).
+  Var<T>& register_parameter(std::string name, Var<T> parameter, GradientReduction reduction,
+                             Shape state_shape);
   // A buffer (see NamedBuffer; `persistent` false keeps it out of the state_dict).
   DistTensor<T>& register_buffer(std::string name, DistTensor<T> buffer, bool persistent = true);
   void register_count(std::string name, std::shared_ptr<std::int64_t> count,
@@ -151,6 +162,7 @@ class Module {
     std::string name;
     Var<T> var;
     GradientReduction reduction;
+    std::optional<Shape> state_shape;
   };
   std::vector<OwnParameter> parameters_;
   std::vector<NamedBuffer<T>> buffers_;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "distop/autodiff/tape.hpp"
 #include "distop/autodiff/var.hpp"
@@ -13,6 +14,7 @@
 #include "distop/nn/layer_norm.hpp"
 #include "distop/nn/module.hpp"
 #include "distop/nn/multihead_attention.hpp"
+#include "distop/nn/sequence_parallel.hpp"
 #include "distop/ops/all_sum_reduce.hpp"
 
 namespace distop::nn {
@@ -119,6 +121,10 @@ struct TensorParallelMultiheadAttentionOptions {
   int tensor_axis = 0;     // the grid axis of the partition that splits the heads
   double dropout = 0.0;    // on the attention weights, in training (as MultiheadAttention's)
   std::uint64_t seed = 0;  // the same parameters and dropout masks as MultiheadAttention's
+  // Sequence parallelism: the input's sequence axis split over grid axis
+  // sequence_parallel->sequence_axis (nn/sequence_parallel.hpp), attention crossing the blocks by
+  // its strategy. Unset: the sequence is whole on every rank.
+  std::optional<SequenceParallel> sequence_parallel = std::nullopt;
 };
 
 // torch.nn.MultiheadAttention (batch_first=True, self-attention) with its H heads split over the
@@ -133,17 +139,21 @@ struct TensorParallelMultiheadAttentionOptions {
 // arithmetic, to MultiheadAttention with the same seed and mask on the same input, for any T; the
 // dropout masks too (they are keyed by the global index [n, h, i, j] of each weight).
 //
-// Parameters, torch's names and global shapes: "in_proj_weight" [3E, E], "in_proj_bias" [3E],
+// With options.sequence_parallel, x's sequence axis is split over that grid axis (its blocks as
+// the layout says: sequence_blocks; the batch whole), each rank projecting its own tokens, and the
+// attention of its heads runs as SequenceParallelAttention (ring or all-to-all) across the ranks
+// of the sequence axis; T and the sequence split combine (heads over one axis, tokens over
+// another). is_causal applies by position; an additive attn_mask is an Error there.
+//
+// Parameters, torch's names and state_dict shapes: "in_proj_weight" [3E, E], "in_proj_bias" [3E],
 // "out_proj.weight" [E, E] (columns split: rank t holds the columns of its heads, torch's layout),
 // "out_proj.bias" [E] (whole on every rank). The rows of in_proj_weight a rank needs (its heads'
 // q, k and v rows, torch rows [tE/T, (t+1)E/T) + {0, E, 2E}) are three blocks, not one box of
-// torch's [3E, E]; so in_proj_weight and in_proj_bias are held in a rank-major layout, rows split
-// over the axis in T boxes of 3E/T rows, box t holding its q rows, then its k rows, then its v
-// rows (tensor_parallel_in_proj_row gives the torch row of each). For T = 1 that is torch's
-// layout; for T > 1 the state_dict shows these two entries in the rank-major order (the same
-// names and global shapes as torch's), so a state_dict moves between tensor-parallel layers of
-// the same T, and to or from torch's layout only through tensor_parallel_in_proj_row.
-// Initialised as MultiheadAttention is with the same seed, each entry from its torch index.
+// [3E, E]; so in_proj_weight is held as [3, E, E] (in_proj_bias as [3, E]), the same entries in
+// torch's order, split over the tensor axis along its second axis, and the state_dict shows it as
+// torch's [3E, E] (NamedParameter::state_shape): its state_dict is torch's at every T, and loads
+// into MultiheadAttention, into torch, or into a layer of another T. Initialised as
+// MultiheadAttention is with the same seed, each entry from its torch index.
 template <class T>
 class TensorParallelMultiheadAttention : public Module<T> {
  public:
@@ -175,12 +185,9 @@ class TensorParallelMultiheadAttention : public Module<T> {
   std::shared_ptr<RowParallelLinear<T>> out_proj_;
   std::shared_ptr<std::int64_t> calls_;  // training calls so far (the dropout masks' counter)
   std::shared_ptr<const AllSumReduce<T>> group_sum_;
+  TensorSpace in_proj_rows_, in_proj_bias_rows_;  // in_proj's boxes as [3E, E] rows and [3E]
+  std::shared_ptr<const SequenceParallelAttention<T>> attention_;  // with sequence parallelism
 };
-
-// The torch row (of in_proj_weight [3E, E], or entry of in_proj_bias) held as row `row` of the
-// rank-major layout above, for E = embed_dim split over T ranks.
-std::int64_t tensor_parallel_in_proj_row(std::int64_t row, std::int64_t embed_dim,
-                                         std::int64_t tensor_parallel);
 
 // Options of a TensorParallelMLP.
 struct TensorParallelMLPOptions {
@@ -192,7 +199,8 @@ struct TensorParallelMLPOptions {
 // The transformer MLP, linear2(gelu(linear1(x))), with its hidden units split over the axis (T
 // dividing hidden): "linear1" a ColumnParallelLinear [hidden, embed] (f, then its rows), GELU on
 // each rank's hidden units, "linear2" a RowParallelLinear [embed, hidden] (its columns, then g,
-// then the bias once). x tied, [M, E] or [N, S, E] (S and E unsplit); y tied, in x's space. One
+// then the bias once). x tied, [M, E] or [N, S, E] (E unsplit; S split only with N whole, as
+// sequence parallelism splits it); y tied, in x's space. One
 // all-reduce forward, one backward. Equal to Linear(E, F) -> gelu -> Linear(F, E) seeded
 // parameter_seed(seed, "linear1") and parameter_seed(seed, "linear2").
 template <class T>
@@ -218,6 +226,9 @@ struct TensorParallelTransformerEncoderLayerOptions {
   double layer_norm_eps = 1e-5;
   GeluApproximate approximate = GeluApproximate::none;
   std::uint64_t seed = 0;
+  // Sequence parallelism of the whole block (TensorParallelMultiheadAttentionOptions's): every
+  // other part of the block works token by token, on each rank's own tokens.
+  std::optional<SequenceParallel> sequence_parallel = std::nullopt;
 };
 
 // TransformerEncoderLayer (pre-norm, GELU) with tensor-parallel attention and MLP:
@@ -229,8 +240,8 @@ struct TensorParallelTransformerEncoderLayerOptions {
 // are column- and row-parallel, "dropout" acts on each rank's hidden units (masks keyed by global
 // index). Two all-reduces forward, two backward. Children in torch's order and names (self_attn,
 // linear1, dropout, linear2, norm1, norm2, dropout1, dropout2) and seeds as
-// TransformerEncoderLayer's, so that with the same seed both hold the same parameters (in_proj in
-// the rank-major layout above).
+// TransformerEncoderLayer's, so that with the same seed both hold the same parameters and the same
+// state_dict.
 template <class T>
 class TensorParallelTransformerEncoderLayer : public Module<T> {
  public:
