@@ -69,6 +69,19 @@ class Tensor {
   // A tensor holding a copy of host values (values.size() must equal shape.numel()), in this
   // tensor's memory space.
   static Tensor from_vector(Shape shape, const std::vector<T>& values);
+  // A tensor over external memory, not copied: the shape.numel() entries at `data`, row-major, in
+  // this tensor's memory space (writes through either side show in both). `owner` (a foreign
+  // framework's tensor, say) is kept alive as long as any Tensor shares this storage, and must keep
+  // the memory valid until then. data may be null only for an empty shape.
+  static Tensor wrap(T* data, Shape shape, std::shared_ptr<void> owner) {
+    for (auto e : shape)
+      DISTOP_CHECK(e >= 0, "Tensor::wrap", "negative extent in shape ", shape.str());
+    DISTOP_CHECK(data != nullptr || shape.numel() == 0, "Tensor::wrap",
+                 "null data for a tensor of shape ", shape.str());
+    const auto n = static_cast<std::size_t>(shape.numel());
+    View v(n == 0 ? static_cast<T*>(nullptr) : data, n);  // unmanaged: owner holds the memory
+    return Tensor(std::move(shape), std::move(v), std::move(owner));
+  }
 
   const Shape& shape() const noexcept { return shape_; }
   int rank() const noexcept { return shape_.rank(); }
