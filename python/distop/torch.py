@@ -33,6 +33,7 @@ from . import _core, Error, comm_handle
 __all__ = [
     "apply", "Broadcast", "SumReduce", "AllSumReduce", "Gather", "Scatter", "AllGather",
     "ReduceScatter", "Repartition", "HaloExchange", "SendRecv", "AllMax", "AllMin", "Pending",
+    "ntxent", "clip_loss", "siglip_loss", "STRATEGIES",
 ]
 
 _DTYPES = {_torch.float32: "float32", _torch.float64: "float64"}
@@ -471,3 +472,66 @@ class AllMin(AllMax):
 
     name = "AllMin"
     _is_max = False
+
+
+# ---- The sharded contrastive losses (docs/contrastive.md)
+
+#: The communication strategies of the contrastive losses.
+STRATEGIES = ("allgather-nograd", "gather", "allgather", "ring")
+
+_NTXENT, _CLIP, _SIGLIP = 0, 1, 2
+
+
+class _ContrastiveFunction(_torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, a, b, t, c, kind, temperature, handle, strategy, root, normalize):
+        state, loss = _core.contrastive_forward(
+            kind, a.detach().contiguous(), b.detach().contiguous(), t.detach().contiguous(),
+            c.detach().contiguous(), float(temperature), handle, strategy, root, normalize)
+        ctx.state = state
+        ctx.shapes = (a.shape, b.shape, t.shape, c.shape)
+        return loss
+
+    @staticmethod
+    def backward(ctx, dl):
+        ga, gb, gt, gc = _core.contrastive_backward(ctx.state, dl.detach().contiguous())
+        sa, sb, st, sc = ctx.shapes
+        return (ga.reshape(sa), gb.reshape(sb), gt.reshape(st), gc.reshape(sc), None, None, None,
+                None, None, None)
+
+
+def _contrastive(kind, a, b, t, c, temperature, strategy, comm, root, normalize):
+    if strategy not in STRATEGIES:
+        raise Error(f"[contrastive loss] unknown strategy '{strategy}'; one of {', '.join(STRATEGIES)}")
+    t = (t if t is not None else a.new_zeros(1)).reshape(1)
+    c = (c if c is not None else a.new_zeros(1)).reshape(1)
+    if _torch.is_grad_enabled():
+        # Every rank takes part in the loss's backward, also a rank whose rows need no gradient.
+        a, b = _joined(a, True), _joined(b, True)
+    return _ContrastiveFunction.apply(a, b, t, c, kind, temperature, comm_handle(comm), strategy,
+                                      root, normalize)
+
+
+def ntxent(a, b, temperature, strategy="allgather", comm=None, root=0, normalize=True):
+    """SimCLR's NT-Xent loss of the batch whose rows the ranks of `comm` hold (a, b: this rank's
+    rows of the two views, [b_r, D], any b_r >= 0). Returns this rank's component, shape [1]: the
+    loss is the sum of the components over the ranks (distop's loss convention; under the gather
+    strategy the root's component is the loss). backward() with the same seed on every rank (as
+    component.backward() gives) puts into each rank's rows the gradient of the loss. `strategy`:
+    "allgather-nograd", "gather" (onto `root`), "allgather" or "ring" (memory O(b D + b^2) per
+    rank: no rank holds the whole batch). Collective over `comm` (default MPI_COMM_WORLD)."""
+    return _contrastive(_NTXENT, a, b, None, None, temperature, strategy, comm, root, normalize)
+
+
+def clip_loss(a, b, logit_scale, strategy="allgather", comm=None, root=0, normalize=True):
+    """CLIP's symmetric InfoNCE with the learnable log-scale `logit_scale` (open_clip's parameter,
+    clamped at log 100), as ntxent. Each rank's copy of logit_scale receives 1/P of its gradient,
+    so the copies' gradients summed over the ranks are the gradient of the loss."""
+    return _contrastive(_CLIP, a, b, logit_scale, None, 1.0, strategy, comm, root, normalize)
+
+
+def siglip_loss(a, b, logit_scale, logit_bias, strategy="allgather", comm=None, root=0,
+                normalize=True):
+    """SigLIP's pairwise sigmoid loss with the learnable log-scale and bias, as clip_loss."""
+    return _contrastive(_SIGLIP, a, b, logit_scale, logit_bias, 1.0, strategy, comm, root,
+                        normalize)

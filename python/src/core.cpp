@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "distop/autodiff/apply.hpp"
 #include "distop/autodiff/tape.hpp"
 #include "distop/autodiff/var.hpp"
 #include "distop/comm/collectives.hpp"
@@ -31,6 +32,7 @@
 #include "distop/dist/dist_tensor.hpp"
 #include "distop/dist/partition.hpp"
 #include "distop/dist/tensor_space.hpp"
+#include "distop/loss/contrastive.hpp"
 #include "distop/nn/all_max.hpp"
 #include "distop/nn/all_min.hpp"
 #include "distop/ops/all_gather.hpp"
@@ -278,6 +280,107 @@ nb::object extremum_backward(Extremum& e, const Array& dy, bool numpy) {
   };
   return e.dtype == DType::f32 ? run.operator()<float>(e.xf, e.yf)
                                : run.operator()<double>(e.xd, e.yd);
+}
+
+// ---- The sharded contrastive losses: on a tape of their own, kept from forward to backward.
+
+enum class Contrastive { ntxent = 0, clip = 1, siglip = 2 };
+
+struct ContrastiveState {
+  Contrastive kind = Contrastive::ntxent;
+  DType dtype = DType::f64;
+  double temperature = 1;
+  MPI_Comm comm = MPI_COMM_NULL;
+  loss::ContrastiveOptions options;
+  Tape tape;
+  Var<float> af, bf, tf, cf, lf;
+  Var<double> ad, bd, td, cd, ld;
+  bool replayed = false;
+};
+
+// [rows, features] on this process alone, the feature axis whole: the losses' row blocks.
+TensorSpace batch_space(const Shape& s) {
+  Partition p = Partition::self();
+  return TensorSpace(p, Decomposition::balanced(s, p.shape(), {0, -1}));
+}
+
+TensorSpace scalar_space() {
+  Partition p = Partition::self();
+  return TensorSpace(p, Decomposition::balanced(Shape{1}, p.shape(), {-1}));
+}
+
+template <class T>
+Var<T> contrastive_record(ContrastiveState& st, Var<T>& a, Var<T>& b, Var<T>& t, Var<T>& c) {
+  if (st.kind == Contrastive::ntxent)
+    return loss::ntxent(st.tape, a, b, static_cast<T>(st.temperature), st.comm, st.options);
+  if (st.kind == Contrastive::clip) return loss::clip_loss(st.tape, a, b, t, st.comm, st.options);
+  return loss::siglip_loss(st.tape, a, b, t, c, st.comm, st.options);
+}
+
+template <class T>
+Var<T> leaf(const TensorSpace& space, const Array& x) {
+  return Var<T>(DistTensor<T>::from_local(space, wrap<T>(x).clone()), true);
+}
+
+std::pair<std::shared_ptr<ContrastiveState>, nb::object> contrastive_forward(
+    int kind, const Array& a, const Array& b, const Array& t, const Array& c, double temperature,
+    std::int64_t comm, const std::string& strategy, int root, bool normalize) {
+  auto st = std::make_shared<ContrastiveState>();
+  st->kind = static_cast<Contrastive>(kind);
+  st->dtype = dtype_of(a, "contrastive loss");
+  st->temperature = temperature;
+  st->comm = comm_from_handle(comm);
+  st->options.strategy = loss::parse_strategy(strategy);
+  st->options.root = root;
+  st->options.normalize = normalize;
+  auto run = [&]<class T>(Var<T>& va, Var<T>& vb, Var<T>& vt, Var<T>& vc, Var<T>& vl) {
+    // Not the dtype or dimensions of a: those the loss agrees on over the ranks itself.
+    const auto shape_of_array = [](const Array& x) {
+      std::vector<std::int64_t> e(x.ndim());
+      for (std::size_t i = 0; i < x.ndim(); ++i) e[i] = static_cast<std::int64_t>(x.shape(i));
+      return Shape(e);
+    };
+    DISTOP_CHECK(a.ndim() == 2 && b.ndim() == 2, "contrastive loss",
+                 "the embeddings must be [rows, features] tensors");
+    va = leaf<T>(batch_space(shape_of_array(a)), a);
+    vb = leaf<T>(batch_space(shape_of_array(b)), b);
+    vt = leaf<T>(scalar_space(), t);
+    vc = leaf<T>(scalar_space(), c);
+    vl = contrastive_record(*st, va, vb, vt, vc);
+    return to_array(vl.value().local(), false);
+  };
+  nb::object out = st->dtype == DType::f32
+                       ? run.operator()<float>(st->af, st->bf, st->tf, st->cf, st->lf)
+                       : run.operator()<double>(st->ad, st->bd, st->td, st->cd, st->ld);
+  return {st, out};
+}
+
+nb::tuple contrastive_backward(ContrastiveState& st, const Array& seed) {
+  auto run = [&]<class T>(Var<T>& a, Var<T>& b, Var<T>& t, Var<T>& c, Var<T>& l) {
+    if (st.replayed) {
+      // Again (retain_graph, gradcheck's second pass): the same forward on a new tape, collective
+      // as the first, on every rank alike.
+      st.tape.clear();
+      a = Var<T>(a.value(), true);
+      b = Var<T>(b.value(), true);
+      t = Var<T>(t.value(), true);
+      c = Var<T>(c.value(), true);
+      l = contrastive_record(st, a, b, t, c);
+    }
+    st.replayed = true;
+    DistTensor<T> s(l.space());
+    s.local().copy_from(wrap<T>(seed));
+    distop::backward(st.tape, l, s);
+    const auto grad = [](Var<T>& v) -> nb::object {
+      return to_array(v.has_grad() ? v.grad().local() : Tensor<T>(v.value().local().shape()),
+                      false);
+    };
+    return nb::make_tuple(grad(a), grad(b), grad(t), grad(c));
+  };
+  DISTOP_CHECK(dtype_of(seed, "contrastive loss") == st.dtype, "contrastive loss",
+               "the loss's gradient has another dtype than the loss");
+  return st.dtype == DType::f32 ? run.operator()<float>(st.af, st.bf, st.tf, st.cf, st.lf)
+                                : run.operator()<double>(st.ad, st.bd, st.td, st.cd, st.ld);
 }
 
 // ---- Spaces inferred from every rank's local shape (one allgather over the parent)
@@ -700,6 +803,13 @@ NB_MODULE(_core, m) {
   m.def("extremum_backward",
         [](Extremum& e, const Array& dy, bool numpy) { return extremum_backward(e, dy, numpy); },
         "state"_a, "dy"_a, "numpy"_a = false);
+
+  nb::class_<ContrastiveState>(m, "ContrastiveState");
+  m.def("contrastive_forward", &contrastive_forward, "kind"_a, "a"_a, "b"_a, "logit_scale"_a,
+        "logit_bias"_a, "temperature"_a, "comm"_a, "strategy"_a, "root"_a, "normalize"_a);
+  m.def("contrastive_backward",
+        [](ContrastiveState& st, const Array& seed) { return contrastive_backward(st, seed); },
+        "state"_a, "seed"_a);
 
   m.def("assemble",
         [](const TensorSpace& space, const Array& x, int root, bool numpy) {
