@@ -1,0 +1,183 @@
+"""Distributed layers composed in Python from distop's operators and torch's local layers, the way
+DistDL builds its own.
+
+DistributedLinear is DistDL's: the input's features split over P_x = [1, P_in], the weight's
+blocks over P_w = [P_out, P_in], the output's features over P_y = [1, P_out] (the ranks of P_w's
+first column). Its state_dict holds torch.nn.Linear's names (``weight``, ``bias``), each rank its
+block (zero-volume outside P_w / P_y); ``global_state_dict`` assembles torch's tensors.
+
+DistributedBatchNorm is torch.nn.BatchNorm{1,2,3}d over an input split over any axes but the
+channels: the statistics by one AllSumReduce of the per-channel sums.
+"""
+
+import torch as _torch
+import torch.nn.functional as _F
+
+from . import _core, Error, TensorSpace, Decomposition, assemble
+from .torch import apply as _apply
+
+__all__ = ["DistributedLinear", "DistributedBatchNorm"]
+
+
+def _blocks(n, parts):
+    b = [n // parts + (1 if i < n % parts else 0) for i in range(parts)]
+    return [sum(b[:i]) for i in range(parts + 1)]
+
+
+class DistributedLinear(_torch.nn.Module):
+    """y = x W^T + b, with x [N, in] on P_x = [1, P_in] (features split), W [out, in] in blocks over
+    P_w = [P_out, P_in] (the rank at (i, j) holds rows block i and columns block j), b on the
+    ranks of P_y = P_w's first column, and y [N, out] on P_y as a [1, P_out] grid (features
+    split). x is broadcast from P_x down P_w's columns, each P_w rank multiplies its blocks, and
+    the partial sums are sum-reduced along P_w's rows onto P_y; backward runs the adjoints
+    (SumReduce's is Broadcast, Broadcast's is SumReduce) in the reverse order. The weight and
+    bias are initialised as torch.nn.Linear(in_features, out_features) draws them after
+    torch.manual_seed(seed), every rank keeping its block."""
+
+    def __init__(self, P_x, P_w, in_features, out_features, bias=True, seed=0,
+                 dtype=_torch.float32):
+        super().__init__()
+        if P_x.dim != 2 or P_w.dim != 2 or P_x.shape[0] != 1 or P_x.shape[1] != P_w.shape[1]:
+            raise Error(f"[DistributedLinear] P_x must be [1, P_in] and P_w [P_out, P_in]; got "
+                        f"{P_x.shape} and {P_w.shape}")
+        self.P_x, self.P_w = P_x, P_w
+        p_out, p_in = P_w.shape
+        self.P_y = P_w.slice(1, 0).reshape([1, p_out])
+        self._P_y_column = P_w.slice(1, 0)  # [P_out, 1]: where the sum-reduce lands
+        self.in_features, self.out_features = in_features, out_features
+        self._rows, self._cols = _blocks(out_features, p_out), _blocks(in_features, p_in)
+        gen = _torch.random.fork_rng(devices=[])
+        with gen:
+            _torch.manual_seed(seed)
+            ref = _torch.nn.Linear(in_features, out_features, bias=bias, dtype=dtype)
+        if P_w.active:
+            i, j = P_w.coords
+            w = ref.weight.detach()[self._rows[i]:self._rows[i + 1],
+                                    self._cols[j]:self._cols[j + 1]].clone()
+        else:
+            w = _torch.zeros(0, 0, dtype=dtype)
+        self.weight = _torch.nn.Parameter(w)
+        if bias:
+            if self.P_y.active:
+                i = self.P_y.coords[1]
+                bvec = ref.bias.detach()[self._rows[i]:self._rows[i + 1]].clone()
+            else:
+                bvec = _torch.zeros(0, dtype=dtype)
+            self.bias = _torch.nn.Parameter(bvec)
+        else:
+            self.register_parameter("bias", None)
+        self._ops = {}
+
+    def _operators(self, x):
+        space, dtype, _ = _core.infer_space(self.P_x, list(x.shape), str(x.dtype).split(".")[-1],
+                                            False, [], "DistributedLinear")[:3]
+        n = space.global_shape[0]
+        if space.global_shape[1] != self.in_features:
+            raise Error(f"[DistributedLinear] the input has {space.global_shape[1]} features, the "
+                        f"layer {self.in_features}")
+        key = (space.fingerprint(), dtype)
+        ops = self._ops.get(key)
+        if ops is None:
+            p_out, p_in = self.P_w.shape
+            bcast = _core.broadcast(dtype, space, self.P_w)
+            partial = TensorSpace(self.P_w, Decomposition.balanced([n, self.out_features],
+                                                                   [p_out, p_in], [-1, 0]))
+            dst = TensorSpace(self._P_y_column, Decomposition.balanced(
+                [n, self.out_features], [p_out, 1], [-1, 0]))
+            reduce = _core.sum_reduce(dtype, self.P_w, dst)
+            if not reduce.domain == partial:
+                raise Error("[DistributedLinear] internal: the partial products' space differs")
+            ops = self._ops[key] = (bcast, reduce)
+        return ops
+
+    def forward(self, x):
+        bcast, reduce = self._operators(x)
+        xb = _apply(bcast, x)
+        if self.P_w.active:
+            partial = _F.linear(xb, self.weight)
+        else:
+            # Nothing to multiply, but x's broadcast stays in this rank's graph (its adjoint is
+            # collective), and so does the empty weight.
+            partial = xb.new_zeros(reduce.domain.local_shape) + (xb.sum() + self.weight.sum()) * 0
+        y = _apply(reduce, partial)
+        if self.bias is not None and self.P_y.active:
+            y = y + self.bias
+        return y
+
+    def global_state_dict(self, root=0):
+        """torch.nn.Linear's state_dict (global tensors) on parent rank `root`, empty tensors
+        elsewhere. Collective over the partitions' parent."""
+        p_out, p_in = self.P_w.shape
+        w_space = TensorSpace(self.P_w, Decomposition.blocks(
+            [self.out_features, self.in_features], [p_out, p_in],
+            [[self._rows[i + 1] - self._rows[i] for i in range(p_out)],
+             [self._cols[j + 1] - self._cols[j] for j in range(p_in)]]))
+        out = {"weight": assemble(self.weight.detach(), w_space, root)}
+        if self.bias is not None:
+            b_space = TensorSpace(self._P_y_column, Decomposition.blocks(
+                [self.out_features], [p_out, 1],
+                [[self._rows[i + 1] - self._rows[i] for i in range(p_out)]], [0]))
+            out["bias"] = assemble(self.bias.detach(), b_space, root)
+        return out
+
+
+class DistributedBatchNorm(_torch.nn.Module):
+    """torch.nn.BatchNorm{1,2,3}d(num_features) on x [N, C, *spatial] split over partition P_x
+    along any axes but the channel axis (axis 1, which P_x must not split). Training: the mean
+    and the biased variance over N and the whole (split) spatial domain, from one AllSumReduce
+    over every grid axis of the per-channel sums of x and x^2 and the count; running statistics
+    updated as torch does (unbiased variance, `momentum`). Evaluation: the running statistics.
+    weight, bias, running_mean, running_var and num_batches_tracked are torch's state_dict
+    entries, the same on every rank of P_x (the affine parameters are tied: each rank's copy
+    receives its part of the gradient, and the copies' gradients summed over the ranks are
+    torch's)."""
+
+    def __init__(self, P_x, num_features, eps=1e-5, momentum=0.1, affine=True, dtype=_torch.float32):
+        super().__init__()
+        if P_x.dim < 2 or P_x.shape[1] != 1:
+            raise Error(f"[DistributedBatchNorm] the partition must not split the channel axis "
+                        f"(axis 1): {P_x.shape}")
+        from .torch import AllSumReduce
+        self.P_x, self.num_features, self.eps, self.momentum = P_x, num_features, eps, momentum
+        self._sum = AllSumReduce(P_x, list(range(P_x.dim)))
+        if affine:
+            self.weight = _torch.nn.Parameter(_torch.ones(num_features, dtype=dtype))
+            self.bias = _torch.nn.Parameter(_torch.zeros(num_features, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        self.register_buffer("running_mean", _torch.zeros(num_features, dtype=dtype))
+        self.register_buffer("running_var", _torch.ones(num_features, dtype=dtype))
+        self.register_buffer("num_batches_tracked", _torch.tensor(0, dtype=_torch.long))
+
+    def forward(self, x):
+        dim = self.P_x.dim
+        shape = [1, self.num_features] + [1] * (dim - 2)
+        if self.training:
+            axes = [a for a in range(dim) if a != 1]
+            if x.numel() > 0:
+                s1 = x.sum(axes, keepdim=True)
+                s2 = (x * x).sum(axes, keepdim=True)
+                count = x.new_full(shape, float(x.numel() // max(x.shape[1], 1)))
+            else:  # outside the partition: nothing of its own, but the sums are collective
+                s1 = x.new_zeros(shape) + x.sum() * 0
+                s2 = x.new_zeros(shape)
+                count = x.new_zeros(shape)
+            stats = self._sum(_torch.cat([s1, s2, count], dim=0))
+            n = float(stats[2].reshape(-1)[0])
+            mean = stats[0:1] / n
+            var = stats[1:2] / n - mean * mean
+            with _torch.no_grad():
+                self.num_batches_tracked += 1
+                unbiased = var.detach().reshape(-1) * (n / max(n - 1, 1))
+                self.running_mean.mul_(1 - self.momentum).add_(self.momentum * mean.detach().reshape(-1))
+                self.running_var.mul_(1 - self.momentum).add_(self.momentum * unbiased)
+        else:
+            mean = self.running_mean.reshape(shape)
+            var = self.running_var.reshape(shape)
+        if x.numel() == 0:
+            return x
+        y = (x - mean) / _torch.sqrt(var + self.eps)
+        if self.weight is not None:
+            y = y * self.weight.reshape(shape) + self.bias.reshape(shape)
+        return y
