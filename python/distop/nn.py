@@ -8,6 +8,12 @@ block (zero-volume outside P_w / P_y); ``global_state_dict`` assembles torch's t
 
 DistributedBatchNorm is torch.nn.BatchNorm{1,2,3}d over an input split over any axes but the
 channels: the statistics by one AllSumReduce of the per-channel sums.
+
+DistributedConv{1,2,3}d and DistributedMaxPool/AvgPool{1,2,3}d are DistDL's feature-partitioned
+layers: x [N, C, *spatial] split over the spatial axes by P_x = [1, 1, p_1, ...], balanced; each
+rank exchanges the halo its outputs need (HaloExchange, widths by DistDL's rule, ops/halo.hpp),
+drops the owned inputs they do not read, pads at the domain boundary and applies torch's local
+layer with no padding, giving its balanced block of the output.
 """
 
 import torch as _torch
@@ -16,7 +22,10 @@ import torch.nn.functional as _F
 from . import _core, Error, TensorSpace, Decomposition, assemble
 from .torch import apply as _apply
 
-__all__ = ["DistributedLinear", "DistributedBatchNorm"]
+__all__ = ["DistributedLinear", "DistributedBatchNorm", "DistributedConv1d", "DistributedConv2d",
+           "DistributedConv3d", "DistributedMaxPool1d", "DistributedMaxPool2d",
+           "DistributedMaxPool3d", "DistributedAvgPool1d", "DistributedAvgPool2d",
+           "DistributedAvgPool3d"]
 
 
 def _blocks(n, parts):
@@ -181,3 +190,156 @@ class DistributedBatchNorm(_torch.nn.Module):
         if self.weight is not None:
             y = y * self.weight.reshape(shape) + self.bias.reshape(shape)
         return y
+
+
+def _per_axis(v, n):
+    return list(v) if isinstance(v, (list, tuple)) else [v] * n
+
+
+class _WindowLayer(_torch.nn.Module):
+    """The halo, trim and boundary padding of a window layer on a feature-partitioned input."""
+
+    name = "DistributedWindowLayer"
+    fill = 0.0
+
+    def __init__(self, P_x, dims, kernel_size, stride, padding, dilation):
+        super().__init__()
+        if P_x.dim != dims + 2 or P_x.shape[0] != 1 or P_x.shape[1] != 1:
+            raise Error(f"[{self.name}] the partition must be [1, 1] followed by {dims} spatial "
+                        f"extents; got {P_x.shape}")
+        self.P_x, self.dims = P_x, dims
+        self.kernel_size = _per_axis(kernel_size, dims)
+        self.stride = _per_axis(stride, dims)
+        self.padding = _per_axis(padding, dims)
+        self.dilation = _per_axis(dilation, dims)
+        self._plans = {}
+
+    def _plan(self, x):
+        from .torch import HaloExchange
+        space, dtype, _ = _core.infer_space(self.P_x, list(x.shape), str(x.dtype).split(".")[-1],
+                                            False, [], self.name)
+        key = (space.fingerprint(), dtype)
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
+        if not space.decomposition.is_balanced():
+            raise Error(f"[{self.name}] the input must be split balanced ({space})")
+        glob = space.global_shape
+        widths = [[(0, 0)], [(0, 0)]]
+        ghosts, trims, pads = [], [], []
+        for a in range(self.dims):
+            k, st, p, d = self.kernel_size[a], self.stride[a], self.padding[a], self.dilation[a]
+            parts = _core.halo_widths(glob[2 + a], self.P_x.shape[2 + a], k, st, p, d)
+            widths.append([(max(h[6], 0), max(h[7], 0)) for h in parts])
+            if self.P_x.active:
+                own_b, own_e, out_b, out_e, need_b, need_e, left, right = parts[self.P_x.coords[2 + a]]
+                ghosts.append((max(left, 0), max(right, 0)))
+                trims.append((max(-left, 0), max(-right, 0)))
+                first, last = out_b * st - p, (out_e - 1) * st - p + d * (k - 1)
+                pads.append((need_b - first, last + 1 - need_e))
+        plan = self._plans[key] = (HaloExchange(space, widths=widths), ghosts, trims, pads)
+        return plan
+
+    @staticmethod
+    def _pad_arg(pairs):
+        out = []
+        for left, right in reversed(pairs):  # F.pad takes the last axis first
+            out += [left, right]
+        return out
+
+    def forward(self, x):
+        halo, ghosts, trims, pads = self._plan(x)
+        if not self.P_x.active:
+            # Nothing of its own, but the exchange is collective and stays in the graph.
+            xh = halo(x)
+            return x.new_zeros([0] * (self.dims + 2)) + xh.sum() * 0
+        xh = halo(_F.pad(x, self._pad_arg(ghosts)))
+        index = [slice(None), slice(None)]
+        for a, (tl, tr) in enumerate(trims):
+            index.append(slice(tl, xh.shape[2 + a] - tr))
+        xt = xh[tuple(index)]
+        xb = _F.pad(xt, self._pad_arg(pads), value=self.fill)
+        return self._local(xb)
+
+
+class _DistributedConv(_WindowLayer):
+    def __init__(self, P_x, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 dilation=1, bias=True, seed=0, dtype=_torch.float32):
+        super().__init__(P_x, self.dims_, kernel_size, stride, padding, dilation)
+        conv = getattr(_torch.nn, f"Conv{self.dims_}d")
+        with _torch.random.fork_rng(devices=[]):
+            _torch.manual_seed(seed)
+            ref = conv(in_channels, out_channels, kernel_size, stride=stride, padding=padding,
+                       dilation=dilation, bias=bias, dtype=dtype)
+        # Tied: every rank of P_x holds the whole weight; the copies' gradients summed over the
+        # ranks are torch's.
+        self.weight = _torch.nn.Parameter(ref.weight.detach().clone())
+        self.bias = _torch.nn.Parameter(ref.bias.detach().clone()) if bias else None
+        self._conv = getattr(_F, f"conv{self.dims_}d")
+
+    def _local(self, x):
+        return self._conv(x, self.weight, self.bias, stride=self.stride, padding=0,
+                          dilation=self.dilation)
+
+
+class DistributedConv1d(_DistributedConv):
+    """torch.nn.Conv1d on x [N, C, L] split over P_x = [1, 1, p]; torch's names and initial values
+    (after torch.manual_seed(seed)), the parameters on every rank of P_x."""
+    name, dims_ = "DistributedConv1d", 1
+
+
+class DistributedConv2d(_DistributedConv):
+    """torch.nn.Conv2d on x [N, C, H, W] split over P_x = [1, 1, p_h, p_w]; as DistributedConv1d."""
+    name, dims_ = "DistributedConv2d", 2
+
+
+class DistributedConv3d(_DistributedConv):
+    """torch.nn.Conv3d on x [N, C, D, H, W] split over P_x = [1, 1, p_d, p_h, p_w]."""
+    name, dims_ = "DistributedConv3d", 3
+
+
+class _DistributedPool(_WindowLayer):
+    def __init__(self, P_x, kernel_size, stride=None, padding=0, dilation=1):
+        super().__init__(P_x, self.dims_, kernel_size,
+                         kernel_size if stride is None else stride, padding, dilation)
+
+
+class _MaxPool(_DistributedPool):
+    fill = float("-inf")  # torch's max pooling pads with -inf
+
+    def _local(self, x):
+        return getattr(_F, f"max_pool{self.dims_}d")(x, self.kernel_size, self.stride, 0,
+                                                     self.dilation)
+
+
+class _AvgPool(_DistributedPool):
+    def __init__(self, P_x, kernel_size, stride=None, padding=0):
+        super().__init__(P_x, kernel_size, stride, padding, 1)
+
+    def _local(self, x):
+        # Zeros at the boundary, every window divided by its size: count_include_pad=True.
+        return getattr(_F, f"avg_pool{self.dims_}d")(x, self.kernel_size, self.stride, 0)
+
+
+class DistributedMaxPool1d(_MaxPool):
+    name, dims_ = "DistributedMaxPool1d", 1
+
+
+class DistributedMaxPool2d(_MaxPool):
+    name, dims_ = "DistributedMaxPool2d", 2
+
+
+class DistributedMaxPool3d(_MaxPool):
+    name, dims_ = "DistributedMaxPool3d", 3
+
+
+class DistributedAvgPool1d(_AvgPool):
+    name, dims_ = "DistributedAvgPool1d", 1
+
+
+class DistributedAvgPool2d(_AvgPool):
+    name, dims_ = "DistributedAvgPool2d", 2
+
+
+class DistributedAvgPool3d(_AvgPool):
+    name, dims_ = "DistributedAvgPool3d", 3

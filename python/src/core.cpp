@@ -680,6 +680,18 @@ NB_MODULE(_core, m) {
           return halo_space(interior, spec_from(widths));
         });
   m.def("gathered_space", &gathered_space);
+  // DistDL's halo rule along one axis (ops/halo.hpp): per part, (own_begin, own_end, out_begin,
+  // out_end, need_begin, need_end, left, right).
+  m.def("halo_widths",
+        [](std::int64_t n, std::int64_t parts, std::int64_t kernel, std::int64_t stride,
+           std::int64_t padding, std::int64_t dilation) {
+          std::vector<std::vector<std::int64_t>> out;
+          for (const auto& h : halo_widths(n, parts, ConvWindow{kernel, stride, padding, dilation}))
+            out.push_back({h.own_begin, h.own_end, h.out_begin, h.out_end, h.need_begin, h.need_end,
+                           h.left, h.right});
+          return out;
+        },
+        "n"_a, "parts"_a, "kernel"_a, "stride"_a, "padding"_a, "dilation"_a);
   m.def("infer_space",
         [](const Partition& p, const std::vector<std::int64_t>& local, const std::string& dtype,
            bool requires_grad, const std::vector<int>& whole, const std::string& op) {

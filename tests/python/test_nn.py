@@ -104,3 +104,79 @@ def test_distributed_batch_norm_equals_torch(world_size, rank):
     bn.eval()
     ref.eval()
     torch.testing.assert_close(bn(x.detach()), ref(X)[:, :, r0:r0 + n])
+
+
+def spatial_grid(P, dims):
+    g = {1: [1], 2: [2], 3: [3], 4: [2, 2]}[P]
+    g = g + [1] * (dims - len(g)) if len(g) <= dims else [P] + [1] * (dims - 1)
+    return [1, 1] + g[:dims]
+
+
+def box(t, space):
+    shape = space.local_shape
+    if any(e == 0 for e in shape):
+        return torch.zeros(shape, dtype=t.dtype)
+    return t[tuple(slice(o, o + n) for o, n in zip(space.local_offset, shape))].clone()
+
+
+WINDOW_CASES = [
+    ("conv1d", [2, 2, 9], dict(in_channels=2, out_channels=3, kernel_size=3, stride=2, padding=1)),
+    ("conv2d", [2, 2, 7, 6], dict(in_channels=2, out_channels=2, kernel_size=3, padding=1)),
+    ("conv2d", [1, 2, 8, 7], dict(in_channels=2, out_channels=2, kernel_size=(3, 2), stride=2,
+                                  dilation=(1, 2))),
+    ("conv3d", [1, 2, 5, 4, 4], dict(in_channels=2, out_channels=2, kernel_size=3, padding=1)),
+    ("maxpool2d", [2, 2, 8, 6], dict(kernel_size=2)),
+    ("maxpool1d", [1, 2, 10], dict(kernel_size=3, stride=2, padding=1)),
+    ("avgpool2d", [1, 2, 8, 8], dict(kernel_size=3, stride=1, padding=1)),
+]
+
+
+def make(kind, P_x, kw):
+    if kind.startswith("conv"):
+        dims = int(kind[4])
+        layer = getattr(distop.nn, f"DistributedConv{dims}d")(P_x, seed=5, dtype=torch.float64, **kw)
+        torch.manual_seed(5)
+        ref = getattr(torch.nn, f"Conv{dims}d")(dtype=torch.float64, **kw)
+        return layer, ref
+    dims = int(kind[7])
+    name = "MaxPool" if kind.startswith("max") else "AvgPool"
+    return (getattr(distop.nn, f"Distributed{name}{dims}d")(P_x, **kw),
+            getattr(torch.nn, f"{name}{dims}d")(**kw))
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("case", range(len(WINDOW_CASES)))
+def test_window_layers_equal_torch(case, world_size, rank):
+    kind, shape, kw = WINDOW_CASES[case]
+    P_x = distop.Partition.world(spatial_grid(world_size, len(shape) - 2))
+    layer, ref = make(kind, P_x, kw)
+    if kind.startswith("conv"):
+        assert list(layer.state_dict().keys()) == list(ref.state_dict().keys())
+    torch.manual_seed(9)
+    X = torch.randn(shape, dtype=torch.float64)
+    Xr = X.clone().requires_grad_(True)
+    Y = ref(Xr)
+    in_space = distop.TensorSpace(shape, P_x)
+    out_space = distop.TensorSpace(list(Y.shape), P_x)
+    x = box(X, in_space).requires_grad_(True)
+    y = layer(x)
+    torch.testing.assert_close(y, box(Y.detach(), out_space))
+    (y * y).sum().backward()
+    (Y * Y).sum().backward()
+    torch.testing.assert_close(x.grad, box(Xr.grad, in_space))
+    if kind.startswith("conv"):
+        h = distop.comm_handle()
+        for mine, theirs in ((layer.weight.grad, ref.weight.grad), (layer.bias.grad, ref.bias.grad)):
+            total = mine.detach().clone()
+            distop._core.allreduce_sum_array(h, total)
+            torch.testing.assert_close(total, theirs)
+
+
+def test_conv_gradcheck(world_size, rank):
+    kind, shape, kw = WINDOW_CASES[1]
+    P_x = distop.Partition.world(spatial_grid(world_size, 2))
+    layer, _ = make(kind, P_x, kw)
+    x = torch.zeros(distop.TensorSpace(shape, P_x).local_shape, dtype=torch.float64)
+    assert distop.testing.gradcheck(layer, x, fast_mode=True)
