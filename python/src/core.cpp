@@ -78,7 +78,9 @@ MPI_Comm comm_from_handle(std::int64_t fortran_handle) {
 }
 
 Shape shape_of(const std::vector<std::int64_t>& extents) { return Shape(extents); }
-std::vector<std::int64_t> extents_of(const Shape& s) { return std::vector<std::int64_t>(s.begin(), s.end()); }
+std::vector<std::int64_t> extents_of(const Shape& s) {
+  return std::vector<std::int64_t>(s.begin(), s.end());
+}
 
 enum class DType { f32 = 0, f64 = 1 };
 
@@ -113,8 +115,7 @@ nb::object to_array(const Tensor<T>& t, bool numpy) {
   // A null pointer makes some consumers unhappy even for no entries.
   static T dummy{};
   T* data = t.numel() > 0 ? t.data() : &dummy;
-  if (numpy)
-    return nb::ndarray<nb::numpy, T>(data, shape.size(), shape.data(), owner).cast();
+  if (numpy) return nb::ndarray<nb::numpy, T>(data, shape.size(), shape.data(), owner).cast();
   return nb::ndarray<nb::pytorch, T>(data, shape.size(), shape.data(), owner).cast();
 }
 
@@ -166,8 +167,8 @@ DistTensor<T> dist(const TensorSpace& space, const Array& a, bool agreed) {
 
 void check_dtype(const Operator& op, const Array& a, const char* what) {
   const auto name = op.name();
-  DISTOP_CHECK(dtype_of(a, name) == op.dtype, name, what, " has another dtype than the operator's (",
-               op.dtype_name(), ")");
+  DISTOP_CHECK(dtype_of(a, name) == op.dtype, name, what,
+               " has another dtype than the operator's (", op.dtype_name(), ")");
 }
 
 nb::object apply(const Operator& op, const Array& a, bool adjoint, bool agreed, bool numpy) {
@@ -216,7 +217,8 @@ std::shared_ptr<Transfer> start(const Operator& op, const Array& a, bool adjoint
     if (sr) {
       t->request = adjoint ? sr->start_adjoint(x, y) : sr->start_forward(x, y);
     } else {
-      DISTOP_CHECK(asr != nullptr, op.name(), "has no nonblocking form (SendRecv and AllSumReduce do)");
+      DISTOP_CHECK(asr != nullptr, op.name(),
+                   "has no nonblocking form (SendRecv and AllSumReduce do)");
       check_space(x, asr->domain(), op.name() + ".start", "the input");
       if (asr->comm() != MPI_COMM_NULL)
         t->request = comm::iallreduce_sum(x.data(), y.data(), y.local_numel(), asr->comm());
@@ -243,9 +245,9 @@ struct Extremum {
 };
 
 std::pair<std::shared_ptr<Extremum>, nb::object> extremum_forward(const TensorSpace& space,
-                                                                   const std::vector<int>& axes,
-                                                                   const Array& a, bool max,
-                                                                   bool numpy) {
+                                                                  const std::vector<int>& axes,
+                                                                  const Array& a, bool max,
+                                                                  bool numpy) {
   auto e = std::make_shared<Extremum>();
   e->dtype = dtype_of(a, max ? "AllMax" : "AllMin");
   e->space = space;
@@ -417,8 +419,10 @@ Agreed agree(MPI_Comm parent, const std::vector<std::int64_t>& local, const std:
   std::int64_t dt = -1;
   for (int r = 0; r < size; ++r) {
     const auto* row = all.data() + mine.size() * static_cast<std::size_t>(r);
-    DISTOP_CHECK(row[0] != 2, op, "rank ", r, " passes a tensor that is neither float32 nor float64");
-    DISTOP_CHECK(dt < 0 || row[0] == dt, op, "the ranks pass tensors of different dtypes (float32 "
+    DISTOP_CHECK(row[0] != 2, op, "rank ", r,
+                 " passes a tensor that is neither float32 nor float64");
+    DISTOP_CHECK(dt < 0 || row[0] == dt, op,
+                 "the ranks pass tensors of different dtypes (float32 "
                  "and float64); every rank must pass the same dtype");
     dt = row[0];
     DISTOP_CHECK(row[1] <= kMaxRank, op, "rank ", r, " passes a tensor of ", row[1],
@@ -450,7 +454,9 @@ TensorSpace infer(const Partition& p, const std::vector<std::int64_t>& local,
                  " dimensions; the tensor must have as many dimensions as the partition (", dim,
                  ")");
   }
-  const auto is_whole = [&](int d) { return std::find(whole.begin(), whole.end(), d) != whole.end(); };
+  const auto is_whole = [&](int d) {
+    return std::find(whole.begin(), whole.end(), d) != whole.end();
+  };
   std::vector<std::vector<std::int64_t>> extents(static_cast<std::size_t>(dim));
   std::vector<int> axis_map(static_cast<std::size_t>(dim));
   std::vector<std::int64_t> global(static_cast<std::size_t>(dim));
@@ -473,8 +479,9 @@ TensorSpace infer(const Partition& p, const std::vector<std::int64_t>& local,
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     const auto expected = decomposition.local_shape(p.coords_of(static_cast<int>(i)));
     const auto& s = a.shapes[static_cast<std::size_t>(ranks[i])];
-    DISTOP_CHECK(Shape(s) == expected, op, "rank ", ranks[i], " of ", p.str(), " holds a block of shape ",
-                 shape_text(s), " where the blocks of the other ranks imply ", expected.str(),
+    DISTOP_CHECK(Shape(s) == expected, op, "rank ", ranks[i], " of ", p.str(),
+                 " holds a block of shape ", shape_text(s),
+                 " where the blocks of the other ranks imply ", expected.str(),
                  " for a tensor of global shape ", g.str());
   }
   if (decomposition.balanced()) decomposition = Decomposition::balanced(g, grid, axis_map);
@@ -500,8 +507,9 @@ std::tuple<std::vector<std::int64_t>, std::string, bool> shape_on_rank(
 
 double allreduce_sum(std::int64_t comm_handle, double value) {
   double out = 0;
-  DISTOP_MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_SUM, comm_from_handle(comm_handle)),
-                   "allreduce_sum");
+  DISTOP_MPI_CHECK(
+      MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_SUM, comm_from_handle(comm_handle)),
+      "allreduce_sum");
   return out;
 }
 
@@ -573,30 +581,34 @@ NB_MODULE(_core, m) {
     DISTOP_MPI_CHECK(MPI_Comm_size(comm_from_handle(h), &size), "comm_size");
     return size;
   });
-  m.def("barrier", [](std::int64_t h) {
-    DISTOP_MPI_CHECK(MPI_Barrier(comm_from_handle(h)), "barrier");
-  });
+  m.def("barrier",
+        [](std::int64_t h) { DISTOP_MPI_CHECK(MPI_Barrier(comm_from_handle(h)), "barrier"); });
   m.def("allreduce_sum", &allreduce_sum, "comm"_a, "value"_a);
   m.def("allgather_int", [](std::int64_t h, std::int64_t v) {
     int size = 0;
     DISTOP_MPI_CHECK(MPI_Comm_size(comm_from_handle(h), &size), "allgather");
     std::vector<std::int64_t> all(static_cast<std::size_t>(size));
-    DISTOP_MPI_CHECK(MPI_Allgather(&v, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, comm_from_handle(h)),
-                     "allgather");
+    DISTOP_MPI_CHECK(
+        MPI_Allgather(&v, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, comm_from_handle(h)),
+        "allgather");
     return all;
   });
   // Sums a float64 array over every rank of the communicator, in place.
-  m.def("allreduce_sum_array", [](std::int64_t h, nb::ndarray<double, nb::c_contig, nb::device::cpu> a) {
-    DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, a.data(), static_cast<int>(a.size()), MPI_DOUBLE,
-                                   MPI_SUM, comm_from_handle(h)),
-                     "allreduce_sum");
-  });
+  m.def("allreduce_sum_array",
+        [](std::int64_t h, nb::ndarray<double, nb::c_contig, nb::device::cpu> a) {
+          DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, a.data(), static_cast<int>(a.size()),
+                                         MPI_DOUBLE, MPI_SUM, comm_from_handle(h)),
+                           "allreduce_sum");
+        });
   // An array viewed through a distop Tensor and handed back: the same memory both ways (the
   // zero-copy check of the tests).
-  m.def("roundtrip", [](const Array& a, bool numpy) {
-    return dtype_of(a, "roundtrip") == DType::f32 ? to_array(wrap<float>(a), numpy)
-                                                  : to_array(wrap<double>(a), numpy);
-  }, "x"_a, "numpy"_a = false);
+  m.def(
+      "roundtrip",
+      [](const Array& a, bool numpy) {
+        return dtype_of(a, "roundtrip") == DType::f32 ? to_array(wrap<float>(a), numpy)
+                                                      : to_array(wrap<double>(a), numpy);
+      },
+      "x"_a, "numpy"_a = false);
   m.def("allreduce_max_int", [](std::int64_t h, std::int64_t v) {
     std::int64_t out = 0;
     DISTOP_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_INT64_T, MPI_MAX, comm_from_handle(h)),
@@ -605,12 +617,13 @@ NB_MODULE(_core, m) {
   });
 
   nb::class_<Partition>(m, "Partition")
-      .def("__init__",
-           [](Partition* p, std::int64_t comm, const std::vector<std::int64_t>& grid,
-              const std::vector<int>& ranks) {
-             new (p) Partition(comm_from_handle(comm), shape_of(grid), ranks);
-           },
-           "comm"_a, "grid"_a, "ranks"_a = std::vector<int>{})
+      .def(
+          "__init__",
+          [](Partition* p, std::int64_t comm, const std::vector<std::int64_t>& grid,
+             const std::vector<int>& ranks) {
+            new (p) Partition(comm_from_handle(comm), shape_of(grid), ranks);
+          },
+          "comm"_a, "grid"_a, "ranks"_a = std::vector<int>{})
       .def_prop_ro("shape", [](const Partition& p) { return extents_of(p.shape()); })
       .def_prop_ro("dim", &Partition::dim)
       .def_prop_ro("size", &Partition::size)
@@ -620,32 +633,37 @@ NB_MODULE(_core, m) {
       .def_prop_ro("parent_rank", &Partition::parent_rank)
       .def_prop_ro("parent_size", &Partition::parent_size)
       .def_prop_ro("ranks", &Partition::ranks)
-      .def_prop_ro("parent_handle",
-                   [](const Partition& p) { return static_cast<std::int64_t>(MPI_Comm_c2f(p.parent())); })
+      .def_prop_ro(
+          "parent_handle",
+          [](const Partition& p) { return static_cast<std::int64_t>(MPI_Comm_c2f(p.parent())); })
       .def("rank_at", &Partition::rank_at)
       .def("coords_of_rank", &Partition::coords_of_rank)
       .def("slice", &Partition::slice, "axis"_a, "index"_a)
-      .def("reshape", [](const Partition& p, const std::vector<std::int64_t>& g) { return p.reshape(shape_of(g)); })
+      .def("reshape", [](const Partition& p,
+                         const std::vector<std::int64_t>& g) { return p.reshape(shape_of(g)); })
       .def("unite", &Partition::unite)
       .def("same_as", &Partition::same_as)
       .def("__str__", &Partition::str)
       .def("__repr__", &Partition::str);
 
   nb::class_<Decomposition>(m, "Decomposition")
-      .def_static("balanced",
-                  [](const std::vector<std::int64_t>& global, const std::vector<std::int64_t>& grid,
-                     const std::vector<int>& axis_map) {
-                    return Decomposition::balanced(shape_of(global), shape_of(grid), axis_map);
-                  },
-                  "global_shape"_a, "grid"_a, "axis_map"_a = std::vector<int>{})
-      .def_static("blocks",
-                  [](const std::vector<std::int64_t>& global, const std::vector<std::int64_t>& grid,
-                     const std::vector<std::vector<std::int64_t>>& extents,
-                     const std::vector<int>& axis_map) {
-                    return Decomposition::blocks(shape_of(global), shape_of(grid), extents, axis_map);
-                  },
-                  "global_shape"_a, "grid"_a, "extents"_a, "axis_map"_a = std::vector<int>{})
-      .def_prop_ro("global_shape", [](const Decomposition& d) { return extents_of(d.global_shape()); })
+      .def_static(
+          "balanced",
+          [](const std::vector<std::int64_t>& global, const std::vector<std::int64_t>& grid,
+             const std::vector<int>& axis_map) {
+            return Decomposition::balanced(shape_of(global), shape_of(grid), axis_map);
+          },
+          "global_shape"_a, "grid"_a, "axis_map"_a = std::vector<int>{})
+      .def_static(
+          "blocks",
+          [](const std::vector<std::int64_t>& global, const std::vector<std::int64_t>& grid,
+             const std::vector<std::vector<std::int64_t>>& extents,
+             const std::vector<int>& axis_map) {
+            return Decomposition::blocks(shape_of(global), shape_of(grid), extents, axis_map);
+          },
+          "global_shape"_a, "grid"_a, "extents"_a, "axis_map"_a = std::vector<int>{})
+      .def_prop_ro("global_shape",
+                   [](const Decomposition& d) { return extents_of(d.global_shape()); })
       .def_prop_ro("grid", [](const Decomposition& d) { return extents_of(d.grid()); })
       .def_prop_ro("axis_map", &Decomposition::axis_map)
       .def("bounds", &Decomposition::bounds)
@@ -654,15 +672,20 @@ NB_MODULE(_core, m) {
       .def("__eq__", [](const Decomposition& a, const Decomposition& b) { return a == b; });
 
   nb::class_<TensorSpace>(m, "TensorSpace")
-      .def("__init__",
-           [](TensorSpace* s, const std::vector<std::int64_t>& global, const Partition& p) {
-             new (s) TensorSpace(shape_of(global), p);
-           },
-           "global_shape"_a, "partition"_a)
-      .def("__init__",
-           [](TensorSpace* s, const Partition& p, const Decomposition& d) { new (s) TensorSpace(p, d); },
-           "partition"_a, "decomposition"_a)
-      .def_prop_ro("global_shape", [](const TensorSpace& s) { return extents_of(s.global_shape()); })
+      .def(
+          "__init__",
+          [](TensorSpace* s, const std::vector<std::int64_t>& global, const Partition& p) {
+            new (s) TensorSpace(shape_of(global), p);
+          },
+          "global_shape"_a, "partition"_a)
+      .def(
+          "__init__",
+          [](TensorSpace* s, const Partition& p, const Decomposition& d) {
+            new (s) TensorSpace(p, d);
+          },
+          "partition"_a, "decomposition"_a)
+      .def_prop_ro("global_shape",
+                   [](const TensorSpace& s) { return extents_of(s.global_shape()); })
       .def_prop_ro("partition", &TensorSpace::partition)
       .def_prop_ro("decomposition", &TensorSpace::decomposition)
       .def_prop_ro("local_shape", [](const TensorSpace& s) { return extents_of(s.local_shape()); })
@@ -682,25 +705,27 @@ NB_MODULE(_core, m) {
   m.def("gathered_space", &gathered_space);
   // DistDL's halo rule along one axis (ops/halo.hpp): per part, (own_begin, own_end, out_begin,
   // out_end, need_begin, need_end, left, right).
-  m.def("halo_widths",
-        [](std::int64_t n, std::int64_t parts, std::int64_t kernel, std::int64_t stride,
-           std::int64_t padding, std::int64_t dilation) {
-          std::vector<std::vector<std::int64_t>> out;
-          for (const auto& h : halo_widths(n, parts, ConvWindow{kernel, stride, padding, dilation}))
-            out.push_back({h.own_begin, h.own_end, h.out_begin, h.out_end, h.need_begin, h.need_end,
-                           h.left, h.right});
-          return out;
-        },
-        "n"_a, "parts"_a, "kernel"_a, "stride"_a, "padding"_a, "dilation"_a);
-  m.def("infer_space",
-        [](const Partition& p, const std::vector<std::int64_t>& local, const std::string& dtype,
-           bool requires_grad, const std::vector<int>& whole, const std::string& op) {
-          std::string agreed;
-          bool any_grad = false;
-          auto space = infer(p, local, dtype, requires_grad, whole, op, &agreed, &any_grad);
-          return std::make_tuple(space, agreed, any_grad);
-        },
-        "partition"_a, "local_shape"_a, "dtype"_a, "requires_grad"_a, "whole_axes"_a, "op"_a);
+  m.def(
+      "halo_widths",
+      [](std::int64_t n, std::int64_t parts, std::int64_t kernel, std::int64_t stride,
+         std::int64_t padding, std::int64_t dilation) {
+        std::vector<std::vector<std::int64_t>> out;
+        for (const auto& h : halo_widths(n, parts, ConvWindow{kernel, stride, padding, dilation}))
+          out.push_back({h.own_begin, h.own_end, h.out_begin, h.out_end, h.need_begin, h.need_end,
+                         h.left, h.right});
+        return out;
+      },
+      "n"_a, "parts"_a, "kernel"_a, "stride"_a, "padding"_a, "dilation"_a);
+  m.def(
+      "infer_space",
+      [](const Partition& p, const std::vector<std::int64_t>& local, const std::string& dtype,
+         bool requires_grad, const std::vector<int>& whole, const std::string& op) {
+        std::string agreed;
+        bool any_grad = false;
+        auto space = infer(p, local, dtype, requires_grad, whole, op, &agreed, &any_grad);
+        return std::make_tuple(space, agreed, any_grad);
+      },
+      "partition"_a, "local_shape"_a, "dtype"_a, "requires_grad"_a, "whole_axes"_a, "op"_a);
   m.def("shape_on_rank", &shape_on_rank, "comm"_a, "root"_a, "local_shape"_a, "dtype"_a,
         "requires_grad"_a, "op"_a);
 
@@ -709,33 +734,38 @@ NB_MODULE(_core, m) {
       .def_prop_ro("range", &Operator::range)
       .def_prop_ro("name", &Operator::name)
       .def_prop_ro("dtype", &Operator::dtype_name)
-      .def("forward",
-           [](const Operator& op, const Array& x, bool agreed, bool numpy) {
-             return apply(op, x, false, agreed, numpy);
-           },
-           "x"_a, "agreed"_a = false, "numpy"_a = false)
-      .def("adjoint",
-           [](const Operator& op, const Array& y, bool agreed, bool numpy) {
-             return apply(op, y, true, agreed, numpy);
-           },
-           "y"_a, "agreed"_a = false, "numpy"_a = false)
-      .def("start_forward",
-           [](const Operator& op, const Array& x, bool numpy) { return start(op, x, false, numpy); },
-           "x"_a, "numpy"_a = false)
-      .def("start_adjoint",
-           [](const Operator& op, const Array& y, bool numpy) { return start(op, y, true, numpy); },
-           "y"_a, "numpy"_a = false)
-      .def("adjoint_test",
-           [](const Operator& op, std::uint64_t seed, double tolerance) {
-             auto run = [&]<class T>() {
-               const double tol = tolerance > 0 ? tolerance : testing::adjoint_tolerance<T>();
-               const auto r = testing::adjoint_test(op.get<T>(), seed, tol);
-               return std::make_tuple(r.passed, r.forward_inner, r.adjoint_inner, r.relative_error,
-                                      r.str());
-             };
-             return op.dtype == DType::f32 ? run.operator()<float>() : run.operator()<double>();
-           },
-           "seed"_a = 20261121, "tolerance"_a = 0.0);
+      .def(
+          "forward",
+          [](const Operator& op, const Array& x, bool agreed, bool numpy) {
+            return apply(op, x, false, agreed, numpy);
+          },
+          "x"_a, "agreed"_a = false, "numpy"_a = false)
+      .def(
+          "adjoint",
+          [](const Operator& op, const Array& y, bool agreed, bool numpy) {
+            return apply(op, y, true, agreed, numpy);
+          },
+          "y"_a, "agreed"_a = false, "numpy"_a = false)
+      .def(
+          "start_forward",
+          [](const Operator& op, const Array& x, bool numpy) { return start(op, x, false, numpy); },
+          "x"_a, "numpy"_a = false)
+      .def(
+          "start_adjoint",
+          [](const Operator& op, const Array& y, bool numpy) { return start(op, y, true, numpy); },
+          "y"_a, "numpy"_a = false)
+      .def(
+          "adjoint_test",
+          [](const Operator& op, std::uint64_t seed, double tolerance) {
+            auto run = [&]<class T>() {
+              const double tol = tolerance > 0 ? tolerance : testing::adjoint_tolerance<T>();
+              const auto r = testing::adjoint_test(op.get<T>(), seed, tol);
+              return std::make_tuple(r.passed, r.forward_inner, r.adjoint_inner, r.relative_error,
+                                     r.str());
+            };
+            return op.dtype == DType::f32 ? run.operator()<float>() : run.operator()<double>();
+          },
+          "seed"_a = 20261121, "tolerance"_a = 0.0);
 
   nb::class_<Transfer>(m, "Transfer")
       .def("wait", &Transfer::wait)
@@ -774,9 +804,10 @@ NB_MODULE(_core, m) {
         [](const std::string& dtype, const TensorSpace& split, const std::vector<int>& axes) {
           return make_operator<ReduceScatter>(dtype, split, axes);
         });
-  m.def("repartition", [](const std::string& dtype, const TensorSpace& src, const TensorSpace& dst) {
-    return make_operator<Repartition>(dtype, src, dst);
-  });
+  m.def("repartition",
+        [](const std::string& dtype, const TensorSpace& src, const TensorSpace& dst) {
+          return make_operator<Repartition>(dtype, src, dst);
+        });
   m.def("halo_exchange",
         [](const std::string& dtype, const TensorSpace& interior,
            const std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>>& widths) {
@@ -791,49 +822,53 @@ NB_MODULE(_core, m) {
             windows.push_back(ConvWindow{kernel[a], stride.at(a), padding.at(a), dilation.at(a)});
           return make_operator<HaloExchange>(dtype, interior, windows);
         });
-  m.def("send_recv",
-        [](const std::string& dtype, std::int64_t comm, const std::vector<std::int64_t>& shape,
-           int src, int dst) {
-          auto op = std::make_shared<Operator>();
-          op->dtype = dtype_from_name(dtype);
-          MPI_Comm c = comm_from_handle(comm);
-          if (op->dtype == DType::f32) {
-            op->send_recv_f = std::make_shared<SendRecv<float>>(c, shape_of(shape), src, dst);
-            op->f = op->send_recv_f;
-          } else {
-            op->send_recv_d = std::make_shared<SendRecv<double>>(c, shape_of(shape), src, dst);
-            op->d = op->send_recv_d;
-          }
-          return op;
-        });
+  m.def("send_recv", [](const std::string& dtype, std::int64_t comm,
+                        const std::vector<std::int64_t>& shape, int src, int dst) {
+    auto op = std::make_shared<Operator>();
+    op->dtype = dtype_from_name(dtype);
+    MPI_Comm c = comm_from_handle(comm);
+    if (op->dtype == DType::f32) {
+      op->send_recv_f = std::make_shared<SendRecv<float>>(c, shape_of(shape), src, dst);
+      op->f = op->send_recv_f;
+    } else {
+      op->send_recv_d = std::make_shared<SendRecv<double>>(c, shape_of(shape), src, dst);
+      op->d = op->send_recv_d;
+    }
+    return op;
+  });
 
   nb::class_<Extremum>(m, "Extremum");
-  m.def("extremum_forward",
-        [](const TensorSpace& space, const std::vector<int>& axes, const Array& x, bool max,
-           bool numpy) { return extremum_forward(space, axes, x, max, numpy); },
-        "space"_a, "axes"_a, "x"_a, "max"_a, "numpy"_a = false);
-  m.def("extremum_backward",
-        [](Extremum& e, const Array& dy, bool numpy) { return extremum_backward(e, dy, numpy); },
-        "state"_a, "dy"_a, "numpy"_a = false);
+  m.def(
+      "extremum_forward",
+      [](const TensorSpace& space, const std::vector<int>& axes, const Array& x, bool max,
+         bool numpy) { return extremum_forward(space, axes, x, max, numpy); },
+      "space"_a, "axes"_a, "x"_a, "max"_a, "numpy"_a = false);
+  m.def(
+      "extremum_backward",
+      [](Extremum& e, const Array& dy, bool numpy) { return extremum_backward(e, dy, numpy); },
+      "state"_a, "dy"_a, "numpy"_a = false);
 
   nb::class_<ContrastiveState>(m, "ContrastiveState");
   m.def("contrastive_forward", &contrastive_forward, "kind"_a, "a"_a, "b"_a, "logit_scale"_a,
         "logit_bias"_a, "temperature"_a, "comm"_a, "strategy"_a, "root"_a, "normalize"_a);
-  m.def("contrastive_backward",
-        [](ContrastiveState& st, const Array& seed) { return contrastive_backward(st, seed); },
-        "state"_a, "seed"_a);
+  m.def(
+      "contrastive_backward",
+      [](ContrastiveState& st, const Array& seed) { return contrastive_backward(st, seed); },
+      "state"_a, "seed"_a);
 
-  m.def("assemble",
-        [](const TensorSpace& space, const Array& x, int root, bool numpy) {
-          return dtype_of(x, "assemble") == DType::f32 ? assemble_impl<float>(space, x, root, numpy)
-                                                       : assemble_impl<double>(space, x, root, numpy);
-        },
-        "space"_a, "x"_a, "root"_a = 0, "numpy"_a = false);
-  m.def("distribute",
-        [](const TensorSpace& space, const Array& global, bool numpy) {
-          return dtype_of(global, "distribute") == DType::f32
-                     ? distribute_impl<float>(space, global, numpy)
-                     : distribute_impl<double>(space, global, numpy);
-        },
-        "space"_a, "global_tensor"_a, "numpy"_a = false);
+  m.def(
+      "assemble",
+      [](const TensorSpace& space, const Array& x, int root, bool numpy) {
+        return dtype_of(x, "assemble") == DType::f32 ? assemble_impl<float>(space, x, root, numpy)
+                                                     : assemble_impl<double>(space, x, root, numpy);
+      },
+      "space"_a, "x"_a, "root"_a = 0, "numpy"_a = false);
+  m.def(
+      "distribute",
+      [](const TensorSpace& space, const Array& global, bool numpy) {
+        return dtype_of(global, "distribute") == DType::f32
+                   ? distribute_impl<float>(space, global, numpy)
+                   : distribute_impl<double>(space, global, numpy);
+      },
+      "space"_a, "global_tensor"_a, "numpy"_a = false);
 }
