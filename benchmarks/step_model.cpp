@@ -1,11 +1,13 @@
 // bench_step_model: a model of one training step of examples/lenet5 (model parallel over 2 ranks
 // per replica, data parallel over the replicas), of examples/cnn (data parallel, one rank per
 // replica, buckets overlapped with backward) and of examples/unet3d (every layer on a spatial grid
-// of ranks, replicas over the rest), projected to 1,024 ranks of a cluster.
+// of ranks, replicas over the rest), and of sequence-parallel attention (ring and all-to-all, a
+// fixed block of tokens per rank), projected to 1,024 ranks of a cluster.
 //
 //   mpiexec.mpich -n 2 build/benchmarks/bench_step_model [--batch 64] [--global-batch 1024] [--csv]
 //       [--programs lenet5,cnn,unet3d] [--unet-batch 2] [--volume-per-rank 16]
-//       [--unet-model-ranks 8]
+//       [--unet-model-ranks 8] [--attention-block 1024] [--attention-heads 16]
+//       [--attention-head-dim 64] [--attention-speedup F]
 //
 // Compute is measured here, per layer: each program's step runs under distop's trace
 // (core/trace.hpp) at every batch the projections need (weak scaling: --batch per replica; strong
@@ -41,6 +43,18 @@
 // Output: per-layer tables, then the weak and strong scaling projections for 1-1,024 ranks with
 // each configuration's efficiency against the smallest one and the term that limits it (unet3d:
 // weak scaling over the spatial grid, one replica, and hybrid, replicas of --unet-model-ranks).
+// Attention (--programs attention): the forward and the backward of one block (--attention-block
+// queries against as many keys, --attention-heads heads of --attention-head-dim, batch 1, float)
+// measured on rank 0 alone; at P ranks the sequence is P blocks (weak scaling in tokens per rank,
+// so each rank's attention work grows as P: the ideal step is P block times). The ring: P - 1
+// steps, each the larger of a block's compute and its key/value transfer to the next rank (point
+// to point, on the machine spanning the P ranks), then the last block; backward alike with the
+// block and its gradient in flight. The all-to-all: the same arithmetic (H/P heads over the whole
+// sequence) plus four all-to-alls forward and four backward of the rank's q, k, v and output
+// (alltoallv, P - 1 peers); it needs H >= P. Memory per rank: the ring's blocks (q, k, v, output,
+// two travelling blocks and their gradients) and two block score tiles; the all-to-all's H/P heads'
+// scores and weights over the whole sequence. --attention-speedup F divides the measured block
+// times by F, for a device F times faster than this host (the network's times stay).
 // With --csv: rows record,program,batch,name,ms (record: layer, compute, operator), then the
 // projections under their own header.
 #include "step_model.hpp"
@@ -164,9 +178,13 @@ struct Settings {
   std::string trace_path = "bench_step_model.trace";
   bench::FatTree cluster;
   std::vector<std::string> programs{"lenet5", "cnn", "unet3d"};
-  std::int64_t unet_batch = 2;        // volumes per replica
-  std::int64_t volume_per_rank = 16;  // each rank's block: volume_per_rank^3 voxels
-  int unet_model_ranks = 8;           // the hybrid projection's ranks per replica
+  std::int64_t unet_batch = 2;          // volumes per replica
+  std::int64_t volume_per_rank = 16;    // each rank's block: volume_per_rank^3 voxels
+  int unet_model_ranks = 8;             // the hybrid projection's ranks per replica
+  std::int64_t attention_block = 1024;  // tokens per rank
+  std::int64_t attention_heads = 16;
+  std::int64_t attention_head_dim = 64;
+  double attention_speedup = 1;  // the measured block times divided by this (a faster device)
   bool wants(const std::string& p) const {
     return std::find(programs.begin(), programs.end(), p) != programs.end();
   }
@@ -580,6 +598,89 @@ void project_unet3d(const Settings& s, const Measured& m,
   }
 }
 
+// One block of sequence-parallel attention (the ring's unit of work) on this rank alone: the
+// forward's and the backward's seconds, the median over --steps after --warmup.
+std::pair<double, double> measure_attention_block(const Settings& s) {
+  const Partition self = Partition::self(Shape{1});
+  const Shape global{1, s.attention_heads, s.attention_block, s.attention_head_dim};
+  const TensorSpace space(self, Decomposition::balanced(global, self.shape(), {-1, -1, -1, -1}));
+  const nn::SequenceParallelAttention<float> attention(space, {});
+  auto seeded = [&](std::uint64_t seed) {
+    std::vector<float> v(static_cast<std::size_t>(global.numel()));
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<float>(2 * random::uniform(seed, i) - 1);
+    return DistTensor<float>(space, Tensor<float>::from_vector(global, v));
+  };
+  Var<float> q(seeded(1), true), k(seeded(2), true), v(seeded(3), true);
+  const DistTensor<float> dy = seeded(4);
+  std::vector<double> fwd, bwd;
+  for (int i = 0; i < s.warmup + s.steps; ++i) {
+    Tape tape;
+    for (auto* x : {&q, &k, &v}) x->zero_grad();
+    double t0 = MPI_Wtime();
+    Var<float> y = attention.forward(tape, q, k, v);
+    const double t1 = MPI_Wtime();
+    backward(tape, y, dy);
+    const double t2 = MPI_Wtime();
+    if (i < s.warmup) continue;
+    fwd.push_back(t1 - t0);
+    bwd.push_back(t2 - t1);
+  }
+  return {bench::median(fwd), bench::median(bwd)};
+}
+
+// Sequence-parallel attention projected over 1..--max-ranks ranks (rank 0), ring and all-to-all.
+void project_attention(const Settings& s, double fwd, double bwd) {
+  fwd /= s.attention_speedup;
+  bwd /= s.attention_speedup;
+  const std::int64_t b = s.attention_block, h = s.attention_heads, d = s.attention_head_dim;
+  const double block_bytes = 4.0 * static_cast<double>(h * b * d);  // one of q, k, v (float)
+  if (!s.csv)
+    std::printf(
+        "\n# attention: one block of %lld tokens, %lld heads of %lld (float): forward %.3f ms, "
+        "backward %.3f ms (measured on one rank, divided by --attention-speedup)\n# attention, "
+        "weak scaling in tokens per rank: "
+        "the sequence is P blocks; ideal = P block times\n%6s %9s %10s %10s %8s %10s %8s %10s "
+        "%10s\n",
+        static_cast<long long>(b), static_cast<long long>(h), static_cast<long long>(d), fwd * 1e3,
+        bwd * 1e3, "ranks", "seq", "ideal ms", "ring ms", "ring eff", "a2a ms", "a2a eff",
+        "ring MiB", "a2a MiB");
+  for (int p = 1; p <= s.max_ranks; p *= 2) {
+    const cost::Machine m = bench::fat_tree_machine(s.cluster, p);
+    const double kv = cost::point_to_point(static_cast<std::int64_t>(2 * block_bytes), m).seconds;
+    const double ideal = p * (fwd + bwd);
+    const double ring = (p - 1) * std::max(fwd, kv) + fwd + (p - 1) * std::max(bwd, 2 * kv) + bwd;
+    const bool a2a_fits = h >= p;
+    const auto share = static_cast<std::int64_t>(block_bytes * (p - 1) / p);
+    const double a2a =
+        ideal + 8 * cost::alltoallv(share, share, p - 1, m).seconds * (p > 1 ? 1 : 0);
+    // Memory per rank (MiB): the ring's q, k, v, output and their gradients' blocks, two
+    // travelling [K | V] blocks and two gradient ones, two score tiles; the all-to-all's blocks
+    // likewise and its heads' scores and weights over the whole sequence.
+    const double tile = 4.0 * static_cast<double>(b * b);
+    const double ring_mib = (8 * block_bytes + 8 * block_bytes + 2 * tile) / 1048576.0;
+    const double seq = static_cast<double>(b) * p;
+    const double a2a_mib =
+        (12 * block_bytes + 2 * 4.0 * std::ceil(double(h) / p) * seq * seq) / 1048576.0;
+    if (s.csv) {
+      std::printf("projection,attention,weak-tokens,ring,%d,1,%lld,%.4f,%.4f,0,%.4f,%.4f,-\n", p,
+                  static_cast<long long>(b * p), ideal * 1e3, (ring - ideal) * 1e3, ring * 1e3,
+                  ideal / ring);
+      if (a2a_fits)
+        std::printf("projection,attention,weak-tokens,alltoall,%d,1,%lld,%.4f,%.4f,0,%.4f,%.4f,-\n",
+                    p, static_cast<long long>(b * p), ideal * 1e3, (a2a - ideal) * 1e3, a2a * 1e3,
+                    ideal / a2a);
+      continue;
+    }
+    std::printf("%6d %9lld %10.3f %10.3f %8.3f ", p, static_cast<long long>(b * p), ideal * 1e3,
+                ring * 1e3, ideal / ring);
+    if (a2a_fits)
+      std::printf("%10.3f %8.3f %10.1f %10.1f\n", a2a * 1e3, ideal / a2a, ring_mib, a2a_mib);
+    else
+      std::printf("%10s %8s %10.1f %10s\n", "H < P", "-", ring_mib, "-");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -589,9 +690,23 @@ int main(int argc, char** argv) {
   CLI::App app{
       "A model of one training step of LeNet-5, examples/cnn and examples/unet3d, projected to "
       "1,024 ranks"};
-  app.add_option("--programs", s.programs, "Which programs: lenet5, cnn, unet3d")
+  app.add_option("--programs", s.programs, "Which programs: lenet5, cnn, unet3d, attention")
       ->delimiter(',')
-      ->check(CLI::IsMember({"lenet5", "cnn", "unet3d"}))
+      ->check(CLI::IsMember({"lenet5", "cnn", "unet3d", "attention"}))
+      ->capture_default_str();
+  app.add_option("--attention-block", s.attention_block, "attention: tokens per rank")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--attention-heads", s.attention_heads, "attention: heads")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--attention-head-dim", s.attention_head_dim, "attention: head dimension")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--attention-speedup", s.attention_speedup,
+                 "attention: divide the measured block times by this (a device this many times "
+                 "faster than this host)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--unet-batch", s.unet_batch, "unet3d: volumes per replica")
       ->check(CLI::PositiveNumber)
@@ -688,6 +803,8 @@ int main(int argc, char** argv) {
     // measured at one rank's block on rank 0 alone.
     if (s.wants("unet3d")) check_unet_halos(s, s.unet_batch);
     std::vector<std::int64_t> cnn_buckets, unet_buckets;
+    std::pair<double, double> attention_block{0, 0};
+    if (rank == 0 && s.wants("attention")) attention_block = measure_attention_block(s);
     if (rank == 0) {
       const parallel::Replicas self(MPI_COMM_SELF, 1);
       if (s.wants("cnn")) {
@@ -818,6 +935,7 @@ int main(int argc, char** argv) {
       }
     }
     if (s.wants("unet3d")) project_unet3d(s, unet_m.at(s.unet_batch), unet_buckets);
+    if (s.wants("attention")) project_attention(s, attention_block.first, attention_block.second);
     return 0;
   });
 }
