@@ -3,6 +3,7 @@
 #include <distop/kernels/box.hpp>
 #include <distop/kernels/transpose.hpp>
 #include <map>
+#include <optional>
 #include <utility>
 
 namespace distop::examples {
@@ -80,6 +81,43 @@ Var<float> canonical_copy(Tape& tape, const Var<float>& y,
       FunctionOptions{.collective = true});
 }
 
+// f along the sequence axis for parameters replicated over it (each copy used on its own rank's
+// tokens, so each receives its own tokens' part of the gradient): forward, the parameters as they
+// are (every sequence rank holds the same values; the output is a marker); backward, each
+// parameter's gradient replaced by its AllSumReduce over the axis, so that every copy holds the
+// gradient with respect to the one shared value, as a tied tensor's. Recorded before the layers
+// that use the parameters, its backward runs after theirs, when their contributions are all in;
+// and since it takes the parameters as inputs, their gradients become ready (for the data-parallel
+// reduction) only after it. Collective over the parameters' partition.
+Var<float> tie_over_sequence(Tape& tape, const std::vector<Var<float>>& params,
+                             const std::vector<std::shared_ptr<const AllSumReduce<float>>>& sums,
+                             const TensorSpace& marker) {
+  return make_function<float>(
+      tape, "tie_over_sequence", std::vector<Var<float>>(params),
+      [&] {
+        return Computed{
+            DistTensor<float>(marker), [sums](const DistTensor<float>&, Gradients<float>& g) {
+              for (std::size_t i = 0; i < sums.size(); ++i)
+                g.accumulate(i, [&](float beta, Tensor<float>& grad) {
+                  if (beta == 0.0f) grad.fill(0.0f);
+                  const DistTensor<float> summed =
+                      sums[i]->apply(DistTensor<float>::from_local(sums[i]->domain(), grad));
+                  grad.copy_from(summed.local());
+                });
+            }};
+      },
+      FunctionOptions{.collective = true});
+}
+
+// With S > 1: the tokens split over grid axis 0 in balanced blocks (the class token in block 0),
+// attention across them by the strategy.
+std::optional<nn::SequenceParallel> sequence_parallel(const ViTConfig& c) {
+  if (c.sequence_parallel == 1) return std::nullopt;
+  return nn::SequenceParallel{.sequence_axis = kSequenceAxis,
+                              .strategy = nn::parse_sequence_parallel_strategy(c.sp_strategy),
+                              .layout = nn::SequenceLayout::contiguous};
+}
+
 // The grid [S, T] over `comm`, after checking the sizes (Errors on every rank).
 Partition checked_grid(const ViTConfig& c, MPI_Comm comm) {
   const std::int64_t t = c.tensor_parallel, s = c.sequence_parallel;
@@ -99,9 +137,7 @@ Partition checked_grid(const ViTConfig& c, MPI_Comm comm) {
   DISTOP_CHECK(c.mlp_dim >= 1 && c.mlp_dim % t == 0, kOp, "--mlp-dim ", c.mlp_dim,
                " is not a multiple of --tensor-parallel ", t);
   DISTOP_CHECK(c.depth >= 1, kOp, "--depth must be at least 1, found ", c.depth);
-  DISTOP_CHECK(s == 1, kOp, "--sequence-parallel ", s,
-               ": sequence parallelism is not built yet (the encoder blocks take the token axis "
-               "whole); run with --sequence-parallel 1");
+  nn::parse_sequence_parallel_strategy(c.sp_strategy);  // an Error for an unknown name
   DISTOP_CHECK(c.tokens() >= s, kOp, "--sequence-parallel ", s, " splits ", c.tokens(),
                " tokens: more ranks than tokens");
 
@@ -122,7 +158,8 @@ class ViT::Blocks : public nn::Module<float> {
                                     nn::TensorParallelTransformerEncoderLayerOptions{
                                         .tensor_axis = kTensorAxis,
                                         .dropout = 0.0,
-                                        .seed = nn::parameter_seed(c.seed, "layers." + name)})));
+                                        .seed = nn::parameter_seed(c.seed, "layers." + name),
+                                        .sequence_parallel = sequence_parallel(c)})));
     }
   }
   Var<float> forward(Tape& tape, Var<float> h) {
@@ -148,6 +185,11 @@ struct ViT::Plans {
     std::shared_ptr<const Broadcast<float>> to_group;         // rank (0, 0) -> block 0's ranks
   };
   std::map<std::int64_t, Batch> by_batch;
+  // S > 1: the blocks' parameters, each replicated over the sequence ranks, and their sums over
+  // them (tie_over_sequence).
+  std::vector<Var<float>> block_parameters;
+  std::vector<std::shared_ptr<const AllSumReduce<float>>> sequence_sums;
+  TensorSpace marker;
 };
 
 ViT::ViT(const ViTConfig& c, MPI_Comm comm)
@@ -174,6 +216,14 @@ ViT::ViT(const ViTConfig& c, MPI_Comm comm)
                                   e, c.classes, head_ranks_,
                                   nn::LinearOptions{.seed = nn::parameter_seed(c.seed, "head")}));
   plans_ = std::make_shared<Plans>();
+  if (c.sequence_parallel > 1) {
+    for (const auto& param : layers_->named_parameters()) {
+      plans_->block_parameters.push_back(param.var);
+      plans_->sequence_sums.push_back(std::make_shared<const AllSumReduce<float>>(
+          param.var.space(), std::vector<int>{kSequenceAxis}));
+    }
+    plans_->marker = whole_on(grid_, Shape{1});
+  }
 }
 
 TensorSpace ViT::input_space(std::int64_t batch) const {
@@ -203,6 +253,8 @@ Var<float> ViT::forward(Tape& tape, const Var<float>& x) {
                  p.to_group->range().str(), ", expected ", p.features.str());
   }
 
+  if (!plans_->block_parameters.empty())
+    tie_over_sequence(tape, plans_->block_parameters, plans_->sequence_sums, plans_->marker);
   // Every rank embeds every token alike: the patches, the class token in front, the positions.
   const Var<float> maps = patch_embed_->forward(tape, x);
   Var<float> h = maps_to_tokens(tape, maps, p.tokens);
@@ -217,8 +269,7 @@ Var<float> ViT::forward(Tape& tape, const Var<float>& x) {
   h = layers_->forward(tape, h);
   // The class token's output, normalised on block 0's ranks, to rank (0, 0) for the head.
   const Var<float> first = norm_->forward(tape, first_token(tape, h, p.first));
-  return head_->forward(tape,
-                        canonical_copy(tape, nn::flatten(tape, first), p.to_group));
+  return head_->forward(tape, canonical_copy(tape, nn::flatten(tape, first), p.to_group));
 }
 
 std::string ViT::describe() const {

@@ -50,14 +50,18 @@ struct ViTConfig {
 // rank, and so are the patch embedding, the class token and the position embeddings: every rank
 // embeds all tokens alike, the copies tied (with S > 1 an f along axis 0, identity forward and an
 // all-reduce of the gradient backward, ties them over the sequence ranks), then keeps its block of
-// tokens. The class token's output (on the ranks of block 0) is normalised there, taken to its
+// tokens. The blocks (TensorParallelTransformerEncoderLayer with sequence_parallel on axis 0,
+// ring or all-to-all attention) work on each rank's own tokens, so each sequence rank's copy of a
+// block parameter receives its own tokens' part of the gradient: an f along axis 0 recorded before
+// the blocks (its backward after theirs) replaces each by the sum over the sequence ranks, the
+// gradient with respect to the one shared value. The class token's output (on the ranks of block 0) is normalised there, taken to its
 // canonical copy, rank (0, 0), whose gradient travels back as a Broadcast to the tensor-parallel
 // group, and the head computes the logits on rank (0, 0) alone: each example's loss counted once.
 class ViT : public nn::Module<float> {
  public:
   // Collective over `comm`, which has T S ranks. Errors (on every rank) for sizes that do not fit
   // the split: the image not a multiple of the patch, E not a multiple of the heads, heads or
-  // mlp_dim not multiples of T, S > 1 where sequence parallelism is not built.
+  // mlp_dim not multiples of T, more sequence ranks than tokens, an unknown strategy.
   ViT(const ViTConfig& config, MPI_Comm comm = MPI_COMM_WORLD);
 
   // [batch, C, H, W], whole on every rank of the grid.
