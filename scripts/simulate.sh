@@ -48,6 +48,7 @@
 #                        automatic (default: pairwise rounds once replicas - 1 exceed the window),
 #                        collective (MPI_Ialltoallv/Iallgatherv) or pairwise
 #   DISTOP_SIM_EXCHANGE_WINDOW  the reducer's pairwise rounds in flight (default 32)
+#   DISTOP_SIM_BUILD     1 (default): build bench_simulated first; 0: run the build as it is
 #   DISTOP_SIM_OPTIMIZE  the optimisation flags of a new build-smpi (default -O3; CI's check that
 #                        the variant builds and runs uses -O1, which compiles faster and computes
 #                        more slowly, so its simulated times are not the ones to record)
@@ -76,7 +77,7 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     "-DCMAKE_CXX_FLAGS_RELEASE=${DISTOP_SIM_OPTIMIZE:--O3} -DNDEBUG" -DCMAKE_CXX_COMPILER=smpicxx \
     -DDISTOP_ENABLE_SMPI=ON -DDISTOP_ENABLE_EXAMPLES=OFF "${launcher[@]}" >/dev/null
 fi
-cmake --build "$build" -j"$(nproc)" --target bench_simulated >/dev/null
+[ "${DISTOP_SIM_BUILD:-1}" = 0 ] || cmake --build "$build" -j"$(nproc)" --target bench_simulated >/dev/null
 program=$root/$build/benchmarks/bench_simulated
 libdistop=$(readlink -f "$build/src/libdistop.so")
 soname=$(basename "$(ls "$build"/src/libdistop.so.[0-9]* | head -n1)")
@@ -104,10 +105,12 @@ hosts=$(wc -l <"$hostfile")
 # (Kokkos' state, distop's environment, timers, pools) are per rank. Collectives pinned: SMPI's
 # default selector with MPICH's long-message all-reduce (Rabenseifner: reduce-scatter +
 # recursive-doubling all-gather) and long-message reduce (reduce-scatter + gather; SMPI's default
-# reduce is linear); other selectors take minutes per all-reduce at 1,024 ranks. Broadcast and
-# all-gather(v) take MPICH's choices: the SMPI build of distop calls the blocking MPI_Bcast and
-# MPI_Allgatherv where a real build posts MPI_Ibcast and MPI_Iallgatherv, which SMPI runs flat
-# (the root sending to each rank in turn; every pair at once).
+# reduce is linear); other selectors take minutes per all-reduce at 1,024 ranks. Broadcast is
+# binomial and all-gather(v) recursive doubling (MPICH's algorithms for distop's sizes; SMPI's
+# "mpich" selector would first run a ring all-gather over each new communicator, P^2 messages):
+# the SMPI build of distop calls the blocking MPI_Bcast and MPI_Allgatherv where a real build
+# posts MPI_Ibcast and MPI_Iallgatherv, which SMPI runs flat (the root sending to each rank in
+# turn; every pair at once).
 # An MPI_Test or MPI_Iprobe costs 100 ns of simulated time (SMPI's default, 100 us, made the
 # gradient reducer's progress calls the largest part of a LeNet-5 step at 64 ranks). distop waits
 # inside MPI (DISTOP_YIELD_WHEN_IDLE=0: every rank of the simulation is in one
@@ -117,7 +120,7 @@ smpi_args=(
   -platform "$platform" -hostfile "$hostfile"
   "--cfg=smpi/privatize-libs:$kokkos;$(dirname "$libdistop")/$soname"
   --cfg=smpi/allreduce:rab_rdb --cfg=smpi/reduce:scatter_gather
-  --cfg=smpi/bcast:mpich --cfg=smpi/allgatherv:mpich
+  --cfg=smpi/bcast:binomial_tree --cfg=smpi/allgatherv:mpich_rdb
   --cfg=smpi/test:1e-7 --cfg=smpi/iprobe:1e-7 --cfg=smpi/shared-malloc:global
   --cfg=smpi/display-timing:yes
   --log=root.thres:warning --log=smpi_config.thres:error --log=xbt_cfg.thres:warning
