@@ -256,6 +256,11 @@ bench::OpProfile unet3d_op_profile(const Settings& s) {
 // DataParallel. Injected (s.injected): every operation's compute replayed from the op profile
 // (op_compute.hpp), the optimizer step and the rest of the step after the optimizer.
 void run_unet3d(const Settings& s, int ranks) {
+#ifndef DISTOP_SMPI
+  // Checked on every rank alike (the same arguments): the op hook exists in the SMPI build only.
+  DISTOP_CHECK(!s.injected, "bench_simulated",
+               "unet3d --compute injected needs the SMPI build (scripts/simulate.sh)");
+#endif
   // Fewer ranks than --model-ranks (a series' base run): one replica of all of them.
   const int model_ranks = s.model_ranks == 0 ? ranks : std::min(s.model_ranks, ranks);
   DISTOP_CHECK(ranks % model_ranks == 0, "bench_simulated", "unet3d: --model-ranks (", model_ranks,
