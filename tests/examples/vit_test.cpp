@@ -110,6 +110,12 @@ void expect_twin_state_dict(const fs::path& path, std::int64_t channels, std::in
   }
 }
 
+// One rank's three steps, run once for both tests.
+const std::vector<double>& one_rank() {
+  static const std::vector<double> losses = three_steps(1, "np1", "");
+  return losses;
+}
+
 void expect_same_losses(const std::vector<double>& got, const std::vector<double>& want,
                         const std::string& run) {
   ASSERT_EQ(want.size(), 3u);
@@ -123,7 +129,7 @@ void expect_same_losses(const std::vector<double>& got, const std::vector<double
 // From the seed's weights (the same at any T) and the same data order, the losses of T = 2 and 4,
 // two and four replicas and T = 2 with two replicas equal one rank's to float rounding.
 TEST(ViT, LossesAgreeAcrossTensorAndDataParallelism) {
-  const auto one = three_steps(1, "np1", "");
+  const auto& one = one_rank();
   ASSERT_EQ(one.size(), 3u);
   for (const double l : one) ASSERT_TRUE(std::isfinite(l) && l > 0);
   expect_same_losses(three_steps(2, "np2t2", "--tensor-parallel 2"), one, "T = 2");
@@ -137,7 +143,7 @@ TEST(ViT, LossesAgreeAcrossTensorAndDataParallelism) {
 // attention across the blocks by ring and by all-to-all attention, alone and with T or R: the
 // same losses as one rank's (the blocks' parameters tied over the sequence ranks).
 TEST(ViT, LossesAgreeWithSequenceParallelism) {
-  const auto one = three_steps(1, "np1", "");
+  const auto& one = one_rank();
   ASSERT_EQ(one.size(), 3u);
   expect_same_losses(three_steps(2, "np2s2ring", "--sequence-parallel 2 --sp-strategy ring"), one,
                      "S = 2, ring");
@@ -189,16 +195,16 @@ TEST(ViT, TrainsOnCifar10FormatData) {
 }
 
 TEST(ViT, BadFlagsAreClearErrors) {
-  expect_clean_failure(run_vit(4, small() + "--tensor-parallel 2 --steps 1"),
-                       "--tensor-parallel 2 x --sequence-parallel 1 x --replicas 1 = 2 ranks, but "
-                       "the run has 4");
+  expect_clean_failure(run_vit(2, small() + "--tensor-parallel 4 --steps 1"),
+                       "--tensor-parallel 4 x --sequence-parallel 1 x --replicas 1 = 4 ranks, but "
+                       "the run has 2");
   expect_clean_failure(run_vit(2, "--data " + data().string() +
                                       " --tensor-parallel 2 --heads 3 --embed-dim 12 --steps 1"),
                        "--heads 3 is not a multiple of --tensor-parallel 2");
   expect_clean_failure(run_vit(1, small() + "--sp-strategy butterfly --steps 1"), "--sp-strategy");
-  expect_clean_failure(run_vit(4, small() + "--sequence-parallel 2 --replicas 3 --steps 1"),
+  expect_clean_failure(run_vit(2, small() + "--sequence-parallel 2 --replicas 3 --steps 1"),
                        "--tensor-parallel 1 x --sequence-parallel 2 x --replicas 3 = 6 ranks, but "
-                       "the run has 4");
+                       "the run has 2");
   expect_clean_failure(run_vit(1, small() + "--patch 5 --steps 1"), "--patch 5 does not divide");
   expect_clean_failure(run_vit(1, "--dataset cifar10 --steps 1"), "--dataset cifar10 needs --data");
 }
