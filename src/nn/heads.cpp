@@ -6,6 +6,10 @@
 
 #include "common.hpp"
 #include "distop/kernels/axpy.hpp"
+#include "distop/nn/arithmetic.hpp"
+#include "distop/nn/dropout.hpp"
+#include "distop/nn/matmul.hpp"
+#include "distop/nn/softmax.hpp"
 #include "spaces.hpp"
 
 namespace distop::nn::detail {
@@ -262,7 +266,27 @@ DISTOP_INSTANTIATE_TO(float)
 DISTOP_INSTANTIATE_TO(double)
 #undef DISTOP_INSTANTIATE_TO
 
+template <class T>
+Var<T> attention(Tape& tape, const Var<T>& q, const Var<T>& k, const Var<T>& v,
+                 const AttentionMask<T>& mask, double scale_by, double dropout_p,
+                 std::uint64_t dropout_seed) {
+  Var<T> scores = matmul_nt(tape, scale(tape, q, scale_by), k);
+  Var<T> weights;
+  if (mask.is_causal) {
+    if (mask.attn_mask) scores = add(tape, scores, Var<T>(*mask.attn_mask, false));
+    weights = causal_softmax(tape, scores);
+  } else if (mask.attn_mask) {
+    weights = softmax(tape, scores, *mask.attn_mask);
+  } else {
+    weights = softmax(tape, scores);
+  }
+  if (dropout_p > 0.0) weights = dropout(tape, weights, dropout_p, dropout_seed, true);
+  return matmul(tape, weights, v);
+}
+
 #define DISTOP_INSTANTIATE(T)                                                                \
+  template Var<T> attention(Tape&, const Var<T>&, const Var<T>&, const Var<T>&,              \
+                            const AttentionMask<T>&, double, double, std::uint64_t);         \
   template Var<T> sequence_rows(Tape&, const Var<T>&);                                       \
   template Var<T> rows_to_sequences(Tape&, const Var<T>&, std::int64_t);                     \
   template Var<T> rows_to_sequences(Tape&, const Var<T>&, const TensorSpace&);               \

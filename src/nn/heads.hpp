@@ -7,6 +7,7 @@
 
 #include "distop/autodiff/tape.hpp"
 #include "distop/autodiff/var.hpp"
+#include "distop/nn/multihead_attention.hpp"
 
 namespace distop::nn::detail {
 
@@ -58,5 +59,13 @@ std::vector<Var<T>> split_heads_to(Tape& tape, const Var<T>& x, std::int64_t par
                                    const TensorSpace& heads);
 template <class T>
 Var<T> merge_heads_to(Tape& tape, const Var<T>& x, const TensorSpace& rows);
+
+// Local attention on heads [..., S, D] (any batch axes, split alike; S and D whole):
+// softmax(q k^T scale + mask) v, the mask as MultiheadAttention's (attn_mask added, then the causal
+// mask applied), dropout p on the weights with masks drawn from `dropout_seed` (none when p is 0).
+template <class T>
+Var<T> attention(Tape& tape, const Var<T>& q, const Var<T>& k, const Var<T>& v,
+                 const AttentionMask<T>& mask, double scale, double dropout_p,
+                 std::uint64_t dropout_seed);
 
 }  // namespace distop::nn::detail

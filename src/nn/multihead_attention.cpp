@@ -98,24 +98,14 @@ Var<T> MultiheadAttention<T>::forward(Tape& tape, const Var<T>& query, const Var
 template <class T>
 Var<T> MultiheadAttention<T>::attend(Tape& tape, const Var<T>& q, const Var<T>& k, const Var<T>& v,
                                      const AttentionMask<T>& mask) {
-  // [N, H, S, S2] scores of the scaled queries.
-  Var<T> scores =
-      matmul_nt(tape, scale(tape, q, 1.0 / std::sqrt(static_cast<double>(head_dim()))), k);
-  Var<T> weights;
-  if (mask.is_causal) {
-    if (mask.attn_mask) scores = add(tape, scores, Var<T>(*mask.attn_mask, false));
-    weights = causal_softmax(tape, scores);
-  } else if (mask.attn_mask) {
-    weights = softmax(tape, scores, *mask.attn_mask);
-  } else {
-    weights = softmax(tape, scores);
-  }
-  if (this->training() && options_.dropout > 0.0) {
-    const auto call = static_cast<std::uint64_t>((*calls_)++);
-    weights = dropout(tape, weights, options_.dropout,
-                      random::bits(parameter_seed(options_.seed, "dropout"), call), true);
-  }
-  return detail::merge_heads(tape, matmul(tape, weights, v));  // [N S, E]
+  const bool drop = this->training() && options_.dropout > 0.0;
+  const std::uint64_t seed = drop ? random::bits(parameter_seed(options_.seed, "dropout"),
+                                                 static_cast<std::uint64_t>((*calls_)++))
+                                  : 0;
+  const Var<T> attended =
+      detail::attention(tape, q, k, v, mask, 1.0 / std::sqrt(static_cast<double>(head_dim())),
+                        drop ? options_.dropout : 0.0, seed);
+  return detail::merge_heads(tape, attended);  // [N S, E]
 }
 
 template class MultiheadAttention<float>;

@@ -487,16 +487,14 @@ Var<T> SequenceParallelAttention<T>::Impl::alltoall(Tape& tape, const Var<T>& q,
     return apply(tape, to_heads, detail::view_as(tape, x, sequence5, "sequence_heads_view"));
   };
   const Var<T> qh = to_heads_of(q), kh = to_heads_of(k), vh = to_heads_of(v);
-  const Var<T> scores = matmul_nt(tape, scale(tape, qh, sc), kh);
-  Var<T> weights;
+  // The zigzag layout's causal mask is by position: an additive mask over the tensors' order.
+  AttentionMask<T> mask;
   if (o.is_causal && causal_mask)
-    weights = softmax(tape, scores, *causal_mask);
-  else if (o.is_causal)
-    weights = causal_softmax(tape, scores);
+    mask.attn_mask = *causal_mask;
   else
-    weights = softmax(tape, scores);
-  if (o.dropout > 0) weights = dropout(tape, weights, o.dropout, o.dropout_seed, true);
-  const Var<T> y = apply(tape, to_sequence, matmul(tape, weights, vh));
+    mask.is_causal = o.is_causal;
+  const Var<T> attended = detail::attention(tape, qh, kh, vh, mask, sc, o.dropout, o.dropout_seed);
+  const Var<T> y = apply(tape, to_sequence, attended);
   return detail::view_as(tape, y, space, "sequence_heads_view");
 }
 

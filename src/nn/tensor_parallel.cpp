@@ -316,21 +316,10 @@ Var<T> TensorParallelMultiheadAttention<T>::forward(Tape& tape, const Var<T>& x,
                                    {.is_causal = mask.is_causal,
                                     .dropout = drop ? options_.dropout : 0.0,
                                     .dropout_seed = drop_seed});
-  } else {
-    // Attention of this rank's heads, as MultiheadAttention::attend.
-    Var<T> scores = matmul_nt(
-        tape, scale(tape, qkv_heads[0], 1.0 / std::sqrt(static_cast<double>(d))), qkv_heads[1]);
-    Var<T> weights;
-    if (mask.is_causal) {
-      if (mask.attn_mask) scores = add(tape, scores, Var<T>(*mask.attn_mask, false));
-      weights = causal_softmax(tape, scores);
-    } else if (mask.attn_mask) {
-      weights = softmax(tape, scores, *mask.attn_mask);
-    } else {
-      weights = softmax(tape, scores);
-    }
-    if (drop) weights = dropout(tape, weights, options_.dropout, drop_seed, true);
-    attended = matmul(tape, weights, qkv_heads[2]);
+  } else {  // attention of this rank's heads, as MultiheadAttention's
+    attended = detail::attention(tape, qkv_heads[0], qkv_heads[1], qkv_heads[2], mask,
+                                 1.0 / std::sqrt(static_cast<double>(d)),
+                                 drop ? options_.dropout : 0.0, drop_seed);
   }
   const Var<T> merged =
       detail::merge_heads_to(tape, attended, rows_space(rows.space(), embed_dim_, axis, true));
