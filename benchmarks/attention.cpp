@@ -11,11 +11,14 @@
 //   mpiexec.mpich -n P <build>/benchmarks/bench_attention [--strategy none,ring,alltoall]
 //       [--seq 256,1024,...] [--batch N] [--heads H] [--head-dim D] [--causal]
 //       [--layout contiguous|zigzag] [--reps R] [--max-mib M] [--csv] [--no-header]
+//       [--budget-mib B]
 //
 // Memory: distop::tensor_memory()'s peak (host tensor storage) during the forward and backward,
 // minus what was in use before (q, k, v and the output gradient, allocated before, are not
 // counted), the largest over the ranks. A configuration whose scores (the unsharded S x S per
 // head, or the all-to-all's per rank) would pass --max-mib is skipped and printed as such.
+// --budget-mib B: for each strategy, the sequence doubled from the first --seq (one run each)
+// while the peak memory per rank stays within B MiB; prints the largest S that fits, with its peak.
 #include <mpi.h>
 
 #include <CLI/CLI.hpp>
@@ -167,6 +170,7 @@ int main(int argc, char** argv) {
     int reps = 3;
     double max_mib = 4096;
     bool csv = false, no_header = false;
+    double budget_mib = 0;
     app.add_option("--strategy", strategies, "none, ring, alltoall, comma-separated");
     app.add_option("--seq", seqs, "sequence lengths S, comma-separated");
     app.add_option("--batch", base.batch, "batch N (1)");
@@ -178,11 +182,42 @@ int main(int argc, char** argv) {
     app.add_option("--max-mib", max_mib, "skip configurations whose scores pass this many MiB");
     app.add_flag("--csv", csv, "CSV output");
     app.add_flag("--no-header", no_header, "leave out the header line");
+    app.add_option("--budget-mib", budget_mib,
+                   "find the longest sequence (doubling) each strategy fits in this many MiB per "
+                   "rank");
     if (const auto code = bench::parse_args(app, argc, argv)) return *code;
     base.layout = layout == "zigzag" ? nn::SequenceLayout::zigzag : nn::SequenceLayout::contiguous;
     int size = 1, rank = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (budget_mib > 0) {
+      if (rank == 0)
+        std::printf(csv ? "strategy,ranks,budget_mib,largest_seq,peak_bytes\n"
+                        : "%-9s %5s %11s %12s %14s\n",
+                    "strategy", "ranks", "budget MiB", "largest seq", "peak MiB/rank");
+      for (const std::string& st : split(strategies)) {
+        Config c = base;
+        c.strategy = st;
+        std::int64_t best = 0;
+        std::size_t best_peak = 0;
+        if (st == "alltoall" && c.heads < size) continue;
+        for (c.seq = std::stoll(split(seqs).front()); c.seq <= (std::int64_t{1} << 24);
+             c.seq *= 2) {
+          const Row row = measure(c, 1, size);
+          if (static_cast<double>(row.peak_bytes) > budget_mib * 1048576.0) break;
+          best = c.seq;
+          best_peak = row.peak_bytes;
+        }
+        if (rank == 0 && csv)
+          std::printf("%s,%d,%.0f,%lld,%zu\n", st.c_str(), size, budget_mib,
+                      static_cast<long long>(best), best_peak);
+        else if (rank == 0)
+          std::printf("%-9s %5d %11.0f %12lld %14.2f\n", st.c_str(), size, budget_mib,
+                      static_cast<long long>(best), best_peak / 1048576.0);
+        std::fflush(stdout);
+      }
+      return 0;
+    }
     if (rank == 0 && !no_header) {
       if (csv)
         std::printf(
