@@ -110,9 +110,7 @@ hosts=$(wc -l <"$hostfile")
 # "mpich" selector would first run a ring all-gather over each new communicator, P^2 messages):
 # the SMPI build of distop calls the blocking MPI_Bcast and MPI_Allgatherv where a real build
 # posts MPI_Ibcast and MPI_Iallgatherv, which SMPI runs flat (the root sending to each rank in
-# turn; every pair at once). Gather is binomial: SMPI's MPI_Comm_split gathers every rank's colour
-# and key, and its default gather waits on P requests in quadratic time (minutes per split at
-# 1,024 ranks; distop's steps make no MPI_Gather).
+# turn; every pair at once).
 # An MPI_Test or MPI_Iprobe costs 100 ns of simulated time (SMPI's default, 100 us, made the
 # gradient reducer's progress calls the largest part of a LeNet-5 step at 64 ranks). distop waits
 # inside MPI (DISTOP_YIELD_WHEN_IDLE=0: every rank of the simulation is in one
@@ -122,7 +120,7 @@ smpi_args=(
   -platform "$platform" -hostfile "$hostfile"
   "--cfg=smpi/privatize-libs:$kokkos;$(dirname "$libdistop")/$soname"
   --cfg=smpi/allreduce:rab_rdb --cfg=smpi/reduce:scatter_gather
-  --cfg=smpi/bcast:binomial_tree --cfg=smpi/allgatherv:mpich_rdb --cfg=smpi/gather:ompi_binomial
+  --cfg=smpi/bcast:binomial_tree --cfg=smpi/allgatherv:mpich_rdb
   --cfg=smpi/test:1e-7 --cfg=smpi/iprobe:1e-7 --cfg=smpi/shared-malloc:global
   --cfg=smpi/display-timing:yes
   --log=root.thres:warning --log=smpi_config.thres:error --log=xbt_cfg.thres:warning
