@@ -1,0 +1,3 @@
+"""DistDL's backends: only MPI, as in DistDL (``distop.distdl.backends.mpi``)."""
+
+from . import mpi  # noqa: F401

@@ -1,0 +1,5 @@
+"""DistDL's DistributedTranspose, which is Repartition."""
+
+from .repartition import Repartition
+
+DistributedTranspose = Repartition

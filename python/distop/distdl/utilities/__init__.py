@@ -1,0 +1,3 @@
+"""DistDL's utilities: ``torch`` (zero-volume tensors, padding) and ``slicing`` (balanced blocks)."""
+
+from . import slicing, torch  # noqa: F401
