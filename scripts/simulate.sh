@@ -43,7 +43,7 @@
 #                        call more than one rank alone spends (round_trip shows it; docs/scaling.md)
 #   DISTOP_SIM_SHARED_BYTES  tensors of this many bytes and more live in SMPI's shared malloc,
 #                        one physical copy for all ranks (contents meaningless; timing only).
-#                        Default 65536 with DISTOP_SIM_COMPUTE=injected, else 0 (off)
+#                        Default with DISTOP_SIM_COMPUTE=injected 65536 (unet3d 262144), else 0
 #   DISTOP_SIM_EXCHANGE  lenet5 and data_parallel: how the gradient reducer moves its chunks,
 #                        automatic (default: pairwise rounds once replicas - 1 exceed the window),
 #                        collective (MPI_Ialltoallv/Iallgatherv) or pairwise
@@ -161,6 +161,9 @@ run() {  # program ranks
   # SMPI's file, whose page faults would count as the kernels' time: 31 ms of thread CPU time per
   # step instead of 21); the base run needs none.
   local shared=$shared_bytes
+  # unet3d injected: from 256 KiB by default (every shared block is a mapping of SMPI's file; from
+  # 64 KiB, 1,024 ranks' blocks exceed the kernel's vm.max_map_count of 65,530 mappings).
+  [ "$1" != unet3d ] || [ "$compute" != injected ] || shared=${DISTOP_SIM_SHARED_BYTES:-262144}
   [ "${args[*]}" != "--compute injected --compute-profile $tmpdir/compute-profile.unet3d" ] ||
     [ -f "$tmpdir/compute-profile.unet3d" ] || shared=0
   local host=()
