@@ -1,9 +1,19 @@
-"""DistDL's distributed layers over distop: the primitives (Broadcast, SumReduce, AllSumReduce,
-Repartition / DistributedTranspose, HaloExchange), each in DistDL's module."""
+"""DistDL's distributed layers over distop, each in DistDL's module: the primitives (Broadcast,
+SumReduce, AllSumReduce, Repartition / DistributedTranspose, HaloExchange), the feature-partitioned
+convolutions and pooling, batch normalisation, the linear layer and the losses."""
 
 from . import all_sum_reduce, broadcast, halo_exchange, mixins, module, repartition  # noqa: F401
 from . import sum_reduce, transpose  # noqa: F401
+from . import batchnorm, conv_feature, linear, loss, pooling  # noqa: F401
 from .all_sum_reduce import AllSumReduce
+from .batchnorm import DistributedBatchNorm
+from .conv_feature import (DistributedFeatureConv1d, DistributedFeatureConv2d,
+                           DistributedFeatureConv3d)
+from .linear import DistributedLinear
+from .loss import (DistributedBCELoss, DistributedBCEWithLogitsLoss, DistributedKLDivLoss,
+                   DistributedL1Loss, DistributedMSELoss, DistributedPoissonNLLLoss)
+from .pooling import (DistributedAvgPool1d, DistributedAvgPool2d, DistributedAvgPool3d,
+                      DistributedMaxPool1d, DistributedMaxPool2d, DistributedMaxPool3d)
 from .broadcast import Broadcast
 from .halo_exchange import HaloExchange
 from .module import Module
@@ -12,4 +22,9 @@ from .sum_reduce import SumReduce
 from .transpose import DistributedTranspose
 
 __all__ = ["AllSumReduce", "Broadcast", "DistributedTranspose", "HaloExchange", "Module",
-           "Repartition", "SumReduce"]
+           "Repartition", "SumReduce", "DistributedBatchNorm", "DistributedFeatureConv1d",
+           "DistributedFeatureConv2d", "DistributedFeatureConv3d", "DistributedLinear",
+           "DistributedBCELoss", "DistributedBCEWithLogitsLoss", "DistributedKLDivLoss",
+           "DistributedL1Loss", "DistributedMSELoss", "DistributedPoissonNLLLoss",
+           "DistributedAvgPool1d", "DistributedAvgPool2d", "DistributedAvgPool3d",
+           "DistributedMaxPool1d", "DistributedMaxPool2d", "DistributedMaxPool3d"]
