@@ -14,13 +14,16 @@ split by channel, DistributedLinear layers on linear_chain_grids(R, 3).
 DistDL: DistributedFeatureConv2d and DistributedMaxPool2d on the same spatial partition,
 Repartition, and DistributedLinear(P_x, P_y, P_w) on the same grids; its feature convolutions hold
 a weight per rank that nothing keeps equal, so the step adds the gradients over the ranks with
-one mpi4py Allreduce, as distop's does with one AllSumReduce: both steps do the same work.
+one mpi4py Allreduce, as distop's does with one AllSumReduce: both steps do the same work. DistDL
+at a641638 needs numpy's aliases of the builtins (np.int, np.bool, ...), removed in numpy 1.24;
+the benchmark puts them back (they were the builtins) before importing it.
 
 Timing (bench_lenet5's): each rank times each step after a barrier; a step's time is the slowest
 rank's; the median of --steps steps after --warmup untimed ones, in milliseconds.
 """
 
 import argparse
+import builtins
 import os
 import statistics
 import sys
@@ -55,6 +58,11 @@ def distop_step(args):
 
 
 def distdl_step(args):
+    # DistDL (2022) uses numpy's aliases of the builtins (np.bool, np.int, ...), which numpy 1.24,
+    # Debian's, removed; they were the builtins themselves, so they are put back as such.
+    for name in ("bool", "int", "float", "complex", "object"):
+        if name not in np.__dict__:
+            setattr(np, name, getattr(builtins, name))
     from mpi4py import MPI
     from distdl.backends.mpi.partition import MPIPartition
     from distdl.nn import (DistributedFeatureConv2d, DistributedLinear, DistributedMaxPool2d,
@@ -96,8 +104,10 @@ def distdl_step(args):
             self.P_flat, self.P_out = P_flat, P_x
 
         def forward(self, x):
-            h = self.pool1(F.relu(self.conv1(x)))
-            h = self.pool2(F.relu(self.conv2(h)))
+            # ReLU after the pool, as distop's model: DistDL's pooling exchanges its halo in place
+            # on its input, which must not be a ReLU's saved output.
+            h = F.relu(self.pool1(self.conv1(x)))
+            h = F.relu(self.pool2(self.conv2(h)))
             h = self.to_fc(h)
             if self.P_flat.active:
                 h = torch.flatten(h, start_dim=1)
@@ -126,9 +136,14 @@ def distdl_step(args):
     def step():
         opt.zero_grad()
         y = model(x)
+        if holds_output and tuple(y.shape) != (args.batch, 10):
+            raise RuntimeError(f"DistDL's LeNet-5 gave logits of shape {tuple(y.shape)}")
         loss = F.cross_entropy(y, labels) if holds_output else y.sum() * 0
         loss.backward()
         with torch.no_grad():
+            for p in tied:  # DistDL leaves a gradient that no output used as None
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
             flat = torch.cat([p.grad.reshape(-1) for p in tied]).numpy()
             total = np.empty_like(flat)
             comm.Allreduce(flat, total, op=MPI.SUM)

@@ -12,7 +12,8 @@ fully connected layers are DistributedLinear on the weight grids of linear_chain
 for which fc1's P_in divides 16 (1, 2, 4 and 8 ranks).
 
 The model is DistDL's LeNet-5 (and torch's classic one): conv1 1->6 5x5 padding 2, ReLU, 2x2 max
-pool; conv2 6->16 5x5, ReLU, 2x2 max pool; flatten (channel, row, column); fc1 400->120, ReLU;
+pool; conv2 6->16 5x5, ReLU, 2x2 max pool (each ReLU run after its pool, as the C++ example does:
+the same values and gradients); flatten (channel, row, column); fc1 400->120, ReLU;
 fc2 120->84, ReLU; fc3 84->10. Its state_dict names are torch's. `reference_model` builds the
 single-process torch model with the same initial weights (tests/python/test_lenet5.py checks that
 both give the same loss and gradients).
@@ -85,8 +86,10 @@ class LeNet5(torch.nn.Module):
         return self.P_out.active
 
     def forward(self, x):
-        h = self.pool1(F.relu(self.conv1(x)))
-        h = self.pool2(F.relu(self.conv2(h)))
+        # relu(pool(.)) is pool(relu(.)) value for value and gradient for gradient (ReLU is
+        # monotone; examples/lenet5/model.hpp), on a quarter of the entries.
+        h = F.relu(self.pool1(self.conv1(x)))
+        h = F.relu(self.pool2(self.conv2(h)))
         h = self.to_fc(h)
         h = h.reshape(h.shape[0], -1) if h.numel() > 0 else h.reshape(0, 0)
         h = F.relu(self.fc1(h))
