@@ -4,9 +4,11 @@ convolutions and pooling, batch normalisation, the linear layer and the losses."
 
 from . import all_sum_reduce, broadcast, halo_exchange, mixins, module, repartition  # noqa: F401
 from . import sum_reduce, transpose  # noqa: F401
-from . import batchnorm, conv_feature, linear, loss, pooling  # noqa: F401
+from . import batchnorm, conv_channel, conv_feature, linear, loss, pooling  # noqa: F401
 from .all_sum_reduce import AllSumReduce
 from .batchnorm import DistributedBatchNorm
+from .conv_channel import (DistributedChannelConv1d, DistributedChannelConv2d,
+                           DistributedChannelConv3d)
 from .conv_feature import (DistributedFeatureConv1d, DistributedFeatureConv2d,
                            DistributedFeatureConv3d)
 from .linear import DistributedLinear
@@ -22,7 +24,8 @@ from .sum_reduce import SumReduce
 from .transpose import DistributedTranspose
 
 __all__ = ["AllSumReduce", "Broadcast", "DistributedTranspose", "HaloExchange", "Module",
-           "Repartition", "SumReduce", "DistributedBatchNorm", "DistributedFeatureConv1d",
+           "Repartition", "SumReduce", "DistributedBatchNorm", "DistributedChannelConv1d", "DistributedChannelConv2d",
+           "DistributedChannelConv3d", "DistributedFeatureConv1d",
            "DistributedFeatureConv2d", "DistributedFeatureConv3d", "DistributedLinear",
            "DistributedBCELoss", "DistributedBCEWithLogitsLoss", "DistributedKLDivLoss",
            "DistributedL1Loss", "DistributedMSELoss", "DistributedPoissonNLLLoss",
