@@ -1,7 +1,9 @@
-"""One LeNet-5 training step from Python: distop.torch (python/examples/lenet5.py) or DistDL (the
-same model written with DistDL's layers, when DistDL is installed).
+"""One LeNet-5 training step from Python: distop.torch (python/examples/lenet5.py), DistDL (the
+same model written with DistDL's layers, when DistDL is installed) or, for the local compute
+alone, the single-process torch model (--impl torch, 1 rank: it imports distop, for the same
+torch and the same MPI, but calls nothing of it).
 
-    mpiexec.mpich -n 2 python benchmarks/python/lenet5_step.py --impl distop|distdl
+    mpiexec.mpich -n 2 python benchmarks/python/lenet5_step.py --impl distop|distdl|torch
                                                           [--batch 64] [--steps 100] [--csv]
 
 A step: the forward pass on this rank's block of a [batch, 1, 28, 28] batch of random images,
@@ -52,6 +54,23 @@ def distop_step(args):
         loss = model.loss(model(x), labels)
         loss.backward()
         model.sum_tied_gradients()
+        opt.step()
+
+    return step
+
+
+def torch_step(args):
+    """The single-process torch model (lenet5.reference_model): the local compute alone."""
+    import lenet5
+    model = lenet5.reference_model(seed=0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    torch.manual_seed(1)
+    X = torch.rand(args.batch, 1, 28, 28)
+    labels = torch.randint(0, 10, (args.batch,))
+
+    def step():
+        opt.zero_grad()
+        F.cross_entropy(model(X), labels).backward()
         opt.step()
 
     return step
@@ -158,14 +177,14 @@ def distdl_step(args):
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--impl", choices=["distop", "distdl"], default="distop")
+    ap.add_argument("--impl", choices=["distop", "distdl", "torch"], default="distop")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--csv", action="store_true")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    step = distop_step(args) if args.impl == "distop" else distdl_step(args)
+    step = {"distop": distop_step, "distdl": distdl_step, "torch": torch_step}[args.impl](args)
     from mpi4py import MPI
     comm = MPI.COMM_WORLD
     times = np.zeros(args.steps)

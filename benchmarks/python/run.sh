@@ -9,7 +9,7 @@
 #    C++ (bench_collectives, bench_movement at --max-bytes 8).
 # 2. One LeNet-5 training step at batch ${BATCH:-64} and ${RANKS_LENET:-1 2} ranks: distop.torch
 #    (lenet5_step.py --impl distop), DistDL (--impl distdl, when its venv exists) and the C++
-#    example's model (bench_lenet5).
+#    example's model (bench_lenet5); and the single-process torch model (--impl torch, 1 rank).
 #
 # Where things are: the C++ benchmarks in ${DISTOP_BUILD_DIR:-build}; the package's venv (with
 # mpi4py) in ${DISTOP_PY_BUILD_DIR:-build-python}/venv; DistDL's in ${DISTDL_VENV:-<that
@@ -64,15 +64,19 @@ run ops mpi "$ro" "$venv/bin/python" benchmarks/python/op_overhead.py --csv
 run coll mpi "$ro" "$build/benchmarks/bench_collectives" --max-bytes 8 --csv
 run move mpi "$ro" "$build/benchmarks/bench_movement" --max-bytes 8 --only HaloExchange --csv
 have_distdl=0
-if [ -x "$distdl_venv/bin/python" ] && "$distdl_venv/bin/python" -c "import distdl" 2>/dev/null; then
+if [ -x "$distdl_venv/bin/python" ] && "$distdl_venv/bin/python" -c \
+    "import importlib.util, sys; sys.exit(importlib.util.find_spec('distdl') is None)"; then
   have_distdl=1
 fi
+run lenet_torch mpi 1 "$venv/bin/python" benchmarks/python/lenet5_step.py --impl torch --batch "$batch" \
+  --csv
 for n in ${RANKS_LENET:-1 2}; do
   run "lenet_distop_$n" mpi "$n" "$venv/bin/python" benchmarks/python/lenet5_step.py --impl distop \
     --batch "$batch" --csv
   if [ $have_distdl = 1 ]; then
     LD_LIBRARY_PATH=$distdl_venv/lib/mpich:$LD_LIBRARY_PATH run "lenet_distdl_$n" mpi "$n" \
-      "$distdl_venv/bin/python" benchmarks/python/lenet5_step.py --impl distdl --batch "$batch" --csv
+      "$distdl_venv/bin/python" -W ignore benchmarks/python/lenet5_step.py --impl distdl --batch "$batch" \
+      --csv
   fi
   run "lenet_cpp_$n" mpi "$n" "$build/benchmarks/bench_lenet5" --batch "$batch" --steps 100 --csv
 done
@@ -103,6 +107,8 @@ for (op, d, kind), v in py.items():
     cc = f"{c[0]:.1f} | {c[1]:.1f}" if c else "- | -"
     print(f"| {op} | {d} | {v:.1f} | {f('op')} | {f('mpi4py')} | {cc} |")
 print(f"\nLeNet-5 training step, batch {batch}, median of the slowest rank (ms):\n")
+torch_ms = float(rows("lenet_torch")[0]["median_ms"])
+print(f"(the single-process torch model, the local compute alone: {torch_ms:.2f} ms)\n")
 print("| ranks | distop.torch (Python) | DistDL (Python) | distop C++ (bench_lenet5) |")
 print("|---:|---:|---:|---:|")
 for n in lenet_ranks.split():
