@@ -694,12 +694,17 @@ int run(Flags& f, const std::vector<std::string>& files) {
 
   const std::vector<double> x_grad = assemble(x.grad());
   std::vector<std::vector<double>> p_grads;
-  // A parameter replicated along the tensor-parallel axis (out_proj.bias) is one value there,
-  // each copy holding its whole gradient: counted once, from the copies at coordinate 0.
+  // The tensor-parallel layers tie a parameter's copies along the tensor axis (out_proj.bias) and,
+  // with a split sequence, along the sequence axis (grid axis 1): one value there, each copy
+  // holding its whole gradient, counted once, from the copies at coordinate 0.
   for (const auto& p : params) {
-    const bool tied = f.tp > 1 && p.var.space().decomposition().replicates(grid.rank()) &&
-                      partition.active() && partition.coords().back() != 0;
-    p_grads.push_back(summed_over_ranks(p.var.grad(), !tied));
+    const Decomposition& d = p.var.space().decomposition();
+    bool counted = true;
+    if (partition.active() && f.tp > 1 && d.replicates(grid.rank()))
+      counted = counted && partition.coords()[static_cast<std::size_t>(grid.rank())] == 0;
+    if (partition.active() && !f.sp_strategy.empty() && d.replicates(1))
+      counted = counted && partition.coords()[1] == 0;
+    p_grads.push_back(summed_over_ranks(p.var.grad(), counted));
   }
 
   comm::agree(MPI_COMM_WORLD, kProgram, [&] {

@@ -81,34 +81,6 @@ Var<float> canonical_copy(Tape& tape, const Var<float>& y,
       FunctionOptions{.collective = true});
 }
 
-// f along the sequence axis for parameters replicated over it (each copy used on its own rank's
-// tokens, so each receives its own tokens' part of the gradient): forward, the parameters as they
-// are (every sequence rank holds the same values; the output is a marker); backward, each
-// parameter's gradient replaced by its AllSumReduce over the axis, so that every copy holds the
-// gradient with respect to the one shared value, as a tied tensor's. Recorded before the layers
-// that use the parameters, its backward runs after theirs, when their contributions are all in;
-// and since it takes the parameters as inputs, their gradients become ready (for the data-parallel
-// reduction) only after it. Collective over the parameters' partition.
-Var<float> tie_over_sequence(Tape& tape, const std::vector<Var<float>>& params,
-                             const std::vector<std::shared_ptr<const AllSumReduce<float>>>& sums,
-                             const TensorSpace& marker) {
-  return make_function<float>(
-      tape, "tie_over_sequence", std::vector<Var<float>>(params),
-      [&] {
-        return Computed{
-            DistTensor<float>(marker), [sums](const DistTensor<float>&, Gradients<float>& g) {
-              for (std::size_t i = 0; i < sums.size(); ++i)
-                g.accumulate(i, [&](float beta, Tensor<float>& grad) {
-                  if (beta == 0.0f) grad.fill(0.0f);
-                  const DistTensor<float> summed =
-                      sums[i]->apply(DistTensor<float>::from_local(sums[i]->domain(), grad));
-                  grad.copy_from(summed.local());
-                });
-            }};
-      },
-      FunctionOptions{.collective = true});
-}
-
 // With S > 1: the tokens split over grid axis 0 in balanced blocks (the class token in block 0),
 // attention across them by the strategy.
 std::optional<nn::SequenceParallel> sequence_parallel(const ViTConfig& c) {
@@ -185,11 +157,6 @@ struct ViT::Plans {
     std::shared_ptr<const Broadcast<float>> to_group;         // rank (0, 0) -> block 0's ranks
   };
   std::map<std::int64_t, Batch> by_batch;
-  // S > 1: the blocks' parameters, each replicated over the sequence ranks, and their sums over
-  // them (tie_over_sequence).
-  std::vector<Var<float>> block_parameters;
-  std::vector<std::shared_ptr<const AllSumReduce<float>>> sequence_sums;
-  TensorSpace marker;
 };
 
 ViT::ViT(const ViTConfig& c, MPI_Comm comm)
@@ -216,14 +183,6 @@ ViT::ViT(const ViTConfig& c, MPI_Comm comm)
                                   e, c.classes, head_ranks_,
                                   nn::LinearOptions{.seed = nn::parameter_seed(c.seed, "head")}));
   plans_ = std::make_shared<Plans>();
-  if (c.sequence_parallel > 1) {
-    for (const auto& param : layers_->named_parameters()) {
-      plans_->block_parameters.push_back(param.var);
-      plans_->sequence_sums.push_back(std::make_shared<const AllSumReduce<float>>(
-          param.var.space(), std::vector<int>{kSequenceAxis}));
-    }
-    plans_->marker = whole_on(grid_, Shape{1});
-  }
 }
 
 TensorSpace ViT::input_space(std::int64_t batch) const {
@@ -253,8 +212,6 @@ Var<float> ViT::forward(Tape& tape, const Var<float>& x) {
                  p.to_group->range().str(), ", expected ", p.features.str());
   }
 
-  if (!plans_->block_parameters.empty())
-    tie_over_sequence(tape, plans_->block_parameters, plans_->sequence_sums, plans_->marker);
   // Every rank embeds every token alike: the patches, the class token in front, the positions.
   const Var<float> maps = patch_embed_->forward(tape, x);
   Var<float> h = maps_to_tokens(tape, maps, p.tokens);

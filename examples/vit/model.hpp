@@ -51,10 +51,9 @@ struct ViTConfig {
 // embeds all tokens alike, the copies tied (with S > 1 an f along axis 0, identity forward and an
 // all-reduce of the gradient backward, ties them over the sequence ranks), then keeps its block of
 // tokens. The blocks (TensorParallelTransformerEncoderLayer with sequence_parallel on axis 0,
-// ring or all-to-all attention) work on each rank's own tokens, so each sequence rank's copy of a
-// block parameter receives its own tokens' part of the gradient: an f along axis 0 recorded before
-// the blocks (its backward after theirs) replaces each by the sum over the sequence ranks, the
-// gradient with respect to the one shared value. The class token's output (on the ranks of block 0) is normalised there, taken to its
+// ring or all-to-all attention) work on each rank's own tokens; the layers tie their parameters'
+// copies over the sequence ranks, so each copy receives the whole gradient. The class token's
+// output (on the ranks of block 0) is normalised there, taken to its
 // canonical copy, rank (0, 0), whose gradient travels back as a Broadcast to the tensor-parallel
 // group, and the head computes the logits on rank (0, 0) alone: each example's loss counted once.
 class ViT : public nn::Module<float> {

@@ -8,6 +8,7 @@
 #include "distop/core/trace.hpp"
 #include "distop/kernels/elementwise.hpp"
 #include "distop/kernels/layer_norm.hpp"
+#include "distop/nn/tensor_parallel.hpp"
 #include "spaces.hpp"
 
 namespace distop::nn {
@@ -140,6 +141,14 @@ LayerNorm<T>::LayerNorm(std::int64_t dim, Partition partition, LayerNormOptions 
   param_space_ = parameter_space_of(dim_, partition_, options_.split_axis, options_.split_extents);
   if (options_.split_axis >= 0 && partition_.shape()[options_.split_axis] > 1)
     row_comm_ = partition_.axes_comm({options_.split_axis});
+  if (options_.tie_axis >= 0) {
+    DISTOP_CHECK(options_.tie_axis < partition_.dim() && options_.tie_axis != options_.split_axis,
+                 kOp, "tie_axis ", options_.tie_axis, " is not a grid axis of ", partition_.str(),
+                 " other than split_axis");
+    if (partition_.shape()[options_.tie_axis] > 1)
+      tie_ = std::make_shared<const AllSumReduce<T>>(param_space_,
+                                                     std::vector<int>{options_.tie_axis});
+  }
   if (options_.elementwise_affine) {
     DistTensor<T> w(param_space_);
     if (w.local_numel() > 0) w.local().fill(T(1));
@@ -186,7 +195,10 @@ Var<T> LayerNorm<T>::forward(Tape& tape, const Var<T>& x) {
     for (std::size_t q = 0; q + 1 < bounds.size(); ++q)
       ctx.counts.push_back(bounds[q + 1] - bounds[q]);
   }
-  return normalize(tape, x, weight_, bias_, ctx);
+  auto tied = [&](const Var<T>& p) {
+    return tie_ && p.defined() ? tensor_parallel_copy(tape, p, tie_) : p;
+  };
+  return normalize(tape, x, tied(weight_), tied(bias_), ctx);
 }
 
 template class LayerNorm<float>;

@@ -53,6 +53,14 @@ const std::shared_ptr<const AllSumReduce<T>>& group_sum_for(
   return cache;
 }
 
+// p, or with a sequence axis f over it applied to p (its copies along the axis tied: each receives
+// the whole gradient), the AllSumReduce kept in `cache`.
+template <class T>
+Var<T> tied(Tape& tape, const Var<T>& p, std::shared_ptr<const AllSumReduce<T>>& cache, int axis) {
+  if (axis < 0 || !p.defined() || p.space().partition().shape()[axis] == 1) return p;
+  return tensor_parallel_copy(tape, p, group_sum_for<T>(cache, p.space(), axis));
+}
+
 // [M, n] with the rows as `rows` (axis 0 of a space on the same partition) and n split in T equal
 // blocks over grid axis `axis` (or whole when split is false).
 TensorSpace rows_space(const TensorSpace& rows, std::int64_t n, int axis, bool split) {
@@ -154,8 +162,11 @@ Var<T> ColumnParallelLinear<T>::forward(Tape& tape, const Var<T>& x) {
   check_tied(xs, partition_, options_.tensor_axis, {1}, op);
   const auto& sum = group_sum_for<T>(group_sum_, xs, options_.tensor_axis);
   const Var<T> xf = tensor_parallel_copy(tape, x, sum);
-  return with_bias(
-      tape, matmul_nt(tape, xf, weight_, rows_space(xs, out_, options_.tensor_axis, true)), bias_);
+  const int seq = options_.sequence_axis;
+  return with_bias(tape,
+                   matmul_nt(tape, xf, tied(tape, weight_, weight_tie_, seq),
+                             rows_space(xs, out_, options_.tensor_axis, true)),
+                   tied(tape, bias_, bias_tie_, seq));
 }
 
 // ---- RowParallelLinear ----
@@ -205,9 +216,11 @@ Var<T> RowParallelLinear<T>::forward(Tape& tape, const Var<T>& x) {
                op, "the input (", xs.str(), ") must have its feature axis split in ", t,
                " equal blocks over grid axis ", axis, " and its rows not split over it");
   const TensorSpace out = rows_space(xs, out_, axis, false);
-  const Var<T> z = matmul_nt(tape, x, weight_, out);  // this rank's partial product
+  const int seq = options_.sequence_axis;
+  // This rank's partial product.
+  const Var<T> z = matmul_nt(tape, x, tied(tape, weight_, weight_tie_, seq), out);
   return with_bias(tape, tensor_parallel_reduce(tape, z, group_sum_for<T>(group_sum_, out, axis)),
-                   bias_);
+                   tied(tape, bias_, bias_tie_, seq));
 }
 
 // ---- TensorParallelMultiheadAttention ----
@@ -260,10 +273,14 @@ TensorParallelMultiheadAttention<T>::TensorParallelMultiheadAttention(
   in_proj_bias_rows_ =
       TensorSpace(partition_, Decomposition::balanced(Shape{3 * e}, partition_.shape(), {axis}));
   out_proj_ = this->register_module(
-      "out_proj", std::make_shared<RowParallelLinear<T>>(
-                      e, e, partition_,
-                      ParallelLinearOptions{.tensor_axis = axis,
-                                            .seed = parameter_seed(options_.seed, "out_proj")}));
+      "out_proj",
+      std::make_shared<RowParallelLinear<T>>(
+          e, e, partition_,
+          ParallelLinearOptions{.tensor_axis = axis,
+                                .seed = parameter_seed(options_.seed, "out_proj"),
+                                .sequence_axis = options_.sequence_parallel
+                                                     ? options_.sequence_parallel->sequence_axis
+                                                     : -1}));
   Kokkos::deep_copy(out_proj_->bias().value().local().view(), T(0));
   this->register_count("calls", calls_, /*persistent=*/false);
 }
@@ -289,8 +306,11 @@ Var<T> TensorParallelMultiheadAttention<T>::forward(Tape& tape, const Var<T>& x,
   // block-major where the sequence is split).
   const Var<T> rows = detail::sequence_rows(
       tape, tensor_parallel_copy(tape, x, group_sum_for<T>(group_sum_, xs, axis)));
-  const Var<T> weight = detail::view_as(tape, in_proj_weight_, in_proj_rows_, "in_proj_rows");
-  const Var<T> bias = detail::view_as(tape, in_proj_bias_, in_proj_bias_rows_, "in_proj_rows");
+  const int seq = sp ? sp->sequence_axis : -1;
+  const Var<T> weight = detail::view_as(tape, tied(tape, in_proj_weight_, weight_tie_, seq),
+                                        in_proj_rows_, "in_proj_rows");
+  const Var<T> bias = detail::view_as(tape, tied(tape, in_proj_bias_, bias_tie_, seq),
+                                      in_proj_bias_rows_, "in_proj_rows");
   const Var<T> qkv = add_bias(
       tape, matmul_nt(tape, rows, weight, rows_space(rows.space(), 3 * embed_dim_, axis, true)),
       bias);
@@ -371,12 +391,14 @@ TensorParallelMLP<T>::TensorParallelMLP(std::int64_t embed_dim, std::int64_t hid
       "linear1", std::make_shared<ColumnParallelLinear<T>>(
                      embed_dim, hidden, partition,
                      ParallelLinearOptions{.tensor_axis = options.tensor_axis,
-                                           .seed = parameter_seed(options.seed, "linear1")}));
+                                           .seed = parameter_seed(options.seed, "linear1"),
+                                           .sequence_axis = options.sequence_axis}));
   linear2_ = this->register_module(
       "linear2", std::make_shared<RowParallelLinear<T>>(
                      hidden, embed_dim, std::move(partition),
                      ParallelLinearOptions{.tensor_axis = options.tensor_axis,
-                                           .seed = parameter_seed(options.seed, "linear2")}));
+                                           .seed = parameter_seed(options.seed, "linear2"),
+                                           .sequence_axis = options.sequence_axis}));
 }
 
 template <class T>
@@ -396,6 +418,7 @@ TensorParallelTransformerEncoderLayer<T>::TensorParallelTransformerEncoderLayer(
     : options_(options) {
   const std::uint64_t seed = options.seed;
   const int axis = options.tensor_axis;
+  const int seq = options.sequence_parallel ? options.sequence_parallel->sequence_axis : -1;
   auto dropout = [&](const char* name) {
     return this->register_module(
         name, std::make_shared<Dropout<T>>(options.dropout,
@@ -414,14 +437,16 @@ TensorParallelTransformerEncoderLayer<T>::TensorParallelTransformerEncoderLayer(
       "linear1",
       std::make_shared<ColumnParallelLinear<T>>(
           d_model, dim_feedforward, partition,
-          ParallelLinearOptions{.tensor_axis = axis, .seed = parameter_seed(seed, "linear1")}));
+          ParallelLinearOptions{
+              .tensor_axis = axis, .seed = parameter_seed(seed, "linear1"), .sequence_axis = seq}));
   dropout_ = dropout("dropout");
   linear2_ = this->register_module(
       "linear2",
       std::make_shared<RowParallelLinear<T>>(
           dim_feedforward, d_model, partition,
-          ParallelLinearOptions{.tensor_axis = axis, .seed = parameter_seed(seed, "linear2")}));
-  const LayerNormOptions norm{.eps = options.layer_norm_eps};
+          ParallelLinearOptions{
+              .tensor_axis = axis, .seed = parameter_seed(seed, "linear2"), .sequence_axis = seq}));
+  const LayerNormOptions norm{.eps = options.layer_norm_eps, .tie_axis = seq};
   // On the layer's partition, a copy on each rank (none on the ranks outside it).
   norm1_ = this->register_module("norm1", std::make_shared<LayerNorm<T>>(d_model, partition, norm));
   norm2_ = this->register_module("norm2", std::make_shared<LayerNorm<T>>(d_model, partition, norm));

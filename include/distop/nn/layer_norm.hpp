@@ -3,12 +3,14 @@
 // ranks.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "distop/autodiff/tape.hpp"
 #include "distop/autodiff/var.hpp"
 #include "distop/dist/partition.hpp"
 #include "distop/nn/module.hpp"
+#include "distop/ops/all_sum_reduce.hpp"
 
 namespace distop::nn {
 
@@ -23,6 +25,12 @@ struct LayerNormOptions {
   // The extents of the blocks of the normalised axis along `split_axis` (as many as the grid axis
   // has ranks, each at least 1, adding up to the normalised size); empty: balanced.
   std::vector<std::int64_t> split_extents{};
+  // A grid axis over which the rows of one sample are split (sequence parallelism: its tokens),
+  // or -1. The copies of the weight and bias along it are then one parameter, tied: forward
+  // applies Megatron's f over the axis to them (nn/tensor_parallel.hpp), so that every copy
+  // receives the whole gradient, the sum of its ranks' rows' (one all-reduce per parameter in
+  // backward), rather than its own rows' part.
+  int tie_axis = -1;
 };
 
 // y = (x - mean) / sqrt(var + eps) * weight + bias over the last axis of x [..., D] (torch's
@@ -80,6 +88,7 @@ class LayerNorm : public Module<T> {
   MPI_Comm row_comm_ = MPI_COMM_NULL;  // the ranks sharing a row; owned by the partition's cache
   Var<T> weight_;
   Var<T> bias_;
+  std::shared_ptr<const AllSumReduce<T>> tie_;  // over options.tie_axis on the parameters' space
 };
 
 extern template class LayerNorm<float>;

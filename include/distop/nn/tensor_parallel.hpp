@@ -56,6 +56,11 @@ struct ParallelLinearOptions {
   int tensor_axis = 0;  // the grid axis of the partition that splits the weight
   bool bias = true;
   std::uint64_t seed = 0;  // as LinearOptions::seed: the same values as Linear with this seed
+  // The grid axis over which the input's rows (a sample's tokens: sequence parallelism) are split
+  // while the parameters are replicated along it, or -1. The copies along it are one parameter:
+  // forward applies f over the axis to the weight and bias, so that every copy receives the whole
+  // gradient (one all-reduce per parameter in backward), not its own rows' part.
+  int sequence_axis = -1;
 };
 
 // Megatron's column-parallel linear layer, y = x W^T + b with W [out, in] split by rows (output
@@ -85,6 +90,7 @@ class ColumnParallelLinear : public Module<T> {
   Var<T> weight_;
   Var<T> bias_;
   std::shared_ptr<const AllSumReduce<T>> group_sum_;
+  std::shared_ptr<const AllSumReduce<T>> weight_tie_, bias_tie_;  // over options.sequence_axis
 };
 
 // Megatron's row-parallel linear layer: W [out, in] split by columns (input features) over the
@@ -114,6 +120,7 @@ class RowParallelLinear : public Module<T> {
   Var<T> weight_;
   Var<T> bias_;
   std::shared_ptr<const AllSumReduce<T>> group_sum_;
+  std::shared_ptr<const AllSumReduce<T>> weight_tie_, bias_tie_;  // over options.sequence_axis
 };
 
 // Options of a TensorParallelMultiheadAttention.
@@ -143,7 +150,9 @@ struct TensorParallelMultiheadAttentionOptions {
 // the layout says: sequence_blocks; the batch whole), each rank projecting its own tokens, and the
 // attention of its heads runs as SequenceParallelAttention (ring or all-to-all) across the ranks
 // of the sequence axis; T and the sequence split combine (heads over one axis, tokens over
-// another). is_causal applies by position; an additive attn_mask is an Error there.
+// another). is_causal applies by position; an additive attn_mask is an Error there. The
+// parameters' copies along the sequence axis are tied (f over it on each use), so every copy
+// receives the whole gradient, as the copies along the tensor axis of a tied parameter do.
 //
 // Parameters, torch's names and state_dict shapes: "in_proj_weight" [3E, E], "in_proj_bias" [3E],
 // "out_proj.weight" [E, E] (columns split: rank t holds the columns of its heads, torch's layout),
@@ -186,6 +195,7 @@ class TensorParallelMultiheadAttention : public Module<T> {
   std::shared_ptr<std::int64_t> calls_;  // training calls so far (the dropout masks' counter)
   std::shared_ptr<const AllSumReduce<T>> group_sum_;
   TensorSpace in_proj_rows_, in_proj_bias_rows_;  // in_proj's boxes as [3E, E] rows and [3E]
+  std::shared_ptr<const AllSumReduce<T>> weight_tie_, bias_tie_;   // over the sequence axis
   std::shared_ptr<const SequenceParallelAttention<T>> attention_;  // with sequence parallelism
 };
 
@@ -194,6 +204,7 @@ struct TensorParallelMLPOptions {
   int tensor_axis = 0;
   GeluApproximate approximate = GeluApproximate::none;
   std::uint64_t seed = 0;  // linear1 is seeded parameter_seed(seed, "linear1"), linear2 likewise
+  int sequence_axis = -1;  // ParallelLinearOptions::sequence_axis of both layers
 };
 
 // The transformer MLP, linear2(gelu(linear1(x))), with its hidden units split over the axis (T
