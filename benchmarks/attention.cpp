@@ -26,7 +26,6 @@
 #include <cmath>
 #include <cstdio>
 #include <distop/distop.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -35,14 +34,6 @@
 namespace {
 
 using namespace distop;
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> v;
-  std::stringstream in(s);
-  for (std::string x; std::getline(in, x, ',');)
-    if (!x.empty()) v.push_back(x);
-  return v;
-}
 
 struct Config {
   std::string strategy;
@@ -195,13 +186,13 @@ int main(int argc, char** argv) {
         std::printf(csv ? "strategy,ranks,budget_mib,largest_seq,peak_bytes\n"
                         : "%-9s %5s %11s %12s %14s\n",
                     "strategy", "ranks", "budget MiB", "largest seq", "peak MiB/rank");
-      for (const std::string& st : split(strategies)) {
+      for (const std::string& st : bench::split_list(strategies)) {
         Config c = base;
         c.strategy = st;
         std::int64_t best = 0;
         std::size_t best_peak = 0;
         if (st == "alltoall" && c.heads < size) continue;
-        for (c.seq = std::stoll(split(seqs).front()); c.seq <= (std::int64_t{1} << 24);
+        for (c.seq = std::stoll(bench::split_list(seqs).front()); c.seq <= (std::int64_t{1} << 24);
              c.seq *= 2) {
           const Row row = measure(c, 1, size);
           if (static_cast<double>(row.peak_bytes) > budget_mib * 1048576.0) break;
@@ -226,12 +217,12 @@ int main(int argc, char** argv) {
         std::printf("%-9s %5s %7s %9s %14s %12s\n", "strategy", "ranks", "seq", "ms",
                     "peak MiB/rank", "GEMM ms");
     }
-    for (const std::string& st : split(strategies))
-      for (const std::string& sq : split(seqs)) {
+    for (const std::string& st : bench::split_list(strategies))
+      for (const std::string& sq : bench::split_list(seqs)) {
         Config c = base;
         c.strategy = st;
         c.seq = std::stoll(sq);
-        if (st == "none" && size > 1 && rank == 0 && !csv && sq == split(seqs).front())
+        if (st == "none" && size > 1 && rank == 0 && !csv && sq == bench::split_list(seqs).front())
           std::printf("# none: every rank attends over the whole sequence\n");
         if (score_bytes(c, size) > max_mib * 1048576.0 || (st == "alltoall" && c.heads < size)) {
           if (rank == 0)

@@ -19,6 +19,7 @@
 #include <exception>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <variant>
@@ -44,6 +45,15 @@ constexpr int kMinReps = 50;
 constexpr int kMinWarmupPairs = 3;
 constexpr int kMaxWarmupPairs = 10;
 constexpr double kWarmupBudgetS = 0.1;
+
+// The non-empty items of a comma-separated list ("a,b,,c" -> a, b, c).
+inline std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> v;
+  std::stringstream in(s);
+  for (std::string x; std::getline(in, x, ',');)
+    if (!x.empty()) v.push_back(x);
+  return v;
+}
 
 // The median (the mean of the two middle values for an even count).
 inline double median(std::vector<double> v) {

@@ -25,7 +25,6 @@
 #include <cstdlib>
 #include <distop/distop.hpp>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -48,14 +47,6 @@ long status_kib(const char* field) {
 void reset_peak() {
   std::ofstream out("/proc/self/clear_refs");
   out << "5";
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> v;
-  std::stringstream in(s);
-  for (std::string x; std::getline(in, x, ',');)
-    if (!x.empty()) v.push_back(x);
-  return v;
 }
 
 Var<float> embeddings(std::int64_t rows, std::int64_t dim, std::uint64_t seed) {
@@ -193,7 +184,7 @@ int main(int argc, char** argv) {
       std::printf("%2s %6s %5s %-7s %-17s %11s %15s %15s\n", "P", "B", "D", "loss", "strategy",
                   "fwd+bwd ms", "peak MiB (max)", "peak MiB (min)");
   }
-  for (const std::string& bs : split(batches)) {
+  for (const std::string& bs : bench::split_list(batches)) {
     const std::int64_t batch = std::stoll(bs);
     const int base_reps = batch >= 16384 ? 1 : reps;
     const auto [comm_s, gemm_s] =
@@ -211,8 +202,8 @@ int main(int argc, char** argv) {
             1e3 * (comm_s + gemm_s), 1e3 * comm_s, 1e3 * gemm_s);
       std::fflush(stdout);
     }
-    for (const std::string& ln : split(losses))
-      for (const std::string& sn : split(strategies)) {
+    for (const std::string& ln : bench::split_list(losses))
+      for (const std::string& sn : bench::split_list(strategies)) {
         const double b = static_cast<double>((batch + size - 1) / size);
         const double need = stored_bytes(ln, sn, double(batch), b) / double(1 << 30);
         if (need > max_gib) {

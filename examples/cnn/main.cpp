@@ -11,6 +11,7 @@
 #include <distop/distop.hpp>
 #include <distop/train/cli.hpp>
 
+#include "image_data.hpp"
 #include "model.hpp"
 
 using namespace distop;
@@ -21,7 +22,7 @@ int main(int argc, char** argv) {
   o.batch_size = 64;
   o.lr = 0.02;
   o.lr_schedule = "cosine";
-  std::string dataset = "fashion-mnist";
+  examples::ImageDataFlags data_flags;
   CLI::App app{
       "A data-parallel convolutional network (distop example): conv1 C->32, conv2 32->64, conv3 "
       "64->128 (3x3, padding 1, each with ReLU and a 2x2 max pool), fc1 F->1024 with ReLU and "
@@ -30,12 +31,7 @@ int main(int argc, char** argv) {
       "F = 128 x 4 x 4 = 2048. Purely data parallel: one replica per rank, each taking "
       "batch-size / ranks examples of every step."};
   train::add_training_options(app, o);
-  app.get_option("--data")->description(
-      "Directory of the data set: Fashion-MNIST's IDX files, or CIFAR-10's data_batch_1.bin .. "
-      "data_batch_5.bin and test_batch.bin (binary version; needed with --dataset cifar10)");
-  app.add_option("--dataset", dataset, "fashion-mnist or cifar10")
-      ->check(CLI::IsMember({"fashion-mnist", "cifar10"}))
-      ->capture_default_str();
+  examples::add_image_data_options(app, data_flags, /*test_examples=*/false);
   return train::run_main(argc, argv, app, "cnn", [&] {
     int ranks = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &ranks);
@@ -45,16 +41,7 @@ int main(int argc, char** argv) {
                  "examples/cnn is purely data parallel: --replicas must be the rank count ", ranks,
                  " (its default), found ", o.replicas);
     parallel::Replicas replicas(MPI_COMM_WORLD, o.replicas);
-    const bool cifar = dataset == "cifar10";
-    DISTOP_CHECK(!cifar || app.get_option("--data")->count() > 0, "cnn",
-                 "--dataset cifar10 needs --data DIR, the directory of data_batch_1.bin .. "
-                 "data_batch_5.bin and test_batch.bin");
-    auto load = [&](bool train) {
-      return cifar ? data::load_cifar10_collective(MPI_COMM_WORLD, o.data, train)
-                   : data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, train);
-    };
-    const auto train_set = load(true);
-    const auto test_set = load(false);
+    const auto [train_set, test_set, cifar] = examples::load_image_data("cnn", app, o, data_flags);
     if (!cifar)
       DISTOP_CHECK(train_set.channels == 1 && train_set.rows == 28 && train_set.cols == 28, "cnn",
                    "Fashion-MNIST has 1 x 28 x 28 images, found ", train_set.channels, " x ",
@@ -69,6 +56,6 @@ int main(int argc, char** argv) {
     return train::fit(model, loss, train_set, &test_set, o,
                       {.program = "cnn",
                        .replicas = &replicas,
-                       .save_metadata = {{"model", "cnn"}, {"dataset", dataset}}});
+                       .save_metadata = {{"model", "cnn"}, {"dataset", data_flags.dataset}}});
   });
 }

@@ -11,6 +11,7 @@
 #include <distop/distop.hpp>
 #include <distop/train/cli.hpp>
 
+#include "image_data.hpp"
 #include "model.hpp"
 
 using namespace distop;
@@ -22,8 +23,7 @@ int main(int argc, char** argv) {
   o.lr = 0.01;
   o.lr_schedule = "cosine";
   o.weight_decay = 5e-4;
-  std::string dataset = "fashion-mnist";
-  std::int64_t test_examples = -1;
+  examples::ImageDataFlags data_flags;
   CLI::App app{
       "ResNet-18 (torchvision's resnet18, 10 classes) on 32 x 32 images, spatially partitioned "
       "(distop example): every convolution, batch norm and pooling on a grid of the ranks of a "
@@ -31,37 +31,15 @@ int main(int argc, char** argv) {
       "fewer ranks. Fashion-MNIST (padded to 32 x 32) or CIFAR-10 (--dataset cifar10 --data DIR). "
       "With --replicas R the ranks form R data-parallel replicas."};
   train::add_training_options(app, o);
-  app.get_option("--data")->description(
-      "Directory of the data set: Fashion-MNIST's IDX files, or CIFAR-10's data_batch_1.bin .. "
-      "data_batch_5.bin and test_batch.bin (binary version; needed with --dataset cifar10)");
-  app.add_option("--dataset", dataset, "fashion-mnist or cifar10")
-      ->check(CLI::IsMember({"fashion-mnist", "cifar10"}))
-      ->capture_default_str();
-  app.add_option("--test-examples", test_examples,
-                 "Evaluate on the first N test images only (0: no evaluation; default: all)")
-      ->check(CLI::NonNegativeNumber);
+  examples::add_image_data_options(app, data_flags);
   return train::run_main(argc, argv, app, "resnet", [&] {
-    const bool cifar = dataset == "cifar10";
-    DISTOP_CHECK(!cifar || app.get_option("--data")->count() > 0, "resnet",
-                 "--dataset cifar10 needs --data DIR, the directory of data_batch_1.bin .. "
-                 "data_batch_5.bin and test_batch.bin");
-    auto load = [&](bool train) {
-      auto d = cifar ? data::load_cifar10_collective(MPI_COMM_WORLD, o.data, train)
-                     : data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, train);
-      if (!cifar) {
-        DISTOP_CHECK(d.rows == 28 && d.cols == 28, "resnet",
-                     "Fashion-MNIST has 28 x 28 images, found ", d.rows, " x ", d.cols, " in ",
-                     o.data);
-        d = examples::pad_images(d, 2);
-      }
-      return d;
-    };
-    const auto train_set = load(true);
-    auto test_set = load(false);
-    if (test_examples >= 0 && test_examples < test_set.size) {
-      test_set.size = test_examples;
-      test_set.images.resize(static_cast<std::size_t>(test_examples * test_set.pixels()));
-      test_set.labels.resize(static_cast<std::size_t>(test_examples));
+    auto [train_set, test_set, cifar] = examples::load_image_data("resnet", app, o, data_flags);
+    if (!cifar) {  // padded to 32 x 32
+      DISTOP_CHECK(train_set.rows == 28 && train_set.cols == 28, "resnet",
+                   "Fashion-MNIST has 28 x 28 images, found ", train_set.rows, " x ",
+                   train_set.cols, " in ", o.data);
+      train_set = examples::pad_images(train_set, 2);
+      test_set = examples::pad_images(test_set, 2);
     }
     parallel::Replicas replicas(MPI_COMM_WORLD, o.replicas);
     int model_ranks = 1;
@@ -75,6 +53,6 @@ int main(int argc, char** argv) {
     return train::fit(model, loss, train_set, test_set.size > 0 ? &test_set : nullptr, o,
                       {.program = "resnet",
                        .replicas = &replicas,
-                       .save_metadata = {{"model", "resnet18"}, {"dataset", dataset}}});
+                       .save_metadata = {{"model", "resnet18"}, {"dataset", data_flags.dataset}}});
   });
 }

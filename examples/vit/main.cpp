@@ -10,6 +10,7 @@
 #include <distop/distop.hpp>
 #include <distop/train/cli.hpp>
 
+#include "image_data.hpp"
 #include "model.hpp"
 
 using namespace distop;
@@ -20,8 +21,7 @@ int main(int argc, char** argv) {
   o.batch_size = 64;
   o.optimizer = "adamw";
   o.lr = 1e-3;
-  std::string dataset = "fashion-mnist";
-  std::int64_t test_examples = -1;
+  examples::ImageDataFlags data_flags;
   examples::ViTConfig c;
   c.patch = 0;  // by data set, below
   CLI::App app{
@@ -33,15 +33,7 @@ int main(int argc, char** argv) {
       "MLP units of every block (--tensor-parallel), S the tokens (--sequence-parallel); "
       "T x S x R must equal the ranks."};
   train::add_training_options(app, o);
-  app.get_option("--data")->description(
-      "Directory of the data set: Fashion-MNIST's IDX files, or CIFAR-10's data_batch_1.bin .. "
-      "data_batch_5.bin and test_batch.bin (binary version; needed with --dataset cifar10)");
-  app.add_option("--dataset", dataset, "fashion-mnist or cifar10")
-      ->check(CLI::IsMember({"fashion-mnist", "cifar10"}))
-      ->capture_default_str();
-  app.add_option("--test-examples", test_examples,
-                 "Evaluate on the first N test images only (0: no evaluation; default: all)")
-      ->check(CLI::NonNegativeNumber);
+  examples::add_image_data_options(app, data_flags);
   app.add_option("--tensor-parallel", c.tensor_parallel,
                  "T: the ranks that split each block's heads and MLP units")
       ->check(CLI::PositiveNumber)
@@ -72,29 +64,15 @@ int main(int argc, char** argv) {
                  "CIFAR-10)")
       ->check(CLI::PositiveNumber);
   return train::run_main(argc, argv, app, "vit", [&] {
-    const bool cifar = dataset == "cifar10";
-    DISTOP_CHECK(!cifar || app.get_option("--data")->count() > 0, "vit",
-                 "--dataset cifar10 needs --data DIR, the directory of data_batch_1.bin .. "
-                 "data_batch_5.bin and test_batch.bin");
     int world = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     const int model_ranks = c.tensor_parallel * c.sequence_parallel;
     DISTOP_CHECK(model_ranks * o.replicas == world, "vit", "--tensor-parallel ", c.tensor_parallel,
                  " x --sequence-parallel ", c.sequence_parallel, " x --replicas ", o.replicas,
                  " = ", model_ranks * o.replicas, " ranks, but the run has ", world);
-    auto load = [&](bool train) {
-      return cifar ? data::load_cifar10_collective(MPI_COMM_WORLD, o.data, train)
-                   : data::load_mnist_like_collective(MPI_COMM_WORLD, o.data, train);
-    };
-    const auto train_set = load(true);
-    auto test_set = load(false);
+    auto [train_set, test_set, cifar] = examples::load_image_data("vit", app, o, data_flags);
     DISTOP_CHECK(train_set.rows == train_set.cols, "vit", "expected square images, found ",
                  train_set.rows, " x ", train_set.cols, " in ", o.data);
-    if (test_examples >= 0 && test_examples < test_set.size) {
-      test_set.size = test_examples;
-      test_set.images.resize(static_cast<std::size_t>(test_examples * test_set.pixels()));
-      test_set.labels.resize(static_cast<std::size_t>(test_examples));
-    }
     c.channels = train_set.channels;
     c.image = train_set.rows;
     if (c.patch == 0) c.patch = cifar ? 4 : 7;
@@ -106,7 +84,7 @@ int main(int argc, char** argv) {
                       {.program = "vit",
                        .replicas = &replicas,
                        .save_metadata = {{"model", "vit"},
-                                         {"dataset", dataset},
+                                         {"dataset", data_flags.dataset},
                                          {"patch", std::to_string(c.patch)},
                                          {"embed_dim", std::to_string(c.embed_dim)},
                                          {"heads", std::to_string(c.heads)},
