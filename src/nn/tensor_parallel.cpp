@@ -29,6 +29,14 @@ std::int64_t group_size(const Partition& p, int axis, const char* op) {
   return p.shape()[axis];
 }
 
+// The check of a sequence axis (-1: none): another grid axis of `p` than the tensor axis.
+void check_sequence_axis(const Partition& p, int sequence_axis, int tensor_axis, const char* op) {
+  DISTOP_CHECK(sequence_axis == -1 ||
+                   (sequence_axis >= 0 && sequence_axis < p.dim() && sequence_axis != tensor_axis),
+               op, "sequence_axis ", sequence_axis, " is not a grid axis of ", p.str(),
+               " other than the tensor axis ", tensor_axis, " (or -1)");
+}
+
 // The check of a tied input: on the layer's partition, no tensor axis split over the
 // tensor-parallel grid axis (every rank of a group holds the same box), and `whole` axes unsplit.
 void check_tied(const TensorSpace& xs, const Partition& p, int axis, std::vector<int> whole,
@@ -133,6 +141,7 @@ ColumnParallelLinear<T>::ColumnParallelLinear(std::int64_t in_features, std::int
                options_.tensor_axis, " of ", partition_.str(), ", and in_features (", in_,
                ") positive");
   const int axis = options_.tensor_axis;
+  check_sequence_axis(partition_, options_.sequence_axis, axis, op);
   DistTensor<T> w(TensorSpace(
       partition_, Decomposition::balanced(Shape{out_, in_}, partition_.shape(), {axis, -1})));
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_));
@@ -182,6 +191,7 @@ RowParallelLinear<T>::RowParallelLinear(std::int64_t in_features, std::int64_t o
                options_.tensor_axis, " of ", partition_.str(), ", and out_features (", out_,
                ") positive");
   const int axis = options_.tensor_axis;
+  check_sequence_axis(partition_, options_.sequence_axis, axis, op);
   DistTensor<T> w(TensorSpace(
       partition_, Decomposition::balanced(Shape{out_, in_}, partition_.shape(), {-1, axis})));
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_));
@@ -244,6 +254,8 @@ TensorParallelMultiheadAttention<T>::TensorParallelMultiheadAttention(
                t, " ranks along grid axis ", axis, " of ", partition_.str());
   DISTOP_CHECK(options_.dropout >= 0.0 && options_.dropout <= 1.0, op,
                "dropout must lie in [0, 1], found ", options_.dropout);
+  if (options_.sequence_parallel)
+    check_sequence_axis(partition_, options_.sequence_parallel->sequence_axis, axis, op);
   const std::int64_t e = embed_dim_;
   // in_proj_weight as [3, E, E] (torch's [3E, E] in the same order), its rows axis split over the
   // tensor axis: rank t holds its heads' q, k and v rows. Each entry is drawn from its torch index

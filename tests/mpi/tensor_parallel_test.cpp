@@ -515,6 +515,24 @@ TEST(TensorParallel, BadSizesAndInputsAreAnErrorOnEveryRank) {
             }).find("tensor_axis"),
             std::string::npos);
 
+  // A sequence axis that is no other grid axis than the tensor axis.
+  EXPECT_NE(error_of([&] {
+              nn::ColumnParallelLinear<double>(4, n, line, {.sequence_axis = 1});
+            }).find("sequence_axis 1"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              nn::RowParallelLinear<double>(n, 4, line, {.sequence_axis = 0});
+            }).find("sequence_axis 0"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              nn::TensorParallelMultiheadAttention<double>(
+                  4 * n, 2 * n, line,
+                  {.sequence_parallel = nn::SequenceParallel{.sequence_axis = 2}});
+            }).find("sequence_axis 2"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { nn::LayerNorm<double>(4, line, {.tie_axis = 3}); }).find("tie_axis 3"),
+            std::string::npos);
+
   const std::int64_t e = 4 * n;
   nn::TensorParallelMultiheadAttention<double> attn(e, 2 * n, line);
   nn::TensorParallelMLP<double> mlp(e, 2 * e, line);
