@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <Kokkos_Core.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -198,6 +199,9 @@ int Environment::report_error(const std::exception& e, const char* program, int 
                "aborting the job, since the others would wait for this rank for ever\n",
                program, rank, e.what(), program, patience_s);
   std::fflush(stderr);
+  // MPICH's launcher kills every process as soon as one calls MPI_Abort and drops what it has not
+  // forwarded yet, this message included: a second's pause lets it forward the message first.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
   MPI_Abort(MPI_COMM_WORLD, status);
   return status;  // not reached
 }
