@@ -6,10 +6,9 @@ bias on P_w's first column), and the partial outputs are summed along P_w's seco
 (as a [P_co, 1, ...] grid); backward runs the adjoints in reverse. The spatial axes are not
 split."""
 
-import numpy as np
 import torch
 
-from ..utilities.slicing import compute_subshape
+from ._conv_common import channel_block, check_channel_partitions, output_rows
 from .broadcast import Broadcast
 from .module import Module
 from .sum_reduce import SumReduce
@@ -17,33 +16,24 @@ from .sum_reduce import SumReduce
 
 class DistributedChannelConvBase(Module):
     TorchConvType = None
+    num_dimensions = None
 
     def __init__(self, P_x, P_y, P_w, in_channels, out_channels, kernel_size, stride=1,
                  padding=0, padding_mode="zeros", dilation=1, groups=1, bias=True, *args,
                  **kwargs):
         super().__init__()
-        for name, P in (("P_x", P_x), ("P_y", P_y), ("P_w", P_w)):
-            if any(int(s) != 1 for s in P.shape[2:]):
-                raise ValueError(f"Spatial components of {name} must be 1 x ... x 1.")
-        if int(P_w.shape[1]) != int(P_x.shape[1]):
-            raise ValueError("Index 2 of P_w dimension must match input channel partition.")
-        if int(P_w.shape[0]) != int(P_y.shape[1]):
-            raise ValueError("Index 1 of P_w dimension must match output channel partition.")
+        check_channel_partitions(P_x, P_y, P_w, self.num_dimensions, spatial_split=False)
         self.P_x, self.P_y, self.P_w = P_x, P_y, P_w
         self.in_channels, self.out_channels = in_channels, out_channels
         self.use_bias = bias
         self.serial = P_w.size == 1 and P_w.active and P_x.size == 1 and P_y.size == 1
-        # P_y as a [P_co, 1, ...] grid: its output-channel blocks line up with P_w's rows.
-        y_shape = [int(P_y.shape[1]), 1] + [1] * (P_y.dim - 2)
-        self._P_y_rows = P_y.create_cartesian_topology_partition(y_shape)
+        self._P_y_rows = output_rows(P_y)
         self.x_broadcast = Broadcast(P_x, P_w, preserve_batch=True)
         self.y_sum_reduce = SumReduce(P_w, self._P_y_rows, preserve_batch=True)
         self.stores_bias = False
         if P_w.active:
             self.stores_bias = bool(bias) and int(P_w.index[1]) == 0
-            local_co, local_ci = (int(v) for v in compute_subshape(
-                np.asarray(P_w.shape[0:2]), np.asarray(P_w.index[0:2]),
-                [out_channels, in_channels]))
+            local_co, local_ci = channel_block(P_w, in_channels, out_channels)
             self.conv_layer = self.TorchConvType(local_ci, local_co, kernel_size, stride=stride,
                                                  padding=padding, padding_mode=padding_mode,
                                                  dilation=dilation, groups=groups,
@@ -61,11 +51,14 @@ class DistributedChannelConvBase(Module):
 
 class DistributedChannelConv1d(DistributedChannelConvBase):
     TorchConvType = torch.nn.Conv1d
+    num_dimensions = 1
 
 
 class DistributedChannelConv2d(DistributedChannelConvBase):
     TorchConvType = torch.nn.Conv2d
+    num_dimensions = 2
 
 
 class DistributedChannelConv3d(DistributedChannelConvBase):
     TorchConvType = torch.nn.Conv3d
+    num_dimensions = 3

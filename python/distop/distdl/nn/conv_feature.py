@@ -8,13 +8,10 @@ import torch
 import torch.nn.functional as F
 
 from ..utilities.torch import zero_volume_tensor
+from ._conv_common import expand, torch_conv
 from ._window import WindowHalo
 from .broadcast import Broadcast
 from .module import Module
-
-
-def _expand(v, dims):
-    return list(v) if isinstance(v, (list, tuple)) else [v] * dims
 
 
 class DistributedFeatureConvBase(Module):
@@ -27,19 +24,18 @@ class DistributedFeatureConvBase(Module):
             raise ValueError(f"padding_mode {padding_mode!r}: only 'zeros' is supported")
         self.P_x = P_x
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size = _expand(kernel_size, self.dims)
-        self.stride = _expand(stride, self.dims)
-        self.padding = _expand(padding, self.dims)
-        self.dilation = _expand(dilation, self.dims)
+        self.kernel_size = expand(kernel_size, self.dims)
+        self.stride = expand(stride, self.dims)
+        self.padding = expand(padding, self.dims)
+        self.dilation = expand(dilation, self.dims)
         self.groups = groups
         self.use_bias = bias
         P_wb = P_x.create_partition_inclusive([0])
         self.P_wb_cart = P_wb.create_cartesian_topology_partition([1])
         P_wb.deactivate()
         if self.P_wb_cart.active:
-            conv = getattr(torch.nn, f"Conv{self.dims}d")(in_channels, out_channels,
-                                                          self.kernel_size, groups=groups,
-                                                          bias=bias)
+            conv = torch_conv(self.dims)(in_channels, out_channels, self.kernel_size,
+                                         groups=groups, bias=bias)
             self.weight = torch.nn.Parameter(conv.weight.detach())
             if bias:
                 self.bias = torch.nn.Parameter(conv.bias.detach())
