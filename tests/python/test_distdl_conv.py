@@ -1,8 +1,8 @@
 """distop.distdl's generally partitioned convolutions and the DistributedConv{1,2,3}d dispatcher:
-DistributedGeneralConv{1,2}d over channel and spatial grids equal to torch.nn.Conv{1,2}d on the
-assembled tensors (output, input, weight and bias gradients, float64), their dot-product test,
-the dispatcher's choice and DistDL's ValueErrors, and bad partitions or inputs raising on every
-rank."""
+DistributedGeneralConv{1,2,3}d over channel and spatial grids equal to torch.nn.Conv{1,2,3}d on
+the assembled tensors (output, input, weight and bias gradients, float64), their dot-product
+test, the dispatcher's choice and DistDL's ValueErrors, and bad partitions or inputs raising on
+every rank."""
 
 import numpy as np
 import pytest
@@ -16,7 +16,8 @@ from distop.distdl.backends.mpi.partition import MPIPartition  # noqa: E402
 from distop.distdl.nn import (DistributedChannelConv1d, DistributedChannelConv2d,  # noqa: E402
                               DistributedConv1d, DistributedConv2d, DistributedConv3d,
                               DistributedFeatureConv1d, DistributedFeatureConv2d,
-                              DistributedGeneralConv1d, DistributedGeneralConv2d)
+                              DistributedGeneralConv1d, DistributedGeneralConv2d,
+                              DistributedGeneralConv3d)
 from distop.distdl.utilities.slicing import compute_start_index, compute_subshape  # noqa: E402
 from distop.distdl.utilities.torch import zero_volume_tensor  # noqa: E402
 from distop.testing import adjoint_test  # noqa: E402
@@ -76,6 +77,9 @@ CASES = {
     # 4 workers: 2-d, output channels over 2 rows, width over 2.
     "2d-co2-w2": (2, [1, 1, 1, 2], [1, 2], [1, 2, 1, 2], [0, 1, 2, 3], [2, 1, 1, 2],
                   dict(kernel_size=3, padding=1), [2, 3, 5, 6], None),
+    # 2 workers: 3-d, the height split, the input and output workers in opposite order.
+    "3d-h2": (3, [1, 1, 1, 2, 1], [1, 0], [1, 1, 1, 2, 1], [0, 1], [1, 1, 1, 2, 1],
+              dict(kernel_size=3, padding=(0, 1, 1)), [1, 2, 3, 5, 3], None),
 }
 
 
@@ -97,7 +101,8 @@ def _layer_and_reference(name, P, bias=True):
     P_world = MPIPartition(WORLD)
     P_x, P_y = _grid(P_world, xr, xs), _grid(P_world, yr, ys)
     P_w = _grid(P_world, list(range(int(np.prod(ws)))), ws)
-    cls = DistributedGeneralConv1d if dims == 1 else DistributedGeneralConv2d
+    cls = {1: DistributedGeneralConv1d, 2: DistributedGeneralConv2d,
+           3: DistributedGeneralConv3d}[dims]
     c_in, c_out = glob[1], 5
     # Built in float64 throughout: the zero-volume stand-ins too (every rank passes one dtype).
     default = torch.get_default_dtype()
