@@ -14,6 +14,10 @@ layers: x [N, C, *spatial] split over the spatial axes by P_x = [1, 1, p_1, ...]
 rank exchanges the halo its outputs need (HaloExchange, widths by DistDL's rule, ops/halo.hpp),
 drops the owned inputs they do not read, pads at the domain boundary and applies torch's local
 layer with no padding, giving its balanced block of the output.
+
+DistributedUpsample, DistributedConvTranspose{1,2,3}d, DistributedGroupNorm, DistributedLayerNorm,
+DistributedMultiheadAttention, DistributedTransformerEncoderLayer and sequence_parallel_attention
+run distop's C++ layers inside torch's autograd (distop/_layers.py says how).
 """
 
 import torch as _torch
@@ -21,11 +25,17 @@ import torch.nn.functional as _F
 
 from . import _core, Error, TensorSpace, Decomposition, assemble
 from .torch import apply as _apply
+from ._layers import (DistributedUpsample, DistributedConvTranspose1d,  # noqa: F401
+                      DistributedConvTranspose2d, DistributedConvTranspose3d,
+                      DistributedGroupNorm, DistributedLayerNorm, DistributedMultiheadAttention,
+                      DistributedTransformerEncoderLayer, sequence_parallel_attention,
+                      sequence_blocks, sequence_positions)
+from . import _layers
 
 __all__ = ["DistributedLinear", "DistributedBatchNorm", "DistributedConv1d", "DistributedConv2d",
            "DistributedConv3d", "DistributedMaxPool1d", "DistributedMaxPool2d",
            "DistributedMaxPool3d", "DistributedAvgPool1d", "DistributedAvgPool2d",
-           "DistributedAvgPool3d"]
+           "DistributedAvgPool3d"] + _layers.__all__
 
 
 def _blocks(n, parts):

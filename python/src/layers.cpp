@@ -1,0 +1,460 @@
+// distop's C++ layers behind torch's autograd: a layer (an nn::Module, or a plan such as
+// SequenceParallelAttention) records its forward pass on a tape of its own, kept by the call until
+// torch runs its backward, which replays that tape. The parameters are the module's own storage,
+// handed to Python as arrays over the same memory (torch Parameters without a copy), so an
+// optimizer's in-place step is what the next forward reads.
+//
+// The copies of a parameter: where a parameter is replicated over grid axes of its partition on
+// which each copy receives only its own rank's part of the gradient (the sum convention of the
+// local layers, LayerNorm, GroupNorm), the backward sums the copies' gradients over those axes
+// (one all-reduce per parameter), so that every copy holds the gradient of the whole loss and any
+// torch optimizer keeps the copies equal. Axes along which the layer already ties the copies (the
+// tensor-parallel and sequence axes of the tensor-parallel layers) are left alone.
+
+#include "layers.hpp"
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common.hpp"
+#include "distop/autodiff/apply.hpp"
+#include "distop/autodiff/tape.hpp"
+#include "distop/autodiff/var.hpp"
+#include "distop/nn/activation.hpp"
+#include "distop/nn/distributed_conv_transpose.hpp"
+#include "distop/nn/group_norm.hpp"
+#include "distop/nn/interpolate.hpp"
+#include "distop/nn/layer_norm.hpp"
+#include "distop/nn/module.hpp"
+#include "distop/nn/sequence_parallel.hpp"
+#include "distop/nn/tensor_parallel.hpp"
+#include "distop/ops/all_sum_reduce.hpp"
+
+namespace distop::python {
+namespace {
+
+using namespace nb::literals;
+
+// What a forward call asks beyond its inputs.
+struct CallOptions {
+  bool is_causal = false;
+};
+
+template <class T>
+using LayerForward = std::function<Var<T>(Tape&, const std::vector<Var<T>>&, const CallOptions&)>;
+
+template <class T>
+struct TypedLayer {
+  std::shared_ptr<nn::Module<T>> module;  // null for a plan without parameters or modes
+  std::shared_ptr<const void> plan;       // what `forward` uses besides the module, kept alive
+  LayerForward<T> forward;
+  std::vector<nn::NamedParameter<T>> parameters;
+  // Per parameter: the sum of its copies over the axes where each holds its own part, or null.
+  std::vector<std::shared_ptr<const AllSumReduce<T>>> copies;
+};
+
+struct Layer {
+  DType dtype = DType::f32;
+  std::string name;
+  int inputs = 1;
+  TypedLayer<float> f;
+  TypedLayer<double> d;
+
+  template <class T>
+  TypedLayer<T>& get() {
+    if constexpr (std::is_same_v<T, float>)
+      return f;
+    else
+      return d;
+  }
+  template <class R>
+  R visit(auto&& fn) {
+    return dtype == DType::f32 ? fn.template operator()<float>() : fn.template operator()<double>();
+  }
+};
+
+// The layer for one scalar type; `tied` lists the grid axes along which the module ties its
+// parameters' copies itself. Collective over the parameters' partitions' parent (the copies'
+// all-reduces are planned here).
+template <class T>
+std::shared_ptr<Layer> make_layer(std::string name, int inputs,
+                                  std::shared_ptr<nn::Module<T>> module, LayerForward<T> forward,
+                                  const std::set<int>& tied = {},
+                                  std::shared_ptr<const void> plan = nullptr) {
+  auto layer = std::make_shared<Layer>();
+  layer->dtype = std::is_same_v<T, float> ? DType::f32 : DType::f64;
+  layer->name = std::move(name);
+  layer->inputs = inputs;
+  auto& t = layer->template get<T>();
+  t.module = std::move(module);
+  t.plan = std::move(plan);
+  t.forward = std::move(forward);
+  if (t.module) t.parameters = t.module->named_parameters();
+  for (const auto& p : t.parameters) {
+    std::vector<int> axes;
+    const auto& space = p.var.space();
+    if (p.reduction == nn::GradientReduction::per_replica)
+      for (int a = 0; a < space.partition().dim(); ++a)
+        if (space.partition().shape()[a] > 1 && space.decomposition().replicates(a) &&
+            tied.count(a) == 0)
+          axes.push_back(a);
+    t.copies.push_back(axes.empty() ? nullptr : std::make_shared<AllSumReduce<T>>(space, axes));
+  }
+  return layer;
+}
+
+// One forward call: its tape, its inputs and output, kept until backward.
+struct Call {
+  std::shared_ptr<Layer> layer;
+  CallOptions options;
+  Tape tape;
+  std::vector<Var<float>> in_f;
+  std::vector<Var<double>> in_d;
+  Var<float> out_f;
+  Var<double> out_d;
+  bool replayed = false;
+
+  template <class T>
+  std::pair<std::vector<Var<T>>&, Var<T>&> vars() {
+    if constexpr (std::is_same_v<T, float>)
+      return {in_f, out_f};
+    else
+      return {in_d, out_d};
+  }
+};
+
+std::pair<std::shared_ptr<Call>, nb::object> layer_forward(const std::shared_ptr<Layer>& layer,
+                                                           const std::vector<TensorSpace>& spaces,
+                                                           const std::vector<Array>& inputs,
+                                                           const std::vector<bool>& requires_grad,
+                                                           bool is_causal) {
+  DISTOP_CHECK(static_cast<int>(inputs.size()) == layer->inputs && spaces.size() == inputs.size() &&
+                   requires_grad.size() == inputs.size(),
+               layer->name, "takes ", layer->inputs, " input(s), given ", inputs.size());
+  for (const auto& a : inputs)
+    DISTOP_CHECK(dtype_of(a, layer->name) == layer->dtype, layer->name,
+                 "an input has another dtype than the layer's parameters");
+  auto call = std::make_shared<Call>();
+  call->layer = layer;
+  call->options.is_causal = is_causal;
+  auto out = layer->visit<nb::object>([&]<class T>() {
+    auto [in, y] = call->template vars<T>();
+    // Over the callers' memory, no copy: torch keeps the tensors (saved for backward) unchanged.
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      in.push_back(Var<T>(dist<T>(spaces[i], inputs[i], true), requires_grad[i]));
+    y = layer->template get<T>().forward(call->tape, in, call->options);
+    return to_array(y.value().local(), false);
+  });
+  return {call, out};
+}
+
+// (the inputs' gradients, None where an input needs none; the parameters' gradients).
+nb::tuple layer_backward(Call& call, const Array& dy) {
+  Layer& layer = *call.layer;
+  DISTOP_CHECK(dtype_of(dy, layer.name) == layer.dtype, layer.name,
+               "the output's gradient has another dtype than the output");
+  return layer.visit<nb::tuple>([&]<class T>() {
+    auto [in, y] = call.template vars<T>();
+    auto& typed = layer.template get<T>();
+    if (call.replayed) {
+      // Again (retain_graph, gradcheck's second pass): the same forward on a new tape, collective
+      // as the first, on every rank alike.
+      call.tape.clear();
+      for (auto& v : in) v = Var<T>(v.value(), v.requires_grad());
+      y = typed.forward(call.tape, in, call.options);
+    }
+    call.replayed = true;
+    for (auto& p : typed.parameters) p.var.zero_grad();
+    DistTensor<T> seed = DistTensor<T>::from_local(y.space(), wrap<T>(dy).clone());
+    distop::backward(call.tape, y, seed);
+    nb::list inputs;
+    for (auto& v : in) {
+      if (!v.requires_grad())
+        inputs.append(nb::none());
+      else
+        inputs.append(to_array(
+            v.has_grad() ? v.grad().local() : Tensor<T>(v.value().local().shape()), false));
+    }
+    nb::list params;
+    for (std::size_t i = 0; i < typed.parameters.size(); ++i) {
+      const auto& v = typed.parameters[i].var;
+      DistTensor<T> g = v.has_grad() ? v.take_grad() : DistTensor<T>(v.space());
+      if (typed.copies[i]) g = typed.copies[i]->apply(g);
+      params.append(to_array(g.local(), false));
+    }
+    return nb::make_tuple(inputs, params);
+  });
+}
+
+// A layer of `dtype` built by make<T>() for T = float or double.
+template <class Make>
+std::shared_ptr<Layer> for_dtype(const std::string& dtype, Make&& make) {
+  return dtype_from_name(dtype) == DType::f32 ? make.template operator()<float>()
+                                              : make.template operator()<double>();
+}
+
+nn::SequenceLayout parse_layout(const std::string& name) {
+  if (name == "contiguous") return nn::SequenceLayout::contiguous;
+  if (name == "zigzag") return nn::SequenceLayout::zigzag;
+  throw Error("sequence parallelism",
+              "layout must be 'contiguous' or 'zigzag', not '" + name + "'");
+}
+
+nn::GeluApproximate parse_gelu(const std::string& name) {
+  if (name == "none") return nn::GeluApproximate::none;
+  if (name == "tanh") return nn::GeluApproximate::tanh;
+  throw Error("GELU", "approximate must be 'none' or 'tanh', not '" + name + "'");
+}
+
+std::optional<nn::SequenceParallel> sequence_parallel(int axis, const std::string& strategy,
+                                                      const std::string& layout) {
+  if (axis < 0) return std::nullopt;
+  return nn::SequenceParallel{axis, nn::parse_sequence_parallel_strategy(strategy),
+                              parse_layout(layout)};
+}
+
+}  // namespace
+
+void bind_layers(nb::module_& m) {
+  nb::class_<Layer>(m, "Layer")
+      .def_prop_ro("name", [](const Layer& l) { return l.name; })
+      .def_prop_ro("dtype",
+                   [](const Layer& l) { return l.dtype == DType::f32 ? "float32" : "float64"; })
+      .def(
+          "parameters",
+          [](Layer& l) {
+            return l.visit<nb::list>([&]<class T>() {
+              nb::list out;
+              for (const auto& p : l.template get<T>().parameters)
+                out.append(nb::make_tuple(p.name, to_array(p.var.value().local(), false)));
+              return out;
+            });
+          },
+          "(name, array over the parameter's local storage) for each parameter, torch's names")
+      .def(
+          "train",
+          [](Layer& l, bool on) {
+            l.visit<int>([&]<class T>() {
+              if (auto& mod = l.template get<T>().module) mod->train(on);
+              return 0;
+            });
+          },
+          "on"_a)
+      .def(
+          "state_dict",
+          [](Layer& l) {
+            return l.visit<nb::dict>([&]<class T>() {
+              nb::dict out;
+              auto& mod = l.template get<T>().module;
+              if (!mod) return out;
+              for (const auto& [name, entry] : mod->state_dict()) {
+                if (entry.is_count()) {
+                  const auto& v = std::get<std::vector<std::int64_t>>(entry.values);
+                  out[name.c_str()] = nb::int_(v.empty() ? 0 : v[0]);
+                  continue;
+                }
+                const auto& v = std::get<std::vector<T>>(entry.values);
+                Tensor<T> t(entry.shape);
+                std::copy(v.begin(), v.end(), t.data());
+                out[name.c_str()] = to_array(t, false);
+              }
+              return out;
+            });
+          },
+          "The module's state_dict as global tensors on every rank (torch's names and shapes). "
+          "Collective over the parameters' partitions' parent.")
+      .def("forward", &layer_forward, "spaces"_a, "inputs"_a, "requires_grad"_a,
+           "is_causal"_a = false);
+
+  nb::class_<Call>(m, "LayerCall").def("backward", &layer_backward, "dy"_a);
+
+  m.def(
+      "interpolate_layer",
+      [](const std::string& dtype, const std::string& mode, const std::vector<std::int64_t>& size,
+         const std::vector<double>& scale_factor, std::optional<bool> align_corners,
+         bool recompute_scale_factor) {
+        nn::InterpolateOptions o;
+        if (!size.empty()) o.size = nn::AxisValues(size);
+        if (!scale_factor.empty()) o.scale_factor = nn::AxisScales(scale_factor);
+        o.mode = nn::parse_interpolate_mode(mode);
+        o.align_corners = align_corners;
+        o.recompute_scale_factor = recompute_scale_factor;
+        return for_dtype(dtype, [&]<class T>() {
+          auto mod = std::make_shared<nn::DistributedInterpolate<T>>(o);
+          return make_layer<T>("DistributedUpsample", 1, mod,
+                               [mod](Tape& tape, const std::vector<Var<T>>& x, const CallOptions&) {
+                                 return mod->forward(tape, x[0]);
+                               });
+        });
+      },
+      "dtype"_a, "mode"_a, "size"_a, "scale_factor"_a, "align_corners"_a,
+      "recompute_scale_factor"_a);
+
+  m.def(
+      "conv_transpose_layer",
+      [](const std::string& dtype, int dims, std::int64_t in, std::int64_t out,
+         const std::vector<std::int64_t>& kernel, const Partition& weight_partition,
+         const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding,
+         const std::vector<std::int64_t>& output_padding, const std::vector<std::int64_t>& dilation,
+         bool bias, std::uint64_t seed) {
+        nn::ConvTransposeOptions o{.stride = nn::AxisValues(stride),
+                                   .padding = nn::AxisValues(padding),
+                                   .output_padding = nn::AxisValues(output_padding),
+                                   .dilation = nn::AxisValues(dilation),
+                                   .bias = bias,
+                                   .seed = seed};
+        auto layer = for_dtype(dtype, [&]<class T>() {
+          auto mod = std::make_shared<nn::DistributedConvTranspose<T>>(
+              dims, in, out, nn::AxisValues(kernel), weight_partition, o);
+          return make_layer<T>("DistributedConvTranspose", 1, mod,
+                               [mod](Tape& tape, const std::vector<Var<T>>& x, const CallOptions&) {
+                                 return mod->forward(tape, x[0]);
+                               });
+        });
+        // The input's and the output's partitions.
+        auto parts = layer->visit<std::pair<Partition, Partition>>([&]<class T>() {
+          auto& mod =
+              static_cast<nn::DistributedConvTranspose<T>&>(*layer->template get<T>().module);
+          return std::make_pair(mod.input_partition(), mod.output_partition());
+        });
+        return std::make_tuple(layer, parts.first, parts.second);
+      },
+      "dtype"_a, "dims"_a, "in_channels"_a, "out_channels"_a, "kernel_size"_a, "weight_partition"_a,
+      "stride"_a, "padding"_a, "output_padding"_a, "dilation"_a, "bias"_a, "seed"_a);
+
+  m.def(
+      "group_norm_layer",
+      [](const std::string& dtype, std::int64_t groups, std::int64_t channels,
+         const Partition& partition, double eps, bool affine) {
+        return for_dtype(dtype, [&]<class T>() {
+          auto mod = std::make_shared<nn::GroupNorm<T>>(groups, channels, partition,
+                                                        nn::GroupNormOptions{eps, affine});
+          return make_layer<T>("DistributedGroupNorm", 1, mod,
+                               [mod](Tape& tape, const std::vector<Var<T>>& x, const CallOptions&) {
+                                 return mod->forward(tape, x[0]);
+                               });
+        });
+      },
+      "dtype"_a, "num_groups"_a, "num_channels"_a, "partition"_a, "eps"_a, "affine"_a);
+
+  m.def(
+      "layer_norm_layer",
+      [](const std::string& dtype, std::int64_t dim, const Partition& partition, double eps,
+         bool affine, bool bias, int split_axis) {
+        return for_dtype(dtype, [&]<class T>() {
+          nn::LayerNormOptions o{
+              .eps = eps, .elementwise_affine = affine, .bias = bias, .split_axis = split_axis};
+          auto mod = std::make_shared<nn::LayerNorm<T>>(dim, partition, o);
+          return make_layer<T>("DistributedLayerNorm", 1, mod,
+                               [mod](Tape& tape, const std::vector<Var<T>>& x, const CallOptions&) {
+                                 return mod->forward(tape, x[0]);
+                               });
+        });
+      },
+      "dtype"_a, "dim"_a, "partition"_a, "eps"_a, "elementwise_affine"_a, "bias"_a, "split_axis"_a);
+
+  m.def(
+      "multihead_attention_layer",
+      [](const std::string& dtype, std::int64_t embed_dim, std::int64_t num_heads,
+         const Partition& partition, int tensor_axis, double dropout, std::uint64_t seed,
+         int sequence_axis, const std::string& strategy, const std::string& layout) {
+        nn::TensorParallelMultiheadAttentionOptions o{
+            .tensor_axis = tensor_axis,
+            .dropout = dropout,
+            .seed = seed,
+            .sequence_parallel = sequence_parallel(sequence_axis, strategy, layout)};
+        std::set<int> tied{tensor_axis};
+        if (sequence_axis >= 0) tied.insert(sequence_axis);
+        return for_dtype(dtype, [&]<class T>() {
+          auto mod = std::make_shared<nn::TensorParallelMultiheadAttention<T>>(embed_dim, num_heads,
+                                                                               partition, o);
+          return make_layer<T>(
+              "DistributedMultiheadAttention", 1, mod,
+              [mod](Tape& tape, const std::vector<Var<T>>& x, const CallOptions& c) {
+                return mod->forward(tape, x[0], nn::AttentionMask<T>{.is_causal = c.is_causal});
+              },
+              tied);
+        });
+      },
+      "dtype"_a, "embed_dim"_a, "num_heads"_a, "partition"_a, "tensor_axis"_a, "dropout"_a,
+      "seed"_a, "sequence_axis"_a, "strategy"_a, "layout"_a);
+
+  m.def(
+      "transformer_encoder_layer",
+      [](const std::string& dtype, std::int64_t d_model, std::int64_t nhead,
+         std::int64_t dim_feedforward, const Partition& partition, int tensor_axis, double dropout,
+         double layer_norm_eps, const std::string& approximate, std::uint64_t seed,
+         int sequence_axis, const std::string& strategy, const std::string& layout) {
+        nn::TensorParallelTransformerEncoderLayerOptions o{
+            .tensor_axis = tensor_axis,
+            .dropout = dropout,
+            .layer_norm_eps = layer_norm_eps,
+            .approximate = parse_gelu(approximate),
+            .seed = seed,
+            .sequence_parallel = sequence_parallel(sequence_axis, strategy, layout)};
+        std::set<int> tied{tensor_axis};
+        if (sequence_axis >= 0) tied.insert(sequence_axis);
+        return for_dtype(dtype, [&]<class T>() {
+          auto mod = std::make_shared<nn::TensorParallelTransformerEncoderLayer<T>>(
+              d_model, nhead, dim_feedforward, partition, o);
+          return make_layer<T>(
+              "DistributedTransformerEncoderLayer", 1, mod,
+              [mod](Tape& tape, const std::vector<Var<T>>& x, const CallOptions& c) {
+                return mod->forward(tape, x[0], nn::AttentionMask<T>{.is_causal = c.is_causal});
+              },
+              tied);
+        });
+      },
+      "dtype"_a, "d_model"_a, "nhead"_a, "dim_feedforward"_a, "partition"_a, "tensor_axis"_a,
+      "dropout"_a, "layer_norm_eps"_a, "approximate"_a, "seed"_a, "sequence_axis"_a, "strategy"_a,
+      "layout"_a);
+
+  m.def(
+      "sequence_attention_layer",
+      [](const std::string& dtype, const TensorSpace& heads, int sequence_axis,
+         const std::string& strategy, const std::string& layout, double dropout,
+         std::uint64_t dropout_seed, std::optional<double> scale) {
+        const auto sp = *sequence_parallel(sequence_axis, strategy, layout);
+        return for_dtype(dtype, [&]<class T>() {
+          auto plan = std::make_shared<const nn::SequenceParallelAttention<T>>(heads, sp);
+          nn::SequenceAttentionOptions o{
+              .dropout = dropout, .dropout_seed = dropout_seed, .scale = scale};
+          return make_layer<T>(
+              "sequence_parallel_attention", 3, nullptr,
+              [plan, o](Tape& tape, const std::vector<Var<T>>& qkv, const CallOptions& c) {
+                auto options = o;
+                options.is_causal = c.is_causal;
+                return plan->forward(tape, qkv[0], qkv[1], qkv[2], options);
+              },
+              {}, plan);
+        });
+      },
+      "dtype"_a, "space"_a, "sequence_axis"_a, "strategy"_a, "layout"_a, "dropout"_a,
+      "dropout_seed"_a, "scale"_a);
+
+  m.def(
+      "sequence_blocks",
+      [](std::int64_t length, int parts, const std::string& layout) {
+        return nn::sequence_blocks(length, parts, parse_layout(layout));
+      },
+      "length"_a, "parts"_a, "layout"_a);
+  m.def(
+      "sequence_positions",
+      [](std::int64_t length, int parts, const std::string& layout) {
+        return nn::sequence_positions(length, parts, parse_layout(layout));
+      },
+      "length"_a, "parts"_a, "layout"_a);
+}
+
+}  // namespace distop::python
