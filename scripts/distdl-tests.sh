@@ -16,7 +16,8 @@
 # 3. installs pytest 7 and pytest-mpi (pip --target) into $work/site, put first on PYTHONPATH: DistDL's
 #    conftest.py marks its fixtures with pytest.mark.mpi, which pytest 8 deprecated and pytest 9
 #    (the package's tests' pytest) refuses ("Marks cannot be applied to fixtures");
-# 4. runs pytest --with-mpi on tests/primitives, then tests/layers (DISTDL_FOLDERS), at
+# 4. runs pytest --with-mpi on tests/primitives, then tests/layers (DISTDL_FOLDERS: folders or
+#    files under tests/, such as layers/test_upsampling.py), at
 #    DISTDL_RANKS (default 1 2 3 4) ranks; cases marked mpi(min_size=N) for N above the rank
 #    count are skipped by pytest-mpi. A test module that does not import (a name distop.distdl
 #    lacks) counts as one error and the others still run (--continue-on-collection-errors). Rank 0's summary line (passed/failed/skipped) is printed per
@@ -62,7 +63,7 @@ mkdir -p "$work/logs"
 status=0
 for folder in ${DISTDL_FOLDERS:-primitives layers}; do
   for n in ${DISTDL_RANKS:-1 2 3 4}; do
-    log=$work/logs/$folder.np$n
+    log=$work/logs/${folder//\//_}.np$n
     start=$(date +%s)
     (cd "$work/tests" && timeout "${DISTDL_TIMEOUT:-900}" mpiexec.mpich -n "$n" bash -c \
       'exec "$0" -m pytest --with-mpi -q -p no:cacheprovider -rfE --continue-on-collection-errors "$@" > "'"$log"'.rank$PMI_RANK.txt" 2>&1' \

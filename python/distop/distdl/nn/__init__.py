@@ -1,12 +1,14 @@
 """DistDL's distributed layers over distop, each in DistDL's module: the primitives (Broadcast,
 SumReduce, AllSumReduce, Repartition / DistributedTranspose, HaloExchange), the feature-partitioned
 convolutions and pooling, the channel- and generally partitioned convolutions and the
-DistributedConv{1,2,3}d dispatcher, batch normalisation, the linear layer and the losses."""
+DistributedConv{1,2,3}d dispatcher, batch normalisation, the linear layer, the losses and
+upsampling."""
 
 from . import all_sum_reduce, broadcast, halo_exchange, mixins, module, repartition  # noqa: F401
 from . import sum_reduce, transpose  # noqa: F401
 from . import batchnorm, conv_channel, conv_feature, linear, loss, pooling  # noqa: F401
 from . import conv, conv_general  # noqa: F401
+from . import upsampling  # noqa: F401
 from .all_sum_reduce import AllSumReduce
 from .batchnorm import DistributedBatchNorm
 from .conv_channel import (DistributedChannelConv1d, DistributedChannelConv2d,
@@ -27,6 +29,7 @@ from .module import Module
 from .repartition import Repartition
 from .sum_reduce import SumReduce
 from .transpose import DistributedTranspose
+from .upsampling import DistributedUpsample
 
 __all__ = ["AllSumReduce", "Broadcast", "DistributedTranspose", "HaloExchange", "Module",
            "Repartition", "SumReduce", "DistributedBatchNorm", "DistributedChannelConv1d", "DistributedChannelConv2d",
@@ -37,4 +40,5 @@ __all__ = ["AllSumReduce", "Broadcast", "DistributedTranspose", "HaloExchange", 
            "DistributedAvgPool1d", "DistributedAvgPool2d", "DistributedAvgPool3d",
            "DistributedMaxPool1d", "DistributedMaxPool2d", "DistributedMaxPool3d",
            "DistributedConv1d", "DistributedConv2d", "DistributedConv3d",
-           "DistributedGeneralConv1d", "DistributedGeneralConv2d", "DistributedGeneralConv3d"]
+           "DistributedGeneralConv1d", "DistributedGeneralConv2d", "DistributedGeneralConv3d",
+           "DistributedUpsample"]
