@@ -24,7 +24,9 @@ from .torch import _dtype_name, _joined, _local, _wants_grad
 __all__ = ["DistributedUpsample", "DistributedConvTranspose1d", "DistributedConvTranspose2d",
            "DistributedConvTranspose3d", "DistributedGroupNorm", "DistributedLayerNorm",
            "DistributedMultiheadAttention", "DistributedTransformerEncoderLayer",
-           "sequence_parallel_attention", "sequence_blocks", "sequence_positions"]
+           "sequence_parallel_attention", "sequence_blocks", "sequence_positions",
+           "l1_loss", "mse_loss", "poisson_nll_loss", "binary_cross_entropy",
+           "binary_cross_entropy_with_logits", "kl_div", "dice_loss"]
 
 _TORCH_DTYPES = {"float32": _torch.float32, "float64": _torch.float64}
 
@@ -366,3 +368,94 @@ def sequence_positions(length, parts, layout="contiguous"):
     """The position of the token at each global index along the sequence under ``layout`` (the
     order in which a program lays out its tokens and position embeddings for "zigzag")."""
     return list(_core.sequence_positions(length, parts, layout))
+
+
+# ---- The distributed losses
+
+class _Losses(_Layer):
+    """The loss layers, one per kind, dtype and options (they hold no state)."""
+
+    def __init__(self):
+        super().__init__()
+        self._losses = {}
+
+    def get(self, key):
+        layer = self._losses.get(key)
+        if layer is None:
+            layer = self._losses[key] = _core.loss_layer(*key)
+        return layer
+
+
+_LOSSES = _Losses()
+
+
+def _loss(kind, input, target, P, reduction="mean", log_input=True, full=False, eps=1e-8,
+          log_target=False, pos_weight=None, smooth=1.0):
+    name = kind
+    axis_map = list(range(P.dim))
+    space, dtype, any_grad = _infer(P, input, axis_map, name)
+    t_space, t_dtype, _ = _infer(P, target, axis_map, name)
+    if not t_space == space or t_dtype != dtype:
+        raise Error(f"[{name}] the target must have the input's shape, split and dtype")
+    tensors, spaces, grads = [input, target], [space, space], [any_grad, False]
+    if pos_weight is not None:
+        pw = pos_weight.detach().to(_TORCH_DTYPES[dtype]).contiguous()
+        if not P.active:
+            pw = pw.new_zeros([0] * pw.dim())
+        w_space, _, _ = _infer(P, pw, [-1] * pw.dim(), name)
+        tensors.append(pw)
+        spaces.append(w_space)
+        grads.append(False)
+    layer = _LOSSES.get((dtype, kind, reduction, bool(log_input), bool(full), float(eps),
+                         bool(log_target), pos_weight is not None, float(smooth)))
+    return _LOSSES._run(layer, [tensors[0], tensors[1].detach()] + tensors[2:], spaces, grads)
+
+
+_LOSS_DOC = """The loss of `input` against `target` (no gradient), both split alike over P (one grid
+axis per tensor axis, any blocks), as torch's {torch} with DistDL's rule: each rank sums its
+block's terms, and "mean" ("batchmean") divides by the global count (batch). Returns distop's loss
+convention: a [1] tensor on every rank of P whose components add up to the loss (call backward()
+on every rank; distop.torch.AllSumReduce, or the sum of the ranks' values, gives the loss), or the
+per-entry terms for reduction "none"."""
+
+
+def l1_loss(input, target, P, reduction="mean"):
+    return _loss("l1", input, target, P, reduction)
+
+
+def mse_loss(input, target, P, reduction="mean"):
+    return _loss("mse", input, target, P, reduction)
+
+
+def poisson_nll_loss(input, target, P, log_input=True, full=False, eps=1e-8, reduction="mean"):
+    return _loss("poisson_nll", input, target, P, reduction, log_input=log_input, full=full,
+                 eps=eps)
+
+
+def binary_cross_entropy(input, target, P, reduction="mean"):
+    return _loss("bce", input, target, P, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, P, reduction="mean", pos_weight=None):
+    return _loss("bce_with_logits", input, target, P, reduction, pos_weight=pos_weight)
+
+
+def kl_div(input, target, P, reduction="mean", log_target=False):
+    return _loss("kl_div", input, target, P, reduction, log_target=log_target)
+
+
+for _f, _torch_name in ((l1_loss, "l1_loss"), (mse_loss, "mse_loss"),
+                        (poisson_nll_loss, "poisson_nll_loss (log_input, full, eps)"),
+                        (binary_cross_entropy, "binary_cross_entropy (each log clamped at -100)"),
+                        (binary_cross_entropy_with_logits,
+                         "binary_cross_entropy_with_logits (pos_weight whole on every rank)"),
+                        (kl_div, "kl_div (log_target; reduction \"batchmean\" too)")):
+    _f.__doc__ = _LOSS_DOC.format(torch="torch.nn.functional." + _torch_name)
+
+
+def dice_loss(input, target, P, smooth=1.0):
+    """The soft Dice loss 1 - (2 sum(input target) + smooth) / (sum(input) + sum(target) +
+    smooth) over the whole tensor split over P (input probabilities, target a mask in [0, 1], no
+    gradient to it): one all-reduce of two sums. The loss in distop's convention: [1] on every rank
+    of P, the first rank holding the loss and the others 0."""
+    return _loss("dice", input, target, P, smooth=smooth)

@@ -17,7 +17,9 @@ layer with no padding, giving its balanced block of the output.
 
 DistributedUpsample, DistributedConvTranspose{1,2,3}d, DistributedGroupNorm, DistributedLayerNorm,
 DistributedMultiheadAttention, DistributedTransformerEncoderLayer and sequence_parallel_attention
-run distop's C++ layers inside torch's autograd (distop/_layers.py says how).
+run distop's C++ layers inside torch's autograd (distop/_layers.py says how), and so do the
+distributed losses l1_loss, mse_loss, poisson_nll_loss, binary_cross_entropy(_with_logits), kl_div
+and dice_loss.
 """
 
 import torch as _torch
@@ -29,7 +31,8 @@ from ._layers import (DistributedUpsample, DistributedConvTranspose1d,  # noqa: 
                       DistributedConvTranspose2d, DistributedConvTranspose3d,
                       DistributedGroupNorm, DistributedLayerNorm, DistributedMultiheadAttention,
                       DistributedTransformerEncoderLayer, sequence_parallel_attention,
-                      sequence_blocks, sequence_positions)
+                      sequence_blocks, sequence_positions, l1_loss, mse_loss, poisson_nll_loss,
+                      binary_cross_entropy, binary_cross_entropy_with_logits, kl_div, dice_loss)
 from . import _layers
 
 __all__ = ["DistributedLinear", "DistributedBatchNorm", "DistributedConv1d", "DistributedConv2d",

@@ -31,6 +31,13 @@
 #include "distop/autodiff/apply.hpp"
 #include "distop/autodiff/tape.hpp"
 #include "distop/autodiff/var.hpp"
+#include "distop/loss/bce.hpp"
+#include "distop/loss/dice.hpp"
+#include "distop/loss/kl_div.hpp"
+#include "distop/loss/l1.hpp"
+#include "distop/loss/mse.hpp"
+#include "distop/loss/poisson_nll.hpp"
+#include "distop/loss/reduction.hpp"
 #include "distop/nn/activation.hpp"
 #include "distop/nn/distributed_conv_transpose.hpp"
 #include "distop/nn/group_norm.hpp"
@@ -442,6 +449,66 @@ void bind_layers(nb::module_& m) {
       },
       "dtype"_a, "space"_a, "sequence_axis"_a, "strategy"_a, "layout"_a, "dropout"_a,
       "dropout_seed"_a, "scale"_a);
+
+  // The distributed losses: input (with a gradient) and target (without) in one space; the loss
+  // in distop's convention (a [1] tensor on every rank of the input's partition whose components
+  // add up to the loss), or the per-entry terms for reduction "none".
+  m.def(
+      "loss_layer",
+      [](const std::string& dtype, const std::string& kind, const std::string& reduction,
+         bool log_input, bool full, double eps, bool log_target, bool has_pos_weight,
+         double smooth) {
+        const auto r = loss::parse_reduction(reduction);
+        const auto check = [&](bool ok, const char* what) {
+          DISTOP_CHECK(ok, kind, "reduction '", reduction, "' ", what);
+        };
+        if (kind != "kl_div") check(r != loss::Reduction::batchmean, "is KLDiv's only");
+        return for_dtype(dtype, [&]<class T>() -> std::shared_ptr<Layer> {
+          using Inputs = std::vector<Var<T>>;
+          LayerForward<T> f;
+          int inputs = 2;
+          if (kind == "l1") {
+            f = [r](Tape& t, const Inputs& x, const CallOptions&) {
+              return loss::l1(t, x[0], x[1].value(), {.reduction = r});
+            };
+          } else if (kind == "mse") {
+            f = [r](Tape& t, const Inputs& x, const CallOptions&) {
+              return loss::mse(t, x[0], x[1].value(), {.reduction = r});
+            };
+          } else if (kind == "poisson_nll") {
+            loss::PoissonNLLOptions o{
+                .log_input = log_input, .full = full, .eps = eps, .reduction = r};
+            f = [o](Tape& t, const Inputs& x, const CallOptions&) {
+              return loss::poisson_nll(t, x[0], x[1].value(), o);
+            };
+          } else if (kind == "bce") {
+            f = [r](Tape& t, const Inputs& x, const CallOptions&) {
+              return loss::bce(t, x[0], x[1].value(), {.reduction = r});
+            };
+          } else if (kind == "bce_with_logits") {
+            inputs = has_pos_weight ? 3 : 2;
+            f = [r](Tape& t, const Inputs& x, const CallOptions&) {
+              loss::BCEWithLogitsOptions<T> o{.reduction = r};
+              if (x.size() == 3) o.pos_weight = x[2].value().local();
+              return loss::bce_with_logits(t, x[0], x[1].value(), o);
+            };
+          } else if (kind == "kl_div") {
+            f = [r, log_target](Tape& t, const Inputs& x, const CallOptions&) {
+              return loss::kl_div(t, x[0], x[1].value(),
+                                  {.reduction = r, .log_target = log_target});
+            };
+          } else if (kind == "dice") {
+            f = [smooth](Tape& t, const Inputs& x, const CallOptions&) {
+              return loss::dice(t, x[0], x[1].value(), {.smooth = smooth});
+            };
+          } else {
+            throw Error("distop.nn", "no loss named '" + kind + "'");
+          }
+          return make_layer<T>(kind, inputs, nullptr, std::move(f));
+        });
+      },
+      "dtype"_a, "kind"_a, "reduction"_a, "log_input"_a, "full"_a, "eps"_a, "log_target"_a,
+      "has_pos_weight"_a, "smooth"_a);
 
   m.def(
       "sequence_blocks",

@@ -1,7 +1,8 @@
 """distop's C++ layers from Python (distop.nn's DistributedUpsample, DistributedConvTranspose,
 DistributedGroupNorm, DistributedLayerNorm, DistributedMultiheadAttention,
 DistributedTransformerEncoderLayer, sequence_parallel_attention) against torch's layers on the
-whole tensors: outputs, input gradients, parameter gradients and state_dicts, in float64."""
+whole tensors: outputs, input gradients, parameter gradients and state_dicts, in float64; and the
+distributed losses (l1, mse, poisson_nll, binary cross-entropy, kl_div, dice) against torch's."""
 
 import pytest
 import torch
@@ -283,3 +284,67 @@ def test_layer_errors(world_size):
         dnn.DistributedGroupNorm(W([1, 1, world_size]), 3, 4)  # 4 channels in 3 groups
     with pytest.raises(distop.Error, match="sequence_axis"):
         dnn.DistributedMultiheadAttention(W([world_size]), 24, 12, sequence_axis=2)
+
+
+LOSSES = [  # (distop.nn function, torch function, extra arguments, reductions)
+    (dnn.l1_loss, F.l1_loss, {}, ["mean", "sum", "none"]),
+    (dnn.mse_loss, F.mse_loss, {}, ["mean", "sum"]),
+    (dnn.poisson_nll_loss, F.poisson_nll_loss, {"log_input": False, "full": True},
+     ["mean", "sum"]),
+    (dnn.binary_cross_entropy, F.binary_cross_entropy, {}, ["mean", "none"]),
+    (dnn.binary_cross_entropy_with_logits, F.binary_cross_entropy_with_logits,
+     {"pos_weight": torch.linspace(0.5, 2, 7, dtype=f64)}, ["mean", "sum"]),
+    (dnn.kl_div, F.kl_div, {"log_target": True}, ["batchmean", "sum"]),
+]
+
+
+@pytest.mark.parametrize("fn,ref_fn,kw,reductions", LOSSES)
+def test_losses_equal_torch(world_size, rank, fn, ref_fn, kw, reductions):
+    P = W([world_size, 1])  # 5 rows over the ranks
+    torch.manual_seed(9)
+    X = torch.rand(5, 7, dtype=f64) * 0.9 + 0.05
+    T = torch.rand(5, 7, dtype=f64)
+    if fn is dnn.poisson_nll_loss:
+        T = torch.randint(0, 5, (5, 7)).to(f64)
+    if fn is dnn.kl_div:
+        X, T = X.log_softmax(1), T.log_softmax(1)
+    space = balanced(P, [5, 7])
+    for reduction in reductions:
+        x = distop.distribute(X, space).requires_grad_(True)
+        loss = fn(x, distop.distribute(T, space), P, reduction=reduction, **kw)
+        Xr = X.clone().requires_grad_(True)
+        ref = ref_fn(Xr, T, reduction=reduction, **kw)
+        if reduction == "none":
+            torch.testing.assert_close(loss, distop.distribute(ref.detach(), space), rtol=0,
+                                       atol=1e-14)
+            dY = torch.randn(5, 7, dtype=f64)
+            (loss * distop.distribute(dY, space)).sum().backward()
+            (ref * dY).sum().backward()
+        else:
+            total = distop._core.allreduce_sum(distop.comm_handle(), loss.item())
+            assert total == pytest.approx(ref.item(), rel=1e-13, abs=1e-14)
+            loss.backward()
+            ref.backward()
+        torch.testing.assert_close(x.grad, distop.distribute(Xr.grad, space), rtol=1e-13,
+                                   atol=1e-15)
+
+
+def test_dice_loss_and_loss_errors(world_size, rank):
+    P = W([1, 1, world_size])
+    torch.manual_seed(10)
+    X, T = torch.rand(2, 1, 9, dtype=f64), (torch.rand(2, 1, 9, dtype=f64) > 0.5).to(f64)
+    space = balanced(P, [2, 1, 9])
+    x = distop.distribute(X, space).requires_grad_(True)
+    loss = dnn.dice_loss(x, distop.distribute(T, space), P, smooth=1.0)
+    Xr = X.clone().requires_grad_(True)
+    ref = 1 - (2 * (Xr * T).sum() + 1) / (Xr.sum() + T.sum() + 1)
+    torch.testing.assert_close(loss.detach(), ref.detach().reshape(1) * (rank == 0), rtol=1e-14,
+                               atol=1e-15)
+    loss.backward()
+    ref.backward()
+    torch.testing.assert_close(x.grad, distop.distribute(Xr.grad, space), rtol=1e-13, atol=1e-15)
+    with pytest.raises(distop.Error, match="batchmean"):
+        dnn.mse_loss(x, x.detach(), P, reduction="batchmean")
+    with pytest.raises(distop.Error, match="target"):
+        dnn.l1_loss(x, distop.distribute(torch.zeros(2, 1, 8, dtype=f64), balanced(P, [2, 1, 8])),
+                    P)
