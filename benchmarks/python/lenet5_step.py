@@ -53,7 +53,6 @@ def distop_step(args):
         opt.zero_grad()
         loss = model.loss(model(x), labels)
         loss.backward()
-        model.sum_tied_gradients()
         opt.step()
 
     return step

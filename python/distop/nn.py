@@ -46,6 +46,51 @@ def _blocks(n, parts):
     return [sum(b[:i]) for i in range(parts + 1)]
 
 
+class _TieFunction(_torch.autograd.Function):
+    """Megatron's f for parameters copied on every rank of a partition: identity forward, the
+    copies' gradients summed over the ranks backward (one all-reduce for all of them), so that
+    every copy receives the gradient of the whole loss and an optimizer keeps the copies equal."""
+
+    @staticmethod
+    def forward(ctx, op, *params):
+        ctx.op, ctx.shapes, ctx.dtype = op, [p.shape for p in params], params[0].dtype
+        return tuple(p.view_as(p) for p in params)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        flat = _torch.cat([(g if g is not None else _torch.zeros(shape, dtype=ctx.dtype))
+                           .reshape(-1) for g, shape in zip(grads, ctx.shapes)])
+        total = ctx.op.forward(flat.reshape(ctx.op.domain.local_shape).contiguous(), agreed=True)
+        out, offset = [], 0
+        for shape in ctx.shapes:
+            n = 1
+            for e in shape:
+                n *= e
+            out.append(total.reshape(-1)[offset:offset + n].reshape(shape))
+            offset += n
+        return (None, *out)
+
+
+class _Tie:
+    """The all-reduce of the gradients of `params` (copies on every rank of P), planned once at
+    construction (collective over P's parent)."""
+
+    def __init__(self, P, params):
+        self.params = [p for p in params if p is not None]
+        n = sum(p.numel() for p in self.params)
+        shape = [1] * (P.dim - 1) + [n]
+        space = TensorSpace(P, Decomposition.balanced(shape, list(P.shape), [-1] * P.dim))
+        dtype = str(self.params[0].dtype).split(".")[-1]
+        self.op = _core.all_sum_reduce(dtype, space, list(range(P.dim)))
+        self.active = P.active
+
+    def __call__(self):
+        """The parameters as the forward uses them (on P's ranks; elsewhere as they are)."""
+        if not self.active or not _torch.is_grad_enabled():
+            return self.params
+        return list(_TieFunction.apply(self.op, *self.params))
+
+
 class DistributedLinear(_torch.nn.Module):
     """y = x W^T + b, with x [N, in] on P_x = [1, P_in] (features split), W [out, in] in blocks over
     P_w = [P_out, P_in] (the rank at (i, j) holds rows block i and columns block j), b on the
@@ -151,8 +196,7 @@ class DistributedBatchNorm(_torch.nn.Module):
     updated as torch does (unbiased variance, `momentum`). Evaluation: the running statistics.
     weight, bias, running_mean, running_var and num_batches_tracked are torch's state_dict
     entries, the same on every rank of P_x (the affine parameters are tied: each rank's copy
-    receives its part of the gradient, and the copies' gradients summed over the ranks are
-    torch's)."""
+    receives torch's gradient, the sum of the ranks' parts, by one all-reduce in backward)."""
 
     def __init__(self, P_x, num_features, eps=1e-5, momentum=0.1, affine=True, dtype=_torch.float32):
         super().__init__()
@@ -168,6 +212,7 @@ class DistributedBatchNorm(_torch.nn.Module):
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
+        self._tie = _Tie(P_x, [self.weight, self.bias]) if affine else None
         self.register_buffer("running_mean", _torch.zeros(num_features, dtype=dtype))
         self.register_buffer("running_var", _torch.ones(num_features, dtype=dtype))
         self.register_buffer("num_batches_tracked", _torch.tensor(0, dtype=_torch.long))
@@ -201,7 +246,8 @@ class DistributedBatchNorm(_torch.nn.Module):
             return x
         y = (x - mean) / _torch.sqrt(var + self.eps)
         if self.weight is not None:
-            y = y * self.weight.reshape(shape) + self.bias.reshape(shape)
+            weight, bias = self._tie()
+            y = y * weight.reshape(shape) + bias.reshape(shape)
         return y
 
 
@@ -284,20 +330,23 @@ class _DistributedConv(_WindowLayer):
             _torch.manual_seed(seed)
             ref = conv(in_channels, out_channels, kernel_size, stride=stride, padding=padding,
                        dilation=dilation, bias=bias, dtype=dtype)
-        # Tied: every rank of P_x holds the whole weight; the copies' gradients summed over the
-        # ranks are torch's.
+        # Tied: every rank of P_x holds the whole weight and bias, and each copy receives the
+        # gradient of the whole loss (torch's).
         self.weight = _torch.nn.Parameter(ref.weight.detach().clone())
         self.bias = _torch.nn.Parameter(ref.bias.detach().clone()) if bias else None
         self._conv = getattr(_F, f"conv{self.dims_}d")
+        self._tie = _Tie(P_x, [self.weight, self.bias])
 
     def _local(self, x):
-        return self._conv(x, self.weight, self.bias, stride=self.stride, padding=0,
+        w, *b = self._tie()
+        return self._conv(x, w, b[0] if b else None, stride=self.stride, padding=0,
                           dilation=self.dilation)
 
 
 class DistributedConv1d(_DistributedConv):
     """torch.nn.Conv1d on x [N, C, L] split over P_x = [1, 1, p]; torch's names and initial values
-    (after torch.manual_seed(seed)), the parameters on every rank of P_x."""
+    (after torch.manual_seed(seed)), the parameters on every rank of P_x, each copy receiving the
+    gradient of the whole loss."""
     name, dims_ = "DistributedConv1d", 1
 
 

@@ -19,9 +19,8 @@ single-process torch model with the same initial weights (tests/python/test_lene
 both give the same loss and gradients).
 
 The convolutions' weights and biases are tied: every rank of the spatial grid holds the whole
-tensors and receives its part of their gradient; `sum_tied_gradients` adds the parts over the
-ranks (one AllSumReduce) before the optimizer steps, after which every copy holds torch's gradient
-and the copies stay equal.
+tensors, and the layer's backward sums the ranks' parts of their gradient (one all-reduce per
+layer), so that every copy holds torch's gradient and the copies stay equal under any optimizer.
 """
 
 import argparse
@@ -75,9 +74,6 @@ class LeNet5(torch.nn.Module):
             setattr(self, f"fc{layer + 1}", fc)
             P_x = fc.P_y
         self.P_out = self.fc3.P_y
-        # The tied parameters' gradients are summed over all ranks by one AllSumReduce of their
-        # concatenation (a [n] tensor, whole on every rank of a 1-D grid).
-        self._tied_sum = distop.torch.AllSumReduce(W([R]), [0])
 
     def input_space(self, batch):
         return distop.TensorSpace([batch, 1, 28, 28], self.P_conv)
@@ -95,22 +91,6 @@ class LeNet5(torch.nn.Module):
         h = F.relu(self.fc1(h))
         h = F.relu(self.fc2(h))
         return self.fc3(h)
-
-    def tied_parameters(self):
-        return [self.conv1.weight, self.conv1.bias, self.conv2.weight, self.conv2.bias]
-
-    @torch.no_grad()
-    def sum_tied_gradients(self):
-        """Adds every rank's part of the convolutions' gradients: afterwards each copy holds the
-        whole gradient. Collective over MPI_COMM_WORLD."""
-        params = self.tied_parameters()
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
-        total = self._tied_sum(torch.cat([g.reshape(-1) for g in grads]))
-        offset = 0
-        for p in params:
-            n = p.numel()
-            p.grad = total[offset:offset + n].reshape(p.shape).clone()
-            offset += n
 
     def loss(self, logits, labels):
         """Cross-entropy (mean over the batch) on rank 0; elsewhere 0 with the zero-volume logits
@@ -201,7 +181,6 @@ def main(argv=None):
             opt.zero_grad()
             loss = model.loss(model(x), train_y[idx])
             loss.backward()
-            model.sum_tied_gradients()
             opt.step()
             total += float(loss)
         seconds = time.perf_counter() - start
