@@ -21,7 +21,8 @@ import torch as _torch
 from . import _core, Error
 from .torch import _dtype_name, _joined, _local, _wants_grad
 
-__all__ = ["DistributedUpsample", "DistributedConvTranspose1d", "DistributedConvTranspose2d",
+__all__ = ["DistributedUpsample", "DistributedGeneralConv1d", "DistributedGeneralConv2d",
+           "DistributedGeneralConv3d", "DistributedConvTranspose1d", "DistributedConvTranspose2d",
            "DistributedConvTranspose3d", "DistributedGroupNorm", "DistributedLayerNorm",
            "DistributedMultiheadAttention", "DistributedTransformerEncoderLayer",
            "sequence_parallel_attention", "sequence_blocks", "sequence_positions",
@@ -157,32 +158,75 @@ class DistributedUpsample(_Layer):
         return self._run(self._make(dtype), [x], [space], [any_grad])
 
 
-class _DistributedConvTranspose(_Layer):
-    dims = 0
+class _WeightPartitionedConv(_Layer):
+    """A convolution or transposed convolution over a weight partition P_w [P_co, P_ci, *S]: x on
+    P_x (P_w's ranks with output-channel coordinate 0: channels split P_ci ways, the spatial axes
+    as P_w's), y on P_y (the ranks with input-channel coordinate 0), both balanced."""
 
-    def __init__(self, P_w, in_channels, out_channels, kernel_size, stride=1, padding=0,
-                 output_padding=0, dilation=1, bias=True, seed=0, dtype=_torch.float32):
-        name = f"DistributedConvTranspose{self.dims}d"
-        values = [_spatial(v, self.dims, name, what) for v, what in
-                  ((kernel_size, "kernel_size"), (stride, "stride"), (padding, "padding"),
-                   (output_padding, "output_padding"), (dilation, "dilation"))]
-        kernel, stride, padding, output_padding, dilation = [[int(e) for e in v] for v in values]
-        layer, P_x, P_y = _core.conv_transpose_layer(
-            _dtype_of(dtype), self.dims, in_channels, out_channels, kernel, P_w, stride, padding,
-            output_padding, dilation, bias, seed)
-        super().__init__(layer)
+    dims = 0
+    kind = ""
+
+    def _build(self, P_w, in_channels, out_channels, kernel_size, bias, seed, dtype, **windows):
+        name = f"{self.kind}{self.dims}d"
+        values = {what: [int(e) for e in _spatial(v, self.dims, name, what)]
+                  for what, v in dict(kernel_size=kernel_size, **windows).items()}
+        factory = _core.conv_layer if self.kind == "DistributedGeneralConv" \
+            else _core.conv_transpose_layer
+        layer, P_x, P_y = factory(_dtype_of(dtype), self.dims, in_channels, out_channels,
+                                  values.pop("kernel_size"), P_w, *values.values(), bias, seed)
+        _Layer.__init__(self, layer)
         self.P_w, self.P_x, self.P_y = P_w, P_x, P_y
         self.in_channels, self.out_channels = in_channels, out_channels
 
     def forward(self, x):
-        """x [N, C, *spatial] on P_x (P_w's ranks with output-channel coordinate 0: channels split
-        P_ci ways, the spatial axes as P_w's, balanced); returns y [N, O, *spatial'] on P_y (the
-        ranks with input-channel coordinate 0), balanced. Every rank of P_w's parent calls it;
-        ranks off P_x pass a zero-volume tensor."""
-        name = f"DistributedConvTranspose{self.dims}d"
+        """x [N, C, *spatial] on P_x; returns y [N, O, *spatial'] on P_y. Every rank of P_w's
+        parent calls it; ranks off P_x pass a zero-volume tensor."""
+        name = f"{self.kind}{self.dims}d"
         space, dtype, any_grad = _infer(self.P_x, x, range(self.P_x.dim), name)
         _check_dtype(dtype, self._layer.dtype, name)
         return self._run(self._layer, [x], [space], [any_grad])
+
+
+class _DistributedGeneralConv(_WeightPartitionedConv):
+    kind = "DistributedGeneralConv"
+
+    def __init__(self, P_w, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 dilation=1, bias=True, seed=0, dtype=_torch.float32):
+        self._build(P_w, in_channels, out_channels, kernel_size, bias, seed, dtype,
+                    stride=stride, padding=padding, dilation=dilation)
+
+
+class DistributedGeneralConv1d(_DistributedGeneralConv):
+    """torch.nn.Conv1d (groups = 1) over a weight partition P_w [P_co, P_ci, S]: the channel
+    ([P_co, P_ci, 1]) and general partitions (distop.nn.DistributedConv1d returns one for such a
+    P_w). x on P_x = the co = 0 ranks as [1, P_ci, S], y on P_y = the ci = 0 ranks as
+    [1, P_co, S]; the weight [out, in, k] on the spatial-0 ranks, split [P_co, P_ci], the bias on
+    the ci = 0, spatial-0 ranks, broadcast along the spatial axes each pass. Initialised as
+    distop's Conv1d with the same seed, whatever the partition."""
+
+    dims = 1
+
+
+class DistributedGeneralConv2d(_DistributedGeneralConv):
+    """torch.nn.Conv2d over P_w [P_co, P_ci, S_1, S_2]; as DistributedGeneralConv1d."""
+
+    dims = 2
+
+
+class DistributedGeneralConv3d(_DistributedGeneralConv):
+    """torch.nn.Conv3d over P_w [P_co, P_ci, S_1, S_2, S_3]; as DistributedGeneralConv1d."""
+
+    dims = 3
+
+
+class _DistributedConvTranspose(_WeightPartitionedConv):
+    kind = "DistributedConvTranspose"
+
+    def __init__(self, P_w, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, dilation=1, bias=True, seed=0, dtype=_torch.float32):
+        self._build(P_w, in_channels, out_channels, kernel_size, bias, seed, dtype,
+                    stride=stride, padding=padding, output_padding=output_padding,
+                    dilation=dilation)
 
 
 class DistributedConvTranspose1d(_DistributedConvTranspose):

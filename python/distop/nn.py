@@ -13,7 +13,9 @@ DistributedConv{1,2,3}d and DistributedMaxPool/AvgPool{1,2,3}d are DistDL's feat
 layers: x [N, C, *spatial] split over the spatial axes by P_x = [1, 1, p_1, ...], balanced; each
 rank exchanges the halo its outputs need (HaloExchange, widths by DistDL's rule, ops/halo.hpp),
 drops the owned inputs they do not read, pads at the domain boundary and applies torch's local
-layer with no padding, giving its balanced block of the output.
+layer with no padding, giving its balanced block of the output. Given a partition that splits the
+channels (a weight partition [P_co, P_ci, *S]: DistDL's channel and general partitions),
+DistributedConv{1,2,3}d returns distop's C++ DistributedGeneralConv{1,2,3}d over it.
 
 DistributedUpsample, DistributedConvTranspose{1,2,3}d, DistributedGroupNorm, DistributedLayerNorm,
 DistributedMultiheadAttention, DistributedTransformerEncoderLayer and sequence_parallel_attention
@@ -28,6 +30,7 @@ import torch.nn.functional as _F
 from . import _core, Error, TensorSpace, Decomposition, assemble
 from .torch import apply as _apply
 from ._layers import (DistributedUpsample, DistributedConvTranspose1d,  # noqa: F401
+                      DistributedGeneralConv1d, DistributedGeneralConv2d, DistributedGeneralConv3d,
                       DistributedConvTranspose2d, DistributedConvTranspose3d,
                       DistributedGroupNorm, DistributedLayerNorm, DistributedMultiheadAttention,
                       DistributedTransformerEncoderLayer, sequence_parallel_attention,
@@ -322,6 +325,14 @@ class _WindowLayer(_torch.nn.Module):
 
 
 class _DistributedConv(_WindowLayer):
+    def __new__(cls, P_x, *args, **kwargs):
+        # A partition that splits the channels is a weight partition [P_co, P_ci, *S]: the
+        # channel and general convolutions, distop's C++ DistributedConv.
+        if P_x.dim == cls.dims_ + 2 and (P_x.shape[0] != 1 or P_x.shape[1] != 1):
+            general = getattr(_layers, f"DistributedGeneralConv{cls.dims_}d")
+            return general(P_x, *args, **kwargs)
+        return super().__new__(cls)
+
     def __init__(self, P_x, in_channels, out_channels, kernel_size, stride=1, padding=0,
                  dilation=1, bias=True, seed=0, dtype=_torch.float32):
         super().__init__(P_x, self.dims_, kernel_size, stride, padding, dilation)
@@ -346,7 +357,8 @@ class _DistributedConv(_WindowLayer):
 class DistributedConv1d(_DistributedConv):
     """torch.nn.Conv1d on x [N, C, L] split over P_x = [1, 1, p]; torch's names and initial values
     (after torch.manual_seed(seed)), the parameters on every rank of P_x, each copy receiving the
-    gradient of the whole loss."""
+    gradient of the whole loss. Given a partition that splits the channels, P_w = [P_co, P_ci, p]
+    (the channel and general partitions), it returns a DistributedGeneralConv1d over it."""
     name, dims_ = "DistributedConv1d", 1
 
 

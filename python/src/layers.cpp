@@ -39,6 +39,7 @@
 #include "distop/loss/poisson_nll.hpp"
 #include "distop/loss/reduction.hpp"
 #include "distop/nn/activation.hpp"
+#include "distop/nn/distributed_conv.hpp"
 #include "distop/nn/distributed_conv_transpose.hpp"
 #include "distop/nn/group_norm.hpp"
 #include "distop/nn/interpolate.hpp"
@@ -211,6 +212,24 @@ std::shared_ptr<Layer> for_dtype(const std::string& dtype, Make&& make) {
                                               : make.template operator()<double>();
 }
 
+// A distributed convolution or transposed convolution over weight partition `p_w` (their
+// constructors and partitions agree): (the layer, the input's partition, the output's).
+template <template <class> class Conv, class Options>
+std::tuple<std::shared_ptr<Layer>, Partition, Partition> conv_like(
+    const char* name, const std::string& dtype, int dims, std::int64_t in, std::int64_t out,
+    const std::vector<std::int64_t>& kernel, const Partition& p_w, const Options& options) {
+  std::optional<std::pair<Partition, Partition>> parts;
+  auto layer = for_dtype(dtype, [&]<class T>() {
+    auto mod = std::make_shared<Conv<T>>(dims, in, out, nn::AxisValues(kernel), p_w, options);
+    parts.emplace(mod->input_partition(), mod->output_partition());
+    return make_layer<T>(name, 1, mod,
+                         [mod](Tape& tape, const std::vector<Var<T>>& x, const CallOptions&) {
+                           return mod->forward(tape, x[0]);
+                         });
+  });
+  return {layer, parts->first, parts->second};
+}
+
 nn::SequenceLayout parse_layout(const std::string& name) {
   if (name == "contiguous") return nn::SequenceLayout::contiguous;
   if (name == "zigzag") return nn::SequenceLayout::zigzag;
@@ -309,6 +328,23 @@ void bind_layers(nb::module_& m) {
       "recompute_scale_factor"_a);
 
   m.def(
+      "conv_layer",
+      [](const std::string& dtype, int dims, std::int64_t in, std::int64_t out,
+         const std::vector<std::int64_t>& kernel, const Partition& weight_partition,
+         const std::vector<std::int64_t>& stride, const std::vector<std::int64_t>& padding,
+         const std::vector<std::int64_t>& dilation, bool bias, std::uint64_t seed) {
+        nn::ConvOptions o{.stride = nn::AxisValues(stride),
+                          .padding = nn::AxisValues(padding),
+                          .dilation = nn::AxisValues(dilation),
+                          .bias = bias,
+                          .seed = seed};
+        return conv_like<nn::DistributedConv>("DistributedConv", dtype, dims, in, out, kernel,
+                                              weight_partition, o);
+      },
+      "dtype"_a, "dims"_a, "in_channels"_a, "out_channels"_a, "kernel_size"_a, "weight_partition"_a,
+      "stride"_a, "padding"_a, "dilation"_a, "bias"_a, "seed"_a);
+
+  m.def(
       "conv_transpose_layer",
       [](const std::string& dtype, int dims, std::int64_t in, std::int64_t out,
          const std::vector<std::int64_t>& kernel, const Partition& weight_partition,
@@ -321,21 +357,8 @@ void bind_layers(nb::module_& m) {
                                    .dilation = nn::AxisValues(dilation),
                                    .bias = bias,
                                    .seed = seed};
-        auto layer = for_dtype(dtype, [&]<class T>() {
-          auto mod = std::make_shared<nn::DistributedConvTranspose<T>>(
-              dims, in, out, nn::AxisValues(kernel), weight_partition, o);
-          return make_layer<T>("DistributedConvTranspose", 1, mod,
-                               [mod](Tape& tape, const std::vector<Var<T>>& x, const CallOptions&) {
-                                 return mod->forward(tape, x[0]);
-                               });
-        });
-        // The input's and the output's partitions.
-        auto parts = layer->visit<std::pair<Partition, Partition>>([&]<class T>() {
-          auto& mod =
-              static_cast<nn::DistributedConvTranspose<T>&>(*layer->template get<T>().module);
-          return std::make_pair(mod.input_partition(), mod.output_partition());
-        });
-        return std::make_tuple(layer, parts.first, parts.second);
+        return conv_like<nn::DistributedConvTranspose>("DistributedConvTranspose", dtype, dims, in,
+                                                       out, kernel, weight_partition, o);
       },
       "dtype"_a, "dims"_a, "in_channels"_a, "out_channels"_a, "kernel_size"_a, "weight_partition"_a,
       "stride"_a, "padding"_a, "output_padding"_a, "dilation"_a, "bias"_a, "seed"_a);

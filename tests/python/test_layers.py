@@ -348,3 +348,23 @@ def test_dice_loss_and_loss_errors(world_size, rank):
     with pytest.raises(distop.Error, match="target"):
         dnn.l1_loss(x, distop.distribute(torch.zeros(2, 1, 8, dtype=f64), balanced(P, [2, 1, 8])),
                     P)
+
+
+def test_conv_over_channel_and_general_partitions_equals_torch(world_size, rank):
+    if world_size == 1:
+        pytest.skip("one rank is the feature partition")
+    grid = {2: [1, 2, 1, 1], 3: [3, 1, 1, 1], 4: [2, 1, 2, 1]}[world_size]
+    layer = dnn.DistributedConv2d(W(grid), 4, 3, 3, padding=1, seed=6, dtype=f64)
+    assert isinstance(layer, dnn.DistributedGeneralConv2d)
+    ref = torch.nn.Conv2d(4, 3, 3, padding=1, dtype=f64)
+    ref.load_state_dict(layer.global_state_dict())
+    torch.manual_seed(12)
+    X = torch.randn(2, 4, 6, 5, dtype=f64)
+    Xr = X.clone().requires_grad_(True)
+    Y = ref(Xr)
+    dY = torch.randn(Y.shape, dtype=f64)
+    (Y * dY).sum().backward()
+    y, dx = run_layer(layer, layer.P_x, X, Y.shape, dY, layer.P_y)
+    if rank == 0:
+        torch.testing.assert_close(y, Y.detach(), rtol=0, atol=1e-13)
+        torch.testing.assert_close(dx, Xr.grad, rtol=0, atol=1e-13)
