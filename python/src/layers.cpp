@@ -230,6 +230,25 @@ std::tuple<std::shared_ptr<Layer>, Partition, Partition> conv_like(
   return {layer, parts->first, parts->second};
 }
 
+// A tensor-parallel self-attention layer (called on x with a causal flag), made of `args`; it ties
+// its parameters' copies along the tensor axis and the sequence axis itself.
+template <template <class> class Attention, class... Args>
+std::shared_ptr<Layer> self_attention_layer(const char* name, const std::string& dtype,
+                                            int tensor_axis, int sequence_axis,
+                                            const Args&... args) {
+  std::set<int> tied{tensor_axis};
+  if (sequence_axis >= 0) tied.insert(sequence_axis);
+  return for_dtype(dtype, [&]<class T>() {
+    auto mod = std::make_shared<Attention<T>>(args...);
+    return make_layer<T>(
+        name, 1, mod,
+        [mod](Tape& tape, const std::vector<Var<T>>& x, const CallOptions& c) {
+          return mod->forward(tape, x[0], nn::AttentionMask<T>{.is_causal = c.is_causal});
+        },
+        tied);
+  });
+}
+
 nn::SequenceLayout parse_layout(const std::string& name) {
   if (name == "contiguous") return nn::SequenceLayout::contiguous;
   if (name == "zigzag") return nn::SequenceLayout::zigzag;
@@ -404,18 +423,9 @@ void bind_layers(nb::module_& m) {
             .dropout = dropout,
             .seed = seed,
             .sequence_parallel = sequence_parallel(sequence_axis, strategy, layout)};
-        std::set<int> tied{tensor_axis};
-        if (sequence_axis >= 0) tied.insert(sequence_axis);
-        return for_dtype(dtype, [&]<class T>() {
-          auto mod = std::make_shared<nn::TensorParallelMultiheadAttention<T>>(embed_dim, num_heads,
-                                                                               partition, o);
-          return make_layer<T>(
-              "DistributedMultiheadAttention", 1, mod,
-              [mod](Tape& tape, const std::vector<Var<T>>& x, const CallOptions& c) {
-                return mod->forward(tape, x[0], nn::AttentionMask<T>{.is_causal = c.is_causal});
-              },
-              tied);
-        });
+        return self_attention_layer<nn::TensorParallelMultiheadAttention>(
+            "DistributedMultiheadAttention", dtype, tensor_axis, sequence_axis, embed_dim,
+            num_heads, partition, o);
       },
       "dtype"_a, "embed_dim"_a, "num_heads"_a, "partition"_a, "tensor_axis"_a, "dropout"_a,
       "seed"_a, "sequence_axis"_a, "strategy"_a, "layout"_a);
@@ -433,18 +443,9 @@ void bind_layers(nb::module_& m) {
             .approximate = parse_gelu(approximate),
             .seed = seed,
             .sequence_parallel = sequence_parallel(sequence_axis, strategy, layout)};
-        std::set<int> tied{tensor_axis};
-        if (sequence_axis >= 0) tied.insert(sequence_axis);
-        return for_dtype(dtype, [&]<class T>() {
-          auto mod = std::make_shared<nn::TensorParallelTransformerEncoderLayer<T>>(
-              d_model, nhead, dim_feedforward, partition, o);
-          return make_layer<T>(
-              "DistributedTransformerEncoderLayer", 1, mod,
-              [mod](Tape& tape, const std::vector<Var<T>>& x, const CallOptions& c) {
-                return mod->forward(tape, x[0], nn::AttentionMask<T>{.is_causal = c.is_causal});
-              },
-              tied);
-        });
+        return self_attention_layer<nn::TensorParallelTransformerEncoderLayer>(
+            "DistributedTransformerEncoderLayer", dtype, tensor_axis, sequence_axis, d_model, nhead,
+            dim_feedforward, partition, o);
       },
       "dtype"_a, "d_model"_a, "nhead"_a, "dim_feedforward"_a, "partition"_a, "tensor_axis"_a,
       "dropout"_a, "layer_norm_eps"_a, "approximate"_a, "seed"_a, "sequence_axis"_a, "strategy"_a,

@@ -82,6 +82,22 @@ def test_upsample_errors(world_size):
         dnn.DistributedUpsample(W([1, 1, world_size, 1]), size=[4, 5, 6])
 
 
+def compare_conv(layer, ref, shape, rank):
+    """A convolution layer on x over layer.P_x against torch's `ref` holding the same parameters:
+    the output and the input gradient assembled on rank 0; `ref` keeps its parameters'
+    gradients."""
+    torch.manual_seed(2)
+    X = torch.randn(shape, dtype=f64)
+    Xr = X.clone().requires_grad_(True)
+    Y = ref(Xr)
+    dY = torch.randn(Y.shape, dtype=f64)
+    (Y * dY).sum().backward()
+    y, dx = run_layer(layer, layer.P_x, X, Y.shape, dY, layer.P_y)
+    if rank == 0:
+        torch.testing.assert_close(y, Y.detach(), rtol=0, atol=1e-13)
+        torch.testing.assert_close(dx, Xr.grad, rtol=0, atol=1e-13)
+
+
 @pytest.mark.parametrize("grid", ["feature", "channel"])
 def test_conv_transpose_equals_torch(world_size, rank, grid):
     if grid == "feature":
@@ -96,16 +112,7 @@ def test_conv_transpose_equals_torch(world_size, rank, grid):
     assert sorted(sd) == ["bias", "weight"] and list(sd["weight"].shape) == [4, 3, 3, 3]
     ref = torch.nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1, dtype=f64)
     ref.load_state_dict(sd)
-    torch.manual_seed(2)
-    X = torch.randn(2, 4, 5, 6, dtype=f64)
-    Xr = X.clone().requires_grad_(True)
-    Y = ref(Xr)
-    dY = torch.randn(Y.shape, dtype=f64)
-    (Y * dY).sum().backward()
-    y, dx = run_layer(layer, layer.P_x, X, Y.shape, dY, layer.P_y)
-    if rank == 0:
-        torch.testing.assert_close(y, Y.detach(), rtol=0, atol=1e-13)
-        torch.testing.assert_close(dx, Xr.grad, rtol=0, atol=1e-13)
+    compare_conv(layer, ref, [2, 4, 5, 6], rank)
     if grid == "feature" and layer.weight.numel() > 0:  # whole on the spatial-0 rank
         torch.testing.assert_close(layer.weight.grad, ref.weight.grad, rtol=0, atol=1e-12)
         torch.testing.assert_close(layer.bias.grad, ref.bias.grad, rtol=0, atol=1e-12)
@@ -358,13 +365,4 @@ def test_conv_over_channel_and_general_partitions_equals_torch(world_size, rank)
     assert isinstance(layer, dnn.DistributedGeneralConv2d)
     ref = torch.nn.Conv2d(4, 3, 3, padding=1, dtype=f64)
     ref.load_state_dict(layer.global_state_dict())
-    torch.manual_seed(12)
-    X = torch.randn(2, 4, 6, 5, dtype=f64)
-    Xr = X.clone().requires_grad_(True)
-    Y = ref(Xr)
-    dY = torch.randn(Y.shape, dtype=f64)
-    (Y * dY).sum().backward()
-    y, dx = run_layer(layer, layer.P_x, X, Y.shape, dY, layer.P_y)
-    if rank == 0:
-        torch.testing.assert_close(y, Y.detach(), rtol=0, atol=1e-13)
-        torch.testing.assert_close(dx, Xr.grad, rtol=0, atol=1e-13)
+    compare_conv(layer, ref, [2, 4, 6, 5], rank)
