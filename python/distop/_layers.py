@@ -24,7 +24,8 @@ from .torch import _dtype_name, _joined, _local, _wants_grad
 __all__ = ["DistributedUpsample", "DistributedGeneralConv1d", "DistributedGeneralConv2d",
            "DistributedGeneralConv3d", "DistributedConvTranspose1d", "DistributedConvTranspose2d",
            "DistributedConvTranspose3d", "DistributedGroupNorm", "DistributedLayerNorm",
-           "DistributedMultiheadAttention", "DistributedTransformerEncoderLayer",
+           "DistributedEmbedding", "DistributedMultiheadAttention",
+           "DistributedTransformerEncoderLayer",
            "sequence_parallel_attention", "sequence_blocks", "sequence_positions",
            "l1_loss", "mse_loss", "poisson_nll_loss", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "kl_div", "dice_loss"]
@@ -295,6 +296,49 @@ class DistributedLayerNorm(_Layer):
         space, dtype, any_grad = _infer(self.P_x, x, range(self.P_x.dim), "DistributedLayerNorm")
         _check_dtype(dtype, self._layer.dtype, "DistributedLayerNorm")
         return self._run(self._layer, [x], [space], [any_grad])
+
+
+class DistributedEmbedding(_Layer):
+    """torch.nn.Embedding(num_embeddings, embedding_dim, padding_idx) with its rows (the
+    vocabulary) split over grid axis ``vocab_axis`` of P (Megatron's VocabParallelEmbedding: each
+    rank looks up the indices in its block of rows, one all-reduce adds the blocks' results;
+    ``vocab_axis=None``: the whole table on every rank). The indices (an integer tensor) are the
+    same on every rank of P, and so is the output [..., embedding_dim]. Initialised N(0, 1) by
+    distop's seed rule, the same values at any partition; ``global_state_dict()`` loads into
+    torch.nn.Embedding."""
+
+    def __init__(self, P, num_embeddings, embedding_dim, padding_idx=None, vocab_axis=0, seed=0,
+                 dtype=_torch.float32):
+        super().__init__(_core.embedding_layer(
+            _dtype_of(dtype), num_embeddings, embedding_dim, P,
+            -1 if vocab_axis is None else vocab_axis, padding_idx, seed))
+        self.P, self.num_embeddings, self.embedding_dim = P, num_embeddings, embedding_dim
+        self._dtype = _TORCH_DTYPES[self._layer.dtype]
+        # The C++ layer's output is a sum-convention component per rank (its backward adds the
+        # copies' gradients over the vocabulary axis); here the output is tied, the same loss on
+        # every rank, so the gradient entering it is the group's mean: 1/P_g of that sum.
+        self._groups = 1 if vocab_axis is None else P.shape[vocab_axis]
+
+    def forward(self, indices):
+        if indices.is_floating_point() or indices.is_complex():
+            raise Error("[DistributedEmbedding] the indices must be an integer tensor")
+        x = indices.to(self._dtype)  # exact below 2^24 (float32) or 2^53 (float64)
+        space, _, _ = _infer(self.P, x, [-1] * x.dim(), "DistributedEmbedding")
+        y = self._run(self._layer, [x], [space], [False])
+        return _ScaleGradient.apply(y, 1.0 / self._groups) if self._groups > 1 else y
+
+
+class _ScaleGradient(_torch.autograd.Function):
+    """Identity forward; the gradient times `scale` backward."""
+
+    @staticmethod
+    def forward(ctx, y, scale):
+        ctx.scale = scale
+        return y.view_as(y)
+
+    @staticmethod
+    def backward(ctx, dy):
+        return dy * ctx.scale, None
 
 
 def _sequence_map(P, sequence_axis, name):

@@ -32,7 +32,8 @@ from .torch import apply as _apply
 from ._layers import (DistributedUpsample, DistributedConvTranspose1d,  # noqa: F401
                       DistributedGeneralConv1d, DistributedGeneralConv2d, DistributedGeneralConv3d,
                       DistributedConvTranspose2d, DistributedConvTranspose3d,
-                      DistributedGroupNorm, DistributedLayerNorm, DistributedMultiheadAttention,
+                      DistributedGroupNorm, DistributedLayerNorm, DistributedEmbedding,
+                      DistributedMultiheadAttention,
                       DistributedTransformerEncoderLayer, sequence_parallel_attention,
                       sequence_blocks, sequence_positions, l1_loss, mse_loss, poisson_nll_loss,
                       binary_cross_entropy, binary_cross_entropy_with_logits, kl_div, dice_loss)

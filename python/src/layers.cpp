@@ -41,6 +41,7 @@
 #include "distop/nn/activation.hpp"
 #include "distop/nn/distributed_conv.hpp"
 #include "distop/nn/distributed_conv_transpose.hpp"
+#include "distop/nn/embedding.hpp"
 #include "distop/nn/group_norm.hpp"
 #include "distop/nn/interpolate.hpp"
 #include "distop/nn/layer_norm.hpp"
@@ -412,6 +413,31 @@ void bind_layers(nb::module_& m) {
         });
       },
       "dtype"_a, "dim"_a, "partition"_a, "eps"_a, "elementwise_affine"_a, "bias"_a, "split_axis"_a);
+
+  m.def(
+      "embedding_layer",
+      [](const std::string& dtype, std::int64_t num_embeddings, std::int64_t embedding_dim,
+         const Partition& partition, int vocab_axis, std::optional<std::int64_t> padding_idx,
+         std::uint64_t seed) {
+        nn::EmbeddingOptions o{
+            .padding_idx = padding_idx, .seed = seed, .vocab_split_axis = vocab_axis};
+        // The indices are the same on every rank of the partition, so every copy of the weight
+        // (block) already receives the whole gradient: every axis is tied.
+        std::set<int> tied;
+        for (int a = 0; a < partition.dim(); ++a) tied.insert(a);
+        return for_dtype(dtype, [&]<class T>() {
+          auto mod =
+              std::make_shared<nn::Embedding<T>>(num_embeddings, embedding_dim, partition, o);
+          return make_layer<T>(
+              "DistributedEmbedding", 1, mod,
+              [mod](Tape& tape, const std::vector<Var<T>>& x, const CallOptions&) {
+                return mod->forward(tape, x[0].value());
+              },
+              tied);
+        });
+      },
+      "dtype"_a, "num_embeddings"_a, "embedding_dim"_a, "partition"_a, "vocab_axis"_a,
+      "padding_idx"_a, "seed"_a);
 
   m.def(
       "multihead_attention_layer",

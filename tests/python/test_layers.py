@@ -366,3 +366,25 @@ def test_conv_over_channel_and_general_partitions_equals_torch(world_size, rank)
     ref = torch.nn.Conv2d(4, 3, 3, padding=1, dtype=f64)
     ref.load_state_dict(layer.global_state_dict())
     compare_conv(layer, ref, [2, 4, 6, 5], rank)
+
+
+@pytest.mark.parametrize("vocab_axis", [0, None])
+def test_embedding_equals_torch(world_size, rank, vocab_axis):
+    layer = dnn.DistributedEmbedding(W([world_size]), 11, 4, padding_idx=2, vocab_axis=vocab_axis,
+                                     seed=7, dtype=f64)
+    ref = torch.nn.Embedding(11, 4, padding_idx=2, dtype=f64)
+    ref.load_state_dict(layer.global_state_dict())
+    torch.testing.assert_close(ref.weight[2], torch.zeros(4, dtype=f64))
+    idx = torch.tensor([[0, 2, 10], [5, 5, 1]])
+    y = layer(idx)
+    Y = ref(idx)
+    torch.testing.assert_close(y.detach(), Y.detach(), rtol=0, atol=0)
+    dY = torch.randn(Y.shape, dtype=f64, generator=torch.Generator().manual_seed(3))
+    (y * dY).sum().backward()
+    (Y * dY).sum().backward()
+    rows = distop.TensorSpace(W([world_size]),
+                              distop.Decomposition.balanced([11, 4], [world_size], [0, -1]))
+    mine = distop.distribute(ref.weight.grad, rows) if vocab_axis == 0 else ref.weight.grad
+    torch.testing.assert_close(layer.weight.grad, mine, rtol=0, atol=1e-14)
+    with pytest.raises(distop.Error, match="integer"):
+        layer(idx.to(f64))
