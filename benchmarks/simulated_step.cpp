@@ -16,6 +16,13 @@
 //   data_parallel  examples/cnn's data-parallel step (one replica per rank, batch --batch per
 //                  rank), the gradients reduced in buckets overlapped with backward, and the same
 //                  step without the reduction (the compute it hides behind),
+//   attention      nn::SequenceParallelAttention's forward and backward (--strategies ring,alltoall)
+//                  on q, k, v [1, --heads, P --tokens-per-rank, --head-dim] split along the
+//                  sequence over all P ranks (weak scaling in tokens: the ideal step grows as P);
+//                  the all-to-all only while heads >= P. --compute injected (SMPI build only)
+//                  charges each ring block's measured time where the ring computes it, between
+//                  posting the next transfer and waiting for it, and the all-to-all's local
+//                  operations per operation (attention_sim.hpp), every message real,
 //   round_trip     what a rank's host time between MPI calls costs in the simulation: ranks paired
 //                  (r, r ^ 1), each step 1,000 rounds of an 8-byte irecv, isend and two waits,
 //                  once through MPI directly and once through distop's comm::irecv/isend and
@@ -33,7 +40,10 @@
 // time; for data_parallel the compute-only step measured in the same run plus the predicted
 // reduction that overlap cannot hide (the last bucket's), and plus all of it (no overlap) in the
 // case "model-no-overlap"; for round_trip 1,000 times the latency plus 8 bytes; for lenet5 empty
-// (its communication is inside the model-parallel step), and for unet3d likewise.
+// (its communication is inside the model-parallel step), and for unet3d likewise; for attention
+// (with a ring profile: --compute injected) bench_step_model's projection of the same step from the
+// same block times (ring: each block's compute against the transfer of the next; all-to-all: P
+// blocks' compute plus eight all-to-alls).
 // At one rank data_parallel also prints the cases "projection" and "projection-no-overlap" at
 // 1-1,024 ranks: that rank's compute plus the model's reduction of the same buckets over P
 // replicas (step_ms empty).
@@ -46,12 +56,14 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "../examples/lenet5/model.hpp"
 #include "../examples/unet3d/model.hpp"
+#include "attention_sim.hpp"
 #include "bench_mpi.hpp"
 #include "bench_util.hpp"
 #include "cnn_step.hpp"  // examples/cnn's model, by path (examples/lenet5's has the same name)
@@ -76,6 +88,10 @@ struct Settings {
   int exchange_window = 32;            // its window of pairwise rounds
   bool injected = false;               // data_parallel: --compute injected
   std::string compute_profile;  // --compute-profile: replayed if it exists, else measured to it
+  bench::AttentionShape attention;          // attention
+  std::string strategies = "ring,alltoall";  // attention
+  double compute_speedup = 1;               // attention, injected: block times divided by this
+  int profile_ranks = 0;  // attention: only measure the profiles for this many ranks, and save them
   cost::Machine machine{1e-6, 1.0 / 25e9, 1.0 / 10e9, 1.0 / 20e9};
 };
 
@@ -308,6 +324,168 @@ void run_unet3d(const Settings& s, int ranks) {
           "^3 voxels per rank, batch " + std::to_string(s.batch) + " per replica");
 }
 
+// --program attention, injected: the ring's block profile, measured by rank 0 on one rank or read
+// from --compute-profile (so that a series replays one measurement), sent to every rank.
+bench::RingProfile attention_ring_profile(const Settings& s) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  bench::RingProfile p;
+  if (rank == 0) {
+    if (!s.compute_profile.empty() && std::ifstream(s.compute_profile)) {
+      p = bench::RingProfile::load(s.compute_profile);
+    } else {
+      p = bench::measure_ring_block(s.attention, 2, 7);
+      if (!s.compute_profile.empty()) p.save(s.compute_profile);
+    }
+  }
+  return bench::RingProfile::broadcast(p, 0, MPI_COMM_WORLD);
+}
+
+// The all-to-all's local share at P ranks: H/P heads over the whole sequence of P blocks, as a
+// one-rank model on MPI_COMM_SELF.
+bench::OpProfile measure_alltoall_ops(const Settings& s, int ranks) {
+  const TensorSpace space = bench::attention_space(
+      Partition::self(Shape{1}),
+      {.block = s.attention.block * ranks, .heads = s.attention.heads, .dim = s.attention.dim},
+      s.attention.heads / ranks);
+  const nn::SequenceParallelAttention<float> attention(
+      space, {.strategy = nn::SequenceParallelStrategy::alltoall});
+  Var<float> q(bench::attention_input(space, 1), true), k(bench::attention_input(space, 2), true),
+      v(bench::attention_input(space, 3), true);
+  const DistTensor<float> dy = bench::attention_input(space, 4);
+  return bench::measure_ops(
+      [&] {
+        Tape tape;
+        for (auto* x : {&q, &k, &v}) x->zero_grad();
+        Var<float> y = attention.forward(tape, q, k, v);
+        backward(tape, y, dy);
+        return 0.0;
+      },
+      2, 5);
+}
+
+// The all-to-all's op profile at `ranks`: read from --compute-profile's file with
+// ".alltoall.<ranks>" appended if it exists, else measured by rank 0 (and saved there); sent to
+// every rank.
+bench::OpProfile attention_alltoall_profile(const Settings& s, int ranks) {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  bench::OpProfile p;
+  const std::string path =
+      s.compute_profile.empty() ? "" : s.compute_profile + ".alltoall." + std::to_string(ranks);
+  if (rank == 0) {
+    if (!path.empty() && std::ifstream(path)) {
+      p = bench::OpProfile::load(path);
+    } else {
+      p = measure_alltoall_ops(s, ranks);
+      if (!path.empty()) p.save(path);
+    }
+  }
+  return bench::OpProfile::broadcast(p, 0, MPI_COMM_WORLD);
+}
+
+// Sequence-parallel attention over all the ranks, forward and backward, per strategy. Injected
+// (s.injected): the ring's blocks charged by the ring-block hook (checked: 2 P blocks a step), the
+// all-to-all's local operations by the op hook; every message real either way.
+void run_attention(const Settings& s, int ranks) {
+#ifndef DISTOP_SMPI
+  DISTOP_CHECK(!s.injected && s.profile_ranks == 0, "bench_simulated",
+               "attention --compute injected needs the SMPI build (scripts/simulate.sh)");
+#endif
+  const bench::AttentionShape& a = s.attention;
+  DISTOP_CHECK(s.compute_speedup > 0, "bench_simulated",
+               "attention: --compute-speedup must be positive, not ", s.compute_speedup);
+  const std::vector<std::string> strategies = bench::split_list(s.strategies);
+  if (s.profile_ranks > 0) {  // one rank: measure and save the profiles only
+    DISTOP_CHECK(ranks == 1 && !s.compute_profile.empty(), "bench_simulated",
+                 "attention: --profile-ranks runs on one rank and needs --compute-profile");
+    attention_ring_profile(s);
+    if (a.heads >= s.profile_ranks && a.heads % s.profile_ranks == 0 &&
+        std::find(strategies.begin(), strategies.end(), "alltoall") != strategies.end())
+      attention_alltoall_profile(s, s.profile_ranks);
+    return;
+  }
+  std::optional<bench::RingProfile> profile;
+  if (s.injected) profile = attention_ring_profile(s);
+  const Partition world = Partition::world(Shape{ranks});
+  const TensorSpace space = bench::attention_space(world, a, a.heads);
+  Var<float> q(bench::attention_input(space, 1), true), k(bench::attention_input(space, 2), true),
+      v(bench::attention_input(space, 3), true);
+  const DistTensor<float> dy = bench::attention_input(space, 4);
+  const double block_bytes = 4.0 * static_cast<double>(a.heads * a.block * a.dim);
+  for (const std::string& name : strategies) {
+    const auto strategy = nn::parse_sequence_parallel_strategy(name);
+    const bool ring = strategy == nn::SequenceParallelStrategy::ring;
+    // The all-to-all splits the heads in equal shares over the ranks.
+    if (!ring && (a.heads < ranks || a.heads % ranks != 0)) continue;
+    const nn::SequenceParallelAttention<float> attention(
+        space, {.sequence_axis = 0, .strategy = strategy});
+    bench::OpProfile ops;
+    if (s.injected && !ring) {
+      ops = attention_alltoall_profile(s, ranks);
+      for (auto* part : {&ops.forward, &ops.backward})
+        for (auto& op : *part) op.seconds /= s.compute_speedup;
+    }
+    auto& ring_injection = bench::RingInjection::instance();
+    auto& op_injection = bench::OpInjection::instance();
+    const double ms = time_steps(s, [&] {
+      Tape tape;
+      for (auto* x : {&q, &k, &v}) x->zero_grad();
+      if (s.injected && ring) {
+        ring_injection.start(*profile, s.compute_speedup, a.heads, a.block);
+        ring_injection.pass(false);
+      }
+      if (s.injected && !ring) op_injection.begin_step(bench::OpInjection::Mode::inject, &ops);
+      Var<float> y = attention.forward(tape, q, k, v);
+      if (s.injected && ring) ring_injection.pass(true);
+      backward(tape, y, dy);
+      if (s.injected && !ring) op_injection.end_step();
+      if (s.injected && ring) {
+        ring_injection.stop();
+        const std::int64_t blocks = ring_injection.take_blocks();
+        DISTOP_CHECK(blocks == 2 * ranks, "bench_simulated", "the injected ring charged ", blocks,
+                     " blocks in a step of ", ranks, " ranks, not ", 2 * ranks);
+      }
+    });
+    // bench_step_model's projection of the same step from the same block times.
+    double model_ms = -1;
+    std::string compute = "compute measured";
+    char buf[240];
+    if (profile) {
+      const double f = profile->forward_total() / s.compute_speedup;
+      const double b = profile->backward_total() / s.compute_speedup;
+      const int p = ranks;
+      const double kv =
+          cost::point_to_point(static_cast<std::int64_t>(2 * block_bytes), s.machine).seconds;
+      const auto share = static_cast<std::int64_t>(block_bytes * (p - 1) / p);
+      model_ms = 1e3 * (ring ? (p - 1) * std::max(f, kv) + f + (p - 1) * std::max(b, 2 * kv) + b
+                             : p * (f + b) + (p > 1 ? 8 * cost::alltoallv(share, share, p - 1,
+                                                                          s.machine)
+                                                              .seconds
+                                                    : 0.0));
+      if (ring)
+        std::snprintf(buf, sizeof buf,
+                      "compute injected (a block forward %.3f + once %.3f ms, backward %.3f + "
+                      "once %.3f ms, divided by %g)",
+                      profile->forward_block * 1e3, profile->forward_once * 1e3,
+                      profile->backward_block * 1e3, profile->backward_once * 1e3,
+                      s.compute_speedup);
+      else
+        std::snprintf(buf, sizeof buf,
+                      "compute injected (forward %.2f ms in %zu operations; backward %.2f ms in "
+                      "%zu entries, divided by %g)",
+                      bench::OpProfile::total(ops.forward) * 1e3, ops.forward.size(),
+                      bench::OpProfile::total(ops.backward) * 1e3, ops.backward.size(),
+                      s.compute_speedup);
+      compute = buf;
+    }
+    std::snprintf(buf, sizeof buf, "; %lld tokens per rank (sequence %lld), %lld heads of %lld",
+                  static_cast<long long>(a.block), static_cast<long long>(a.block * ranks),
+                  static_cast<long long>(a.heads), static_cast<long long>(a.dim));
+    row("attention", name, ranks, ms, model_ms, compute + buf);
+  }
+}
+
 void run_data_parallel(const Settings& s, int ranks) {
   parallel::Replicas replicas(MPI_COMM_WORLD, ranks);
   examples::ConvNet model(1, 28, 28, 1, replicas.model_comm());
@@ -401,8 +579,9 @@ int main(int argc, char** argv) {
   double bandwidth_gbs = 25.0, alpha_us = 1.0, gamma_gbs = 10.0, copy_gbs = 20.0;
   CLI::App app{"Steps of distop's programs for simulated runs (SimGrid SMPI) and measured runs"};
   app.add_option("--program", s.program,
-                 "primitives | lenet5 | data_parallel | round_trip | unet3d")
-      ->check(CLI::IsMember({"primitives", "lenet5", "data_parallel", "round_trip", "unet3d"}))
+                 "primitives | lenet5 | data_parallel | round_trip | unet3d | attention")
+      ->check(CLI::IsMember(
+          {"primitives", "lenet5", "data_parallel", "round_trip", "unet3d", "attention"}))
       ->capture_default_str();
   app.add_option("--steps", s.steps, "Timed steps (median)")->capture_default_str();
   app.add_option("--warmup", s.warmup, "Untimed steps first")->capture_default_str();
@@ -420,6 +599,27 @@ int main(int argc, char** argv) {
                  "unet3d: each rank's block, S^3 voxels (a multiple of 4)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--tokens-per-rank", s.attention.block, "attention: each rank's block of tokens")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--heads", s.attention.heads, "attention: heads")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--head-dim", s.attention.dim, "attention: head dimension")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--strategies", s.strategies,
+                 "attention: comma-separated, ring and/or alltoall (the all-to-all only while "
+                 "heads >= ranks)")
+      ->capture_default_str();
+  app.add_option("--compute-speedup", s.compute_speedup,
+                 "attention with --compute injected: divide the measured compute by this (a "
+                 "device this many times faster, the same network)")
+      ->capture_default_str();
+  app.add_option("--profile-ranks", s.profile_ranks,
+                 "attention: on one rank, measure the ring's block profile and the all-to-all's op "
+                 "profile for this many ranks into --compute-profile(.alltoall.P), and stop")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--bytes", s.bytes, "primitives: bytes per rank")->capture_default_str();
   app.add_option("--bucket-kib", s.bucket_kib,
                  "lenet5, data_parallel: DataParallel's bucket cap in KiB (0: its defaults, 1 MiB "
@@ -447,17 +647,18 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   std::string compute = "measured";
   app.add_option("--compute", compute,
-                 "data_parallel, unet3d: measured (every rank computes; SMPI charges its host "
-                 "time) or injected (data_parallel: rank 0 measures forward and backward once, "
+                 "data_parallel, unet3d, attention: measured (every rank computes; SMPI charges "
+                 "its host time) or injected (data_parallel: rank 0 measures forward and backward once, "
                  "every rank replays them as simulated compute; unet3d: rank 0 measures each "
                  "operation's compute on a one-rank model of one block, every rank injects it "
-                 "after the operation, the messages real)")
+                 "after the operation, the messages real; attention: each ring block's measured "
+                 "time charged where the ring computes it, the all-to-all's per operation)")
       ->check(CLI::IsMember({"measured", "injected"}))
       ->capture_default_str();
   app.add_option("--compute-profile", s.compute_profile,
-                 "data_parallel, unet3d with --compute injected: replay the compute (or op) "
-                 "profile in this file if it exists, else measure it and write it there (so that "
-                 "the runs of a series replay one measurement)");
+                 "data_parallel, unet3d, attention with --compute injected: replay the compute "
+                 "(or op, or ring block) profile in this file if it exists, else measure it and "
+                 "write it there (so that the runs of a series replay one measurement)");
   bool header = false;
   app.add_flag("--header", header, "Print the CSV header first");
   if (auto code = bench::parse_args(app, argc, argv)) return *code;
@@ -480,6 +681,8 @@ int main(int argc, char** argv) {
       run_round_trip(s, ranks);
     else if (s.program == "unet3d")
       run_unet3d(s, ranks);
+    else if (s.program == "attention")
+      run_attention(s, ranks);
     else
       run_data_parallel(s, ranks);
     return 0;

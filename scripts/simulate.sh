@@ -5,13 +5,19 @@
 #
 # RANKS: rank counts, comma-separated (e.g. 2,64,1024). PROGRAM: primitives, lenet5, data_parallel
 # (default: these three), round_trip or unet3d; each is a mode of benchmarks/simulated_step.cpp
-# (bench_simulated). unet3d is examples/unet3d's step with every layer on a spatial grid of all the
+# (bench_simulated). attention is nn::SequenceParallelAttention's forward and backward, ring and
+# all-to-all (the latter while the heads are at least the ranks), each rank a block of 256 tokens
+# (--tokens-per-rank B; 16 heads of 64), so the sequence grows with the ranks; its efficiency
+# column is against the ideal P times the one-rank step. With DISTOP_SIM_COMPUTE=injected each ring
+# block's compute is charged where the ring computes it (after posting the next transfer, before
+# waiting for it) and the all-to-all's per operation, from profiles measured on one rank before
+# each run, every message real. unet3d is examples/unet3d's step with every layer on a spatial grid of all the
 # ranks (one replica; DISTOP_SIM_ARGS="--model-ranks M" for replicas of M ranks), each rank a
 # 16^3 block of every volume (--volume-per-rank S), so the volume grows with the ranks (weak
 # scaling); with DISTOP_SIM_COMPUTE=injected each of its operations' compute is charged from a
 # profile of one rank's block, every message real (below). Builds the SMPI variant (DISTOP_ENABLE_SMPI, compiler smpicxx) in
 # ${DISTOP_BUILD_DIR:-build-smpi} if needed (the library and bench_simulated only), then runs each
-# program under smpirun at each rank count and at its base count (1 rank for data_parallel, one
+# program under smpirun at each rank count and at its base count (1 rank for data_parallel and attention, one
 # replica of --model-ranks 2 for lenet5, 2 ranks for the primitives, whose 1-rank times are local
 # copies, 1 rank for unet3d), and prints per program and case the simulated step time, the weak-scaling efficiency
 # (base time / time) and the cost model's time and efficiency.
@@ -24,7 +30,7 @@
 #   DISTOP_SIM_ARGS      further arguments to bench_simulated (e.g. "--batch 32")
 #   DISTOP_SIM_CSV       also append the raw rows (with platform and wall seconds) to this file
 #   DISTOP_SIM_SMPI_ARGS further smpirun arguments (e.g. --cfg=smpi/allreduce:rdb)
-#   DISTOP_SIM_COMPUTE   data_parallel's and unet3d's compute: measured (default: every rank
+#   DISTOP_SIM_COMPUTE   data_parallel's, unet3d's and attention's compute: measured (default: every rank
 #                        computes for real and SMPI charges its host time) or injected.
 #                        data_parallel: rank 0 of the base run measures the forward and backward
 #                        pass once, every rank of every run replays them as simulated compute (the
@@ -34,7 +40,11 @@
 #                        compute where the operation ends, while the step runs as before (every
 #                        halo exchange, broadcast, GroupNorm and loss collective and the replicas'
 #                        reduction real); the host time is not charged (as uncharged below), so
-#                        the kernels run on the host but cost no simulated time
+#                        the kernels run on the host but cost no simulated time. attention: a
+#                        one-rank run before each run measures the ring's block (once per series)
+#                        and the all-to-all's operations at that rank count (without shared malloc);
+#                        the ring's blocks are then not computed but charged, the all-to-all's
+#                        kernels run uncharged; host time uncharged
 #   DISTOP_SIM_HOST_TIME data_parallel's host time (unet3d injected: always uncharged): charged (default): SMPI charges each rank the
 #                        host (CPU) time it spends between MPI calls; uncharged (only with
 #                        DISTOP_SIM_COMPUTE=injected): it does not (smpi/simulate-computation:no),
@@ -43,7 +53,7 @@
 #                        call more than one rank alone spends (round_trip shows it; docs/scaling.md)
 #   DISTOP_SIM_SHARED_BYTES  tensors of this many bytes and more live in SMPI's shared malloc,
 #                        one physical copy for all ranks (contents meaningless; timing only).
-#                        Default with DISTOP_SIM_COMPUTE=injected 65536 (unet3d 262144), else 0
+#                        Default with DISTOP_SIM_COMPUTE=injected 65536 (unet3d, attention 262144), else 0
 #   DISTOP_SIM_EXCHANGE  lenet5 and data_parallel: how the gradient reducer moves its chunks,
 #                        automatic (default: pairwise rounds once replicas - 1 exceed the window),
 #                        collective (MPI_Ialltoallv/Iallgatherv) or pairwise
@@ -64,7 +74,7 @@ shift
 programs=("$@")
 [ ${#programs[@]} -gt 0 ] || programs=(primitives lenet5 data_parallel)
 for p in "${programs[@]}"; do
-  case $p in primitives | lenet5 | data_parallel | round_trip | unet3d) ;; *) echo "simulate.sh: unknown program '$p'" >&2; exit 2 ;; esac
+  case $p in primitives | lenet5 | data_parallel | round_trip | unet3d | attention) ;; *) echo "simulate.sh: unknown program '$p'" >&2; exit 2 ;; esac
 done
 
 source scripts/env.sh
@@ -153,7 +163,7 @@ rows=$(mktemp)
 trap 'rm -rf "$hostfile" "$tmpdir" "$rows"' EXIT
 run() {  # program ranks
   local n=$2 log=$tmpdir/log.$1.$2 t0=$SECONDS args=()
-  case $1 in data_parallel | unet3d) args=(--compute "$compute") ;; esac
+  case $1 in data_parallel | unet3d | attention) args=(--compute "$compute") ;; esac
   # Injected: the first run (the base count) measures the compute profile, every later run of the
   # series replays that same profile.
   [ "${args[*]}" != "--compute injected" ] || args+=(--compute-profile "$tmpdir/compute-profile.$1")
@@ -169,6 +179,19 @@ run() {  # program ranks
   local host=()
   [ "$1" != data_parallel ] || [ "$host_time" != uncharged ] || host=(--cfg=smpi/simulate-computation:no)
   [ "$1" != unet3d ] || [ "$compute" != injected ] || host=(--cfg=smpi/simulate-computation:no)
+  if [ "$1" = attention ] && [ "$compute" = injected ]; then
+    host=(--cfg=smpi/simulate-computation:no)
+    shared=${DISTOP_SIM_SHARED_BYTES:-262144}
+    # The profiles, measured on one rank without shared malloc (its fresh mappings' page faults
+    # would count as the kernels' time): the ring's block once, the all-to-all's share at n ranks.
+    if ! TMPDIR=$tmpdir DISTOP_SMPI_SHARED_BYTES=0 OPENBLAS_NUM_THREADS=1 DISTOP_YIELD_WHEN_IDLE=0 DISTOP_WATCHDOG_SECONDS=0 \
+      smpirun -np 1 "${smpi_args[@]}" "${host[@]}" "$program" --program attention "${args[@]}" "${extra[@]}" \
+      --profile-ranks "$n" >"$log.profile" 2>&1; then
+      echo "simulate.sh: attention's profile for $n ranks failed:" >&2
+      tail -n 30 "$log.profile" >&2
+      exit 1
+    fi
+  fi
   if [ "$n" -gt "$hosts" ]; then
     echo "simulate.sh: $n ranks, but $platform has $hosts hosts" >&2
     exit 1
@@ -192,12 +215,13 @@ printf '# platform %s, %s steps per run (median), compute %s, host time %s, shar
 printf '%-14s %-21s %6s %11s %6s %11s %6s %7s\n' program case ranks step_ms eff model_ms \
   m_eff wall_s
 for p in "${programs[@]}"; do
-  case $p in data_parallel | unet3d) base=1 ;; *) base=2 ;; esac
+  case $p in data_parallel | unet3d | attention) base=1 ;; *) base=2 ;; esac
   : >"$rows"
   run "$p" "$base"
   for n in "${rank_list[@]}"; do [ "$n" = "$base" ] || run "$p" "$n"; done
   # program,case,ranks,step_ms,model_ms,detail...,np,wall
   awk -F, -v base="$base" '
+    # attention scales weakly in tokens: its ideal step grows as the ranks (P times the base).
     { key = $2; r = $3; step[key, r] = $4; model[key, r] = $5; wall[key, r] = $NF
       if (!(key in seen)) { seen[key] = 1; order[++k] = key }
       if (!((key, r) in have)) { have[key, r] = 1; ranks[key] = ranks[key] " " r } }
@@ -208,10 +232,11 @@ for p in "${programs[@]}"; do
           r = rs[j]; s = step[key, r]; m = model[key, r]
           ss = "-"; eff = "-"
           if (s != "") ss = sprintf("%.3f", s)
-          if (s != "" && s > 0 && step[key, base] != "") eff = sprintf("%.3f", step[key, base] / s)
+          w = prog == "attention" ? r / base : 1
+          if (s != "" && s > 0 && step[key, base] != "") eff = sprintf("%.3f", w * step[key, base] / s)
           meff = "-"; ms = "-"
           if (m != "") ms = sprintf("%.3f", m)
-          if (m != "" && m > 0 && model[key, base] != "") meff = sprintf("%.3f", model[key, base] / m)
+          if (m != "" && m > 0 && model[key, base] != "") meff = sprintf("%.3f", w * model[key, base] / m)
           printf "%-14s %-21s %6d %11s %6s %11s %6s %7d\n", prog, key, r, ss, eff, ms, meff, wall[key, r]
         }
       }

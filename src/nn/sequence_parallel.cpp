@@ -68,6 +68,15 @@ std::vector<std::int64_t> sequence_positions(std::int64_t length, int parts,
   return out;
 }
 
+#ifdef DISTOP_SMPI
+namespace detail {
+namespace {
+RingBlockHook g_ring_block_hook = nullptr;  // per simulated rank (libdistop is privatised)
+}  // namespace
+void set_ring_block_hook(RingBlockHook hook) noexcept { g_ring_block_hook = hook; }
+}  // namespace detail
+#endif
+
 namespace {
 
 // A run of a block's tokens with consecutive positions: local rows [local, local + length) of the
@@ -272,6 +281,10 @@ struct SequenceParallelAttention<T>::RingCall {
   // every pair of segments the causal mask leaves (partly) visible.
   template <class Work>
   void for_blocks(int c, Work&& work) const {
+#ifdef DISTOP_SMPI
+    if (detail::g_ring_block_hook != nullptr)  // the one dispatch point of injected compute
+      return detail::g_ring_block_hook(pairs, rows, block(c));
+#endif
     const std::int64_t S = plan->seq, H = plan->heads;
     const int r = plan->coord;
     for (std::int64_t pair = 0; pair < pairs; ++pair) {

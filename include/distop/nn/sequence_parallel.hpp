@@ -106,4 +106,18 @@ class SequenceParallelAttention {
 extern template class SequenceParallelAttention<float>;
 extern template class SequenceParallelAttention<double>;
 
+#ifdef DISTOP_SMPI
+namespace detail {
+// SimGrid SMPI builds only (bench_simulated --program attention --compute injected,
+// docs/scaling.md): when set, the ring strategy does not compute its blocks of attention but calls
+// the hook where each block's computation runs (forward: after the next block's transfer is
+// posted, before its wait; backward: after the block's and its gradient's transfers are posted),
+// with the block's (n, h) pairs, query rows and key rows, so that a simulation charges it as
+// simulated compute; the outputs and gradients are then meaningless (timing only). Null (the
+// default): the blocks are computed. Per process, i.e. per simulated rank.
+using RingBlockHook = void (*)(std::int64_t pairs, std::int64_t query_rows, std::int64_t key_rows);
+void set_ring_block_hook(RingBlockHook hook) noexcept;
+}  // namespace detail
+#endif
+
 }  // namespace distop::nn
