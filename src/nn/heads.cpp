@@ -39,19 +39,42 @@ void permute_heads(const Tensor<T>& rows, const Tensor<T>& heads, std::int64_t p
   const std::int64_t width = parts * h_count * d_count;
   auto rv = rows.view();
   auto hv = heads.view();
+  // One work item per head row of D entries (n, h, s): the index arithmetic (integer divisions)
+  // once per row, the D entries a contiguous run on both sides.
   Kokkos::parallel_for(
-      "distop::permute_heads", Kokkos::RangePolicy<ExecSpace>(0, heads.numel()),
-      KOKKOS_LAMBDA(std::int64_t i) {
-        const std::int64_t d = i % d_count;
-        const std::int64_t s = (i / d_count) % s_count;
-        const std::int64_t h = (i / (d_count * s_count)) % h_count;
-        const std::int64_t n = i / (d_count * s_count * h_count);
-        const std::int64_t j = (n * s_count + s) * width + (part * h_count + h) * d_count + d;
-        if (to_heads)
-          hv(i) = rv(j);
-        else
-          rv(j) = (beta == T(0) ? T(0) : beta * rv(j)) + hv(i);
+      "distop::permute_heads",
+      Kokkos::RangePolicy<ExecSpace>(0, d_count > 0 ? heads.numel() / d_count : 0),
+      KOKKOS_LAMBDA(std::int64_t o) {
+        const std::int64_t s = o % s_count;
+        const std::int64_t h = (o / s_count) % h_count;
+        const std::int64_t n = o / (s_count * h_count);
+        const std::int64_t i = o * d_count;
+        const std::int64_t j = (n * s_count + s) * width + (part * h_count + h) * d_count;
+        if (to_heads) {
+          for (std::int64_t d = 0; d < d_count; ++d) hv(i + d) = rv(j + d);
+        } else if (beta == T(0)) {
+          for (std::int64_t d = 0; d < d_count; ++d) rv(j + d) = hv(i + d);
+        } else {
+          for (std::int64_t d = 0; d < d_count; ++d) rv(j + d) = beta * rv(j + d) + hv(i + d);
+        }
       });
+}
+
+// The adjoint of splitting rows [N S, P H D] into P head tensors: rows = beta rows + the heads
+// dys (a null one: no gradient). Each part writes its own columns: one pass over the rows in all,
+// unless a part without a gradient must leave zeros in its columns.
+template <class T>
+void add_heads_to_rows(Tensor<T>& rows, std::span<const DistTensor<T>* const> dys,
+                       std::int64_t parts, T beta) {
+  bool all = true;
+  for (std::int64_t p = 0; p < parts; ++p) all = all && dys[static_cast<std::size_t>(p)] != nullptr;
+  if (!all && beta == T(0)) {
+    Kokkos::deep_copy(rows.view(), T(0));
+    beta = T(1);
+  }
+  for (std::int64_t p = 0; p < parts; ++p)
+    if (dys[static_cast<std::size_t>(p)] != nullptr)
+      permute_heads(rows, dys[static_cast<std::size_t>(p)]->local(), parts, p, false, beta);
 }
 
 }  // namespace
@@ -162,11 +185,7 @@ std::vector<Var<T>> split_heads(Tape& tape, const Var<T>& x, std::int64_t seq, s
     return Computed{std::move(ys_values),
                     [parts](std::span<const DistTensor<T>* const> dys, Gradients<T>& grads) {
                       grads.accumulate(0, [&](T beta, Tensor<T>& dx) {
-                        if (beta == T(0)) Kokkos::deep_copy(dx.view(), T(0));
-                        for (std::int64_t p = 0; p < parts; ++p)
-                          if (dys[static_cast<std::size_t>(p)] != nullptr)
-                            permute_heads(dx, dys[static_cast<std::size_t>(p)]->local(), parts, p,
-                                          false, T(1));
+                        add_heads_to_rows(dx, dys, parts, beta);
                       });
                     }};
   });
@@ -227,11 +246,7 @@ std::vector<Var<T>> split_heads_to(Tape& tape, const Var<T>& x, std::int64_t par
     return Computed{std::move(ys_values),
                     [parts](std::span<const DistTensor<T>* const> dys, Gradients<T>& grads) {
                       grads.accumulate(0, [&](T beta, Tensor<T>& dx) {
-                        if (beta == T(0)) Kokkos::deep_copy(dx.view(), T(0));
-                        for (std::int64_t p = 0; p < parts; ++p)
-                          if (dys[static_cast<std::size_t>(p)] != nullptr)
-                            permute_heads(dx, dys[static_cast<std::size_t>(p)]->local(), parts, p,
-                                          false, T(1));
+                        add_heads_to_rows(dx, dys, parts, beta);
                       });
                     }};
   });
