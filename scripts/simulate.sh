@@ -211,7 +211,7 @@ run() {  # program ranks
 }
 
 printf '# platform %s, %s steps per run (median), compute %s, host time %s, shared from %s B, bench_simulated %s\n' \
-  "$(basename "$platform")" "$steps" "$compute" "$host_time$([ "$compute" != injected ] || echo ", unet3d uncharged")" "$shared_bytes" "${extra[*]}"
+  "$(basename "$platform")" "$steps" "$compute" "$host_time$([ "$compute" != injected ] || echo ", unet3d and attention uncharged")" "$shared_bytes" "${extra[*]}"
 printf '%-14s %-21s %6s %11s %6s %11s %6s %7s\n' program case ranks step_ms eff model_ms \
   m_eff wall_s
 for p in "${programs[@]}"; do
