@@ -5,13 +5,16 @@
 #include <mpi.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "distop/core/environment.hpp"
 #include "distop/core/error.hpp"
 #include "distop/core/mpi_check.hpp"
 #include "distop/core/tensor.hpp"
@@ -84,6 +87,41 @@ DistTensor<T> dist(const TensorSpace& space, const Array& a, bool agreed) {
   return DistTensor<T>(space, std::move(local));
 }
 
+// Completes a nonblocking collective. Where the ranks outnumber the cores (yield_when_idle(),
+// core/environment.hpp) it yields the processor between tests, as distop's own collectives do,
+// so that a waiting rank lets the others run; a blocking MPI collective would poll.
+inline void complete(MPI_Request& request, const std::string& op) {
+  if (!yield_when_idle()) {
+    DISTOP_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE), op);
+    return;
+  }
+  int done = 0;
+  for (;;) {
+    DISTOP_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE), op);
+    if (done) return;
+    sched_yield();
+  }
+}
+
+// MPI_Allgather and MPI_Allreduce of int64 and double values, completed as `complete` does.
+inline void allgather(const std::int64_t* send, int count, std::int64_t* recv, MPI_Comm comm,
+                      const std::string& op) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  DISTOP_MPI_CHECK(MPI_Iallgather(send, count, MPI_INT64_T, recv, count, MPI_INT64_T, comm, &r),
+                   op);
+  complete(r, op);
+}
+// `send` may be MPI_IN_PLACE.
+template <class T>
+void allreduce(const void* send, T* recv, int count, MPI_Op reduction, MPI_Comm comm,
+               const std::string& op) {
+  static_assert(std::is_same_v<T, double> || std::is_same_v<T, std::int64_t>);
+  const MPI_Datatype type = std::is_same_v<T, double> ? MPI_DOUBLE : MPI_INT64_T;
+  MPI_Request r = MPI_REQUEST_NULL;
+  DISTOP_MPI_CHECK(MPI_Iallreduce(send, recv, count, type, reduction, comm, &r), op);
+  complete(r, op);
+}
+
 // ---- Spaces inferred from every rank's local shape (one allgather over the parent)
 
 constexpr int kMaxRank = 8;
@@ -111,9 +149,7 @@ inline Agreed agree(MPI_Comm parent, const std::vector<std::int64_t>& local,
   mine[3] = requires_grad ? 1 : 0;
   for (std::size_t i = 0; i < local.size() && i < kMaxRank; ++i) mine[head + i] = local[i];
   all.resize(mine.size() * static_cast<std::size_t>(size));
-  DISTOP_MPI_CHECK(MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_INT64_T,
-                                 all.data(), static_cast<int>(mine.size()), MPI_INT64_T, parent),
-                   op);
+  allgather(mine.data(), static_cast<int>(mine.size()), all.data(), parent, op);
   Agreed out;
   out.shapes.resize(static_cast<std::size_t>(size));
   std::int64_t dt = -1;

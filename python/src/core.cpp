@@ -346,9 +346,7 @@ std::tuple<std::vector<std::int64_t>, std::string, bool> shape_on_rank(
 
 double allreduce_sum(std::int64_t comm_handle, double value) {
   double out = 0;
-  DISTOP_MPI_CHECK(
-      MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_SUM, comm_from_handle(comm_handle)),
-      "allreduce_sum");
+  allreduce(&value, &out, 1, MPI_SUM, comm_from_handle(comm_handle), "allreduce_sum");
   return out;
 }
 
@@ -420,24 +418,24 @@ NB_MODULE(_core, m) {
     DISTOP_MPI_CHECK(MPI_Comm_size(comm_from_handle(h), &size), "comm_size");
     return size;
   });
-  m.def("barrier",
-        [](std::int64_t h) { DISTOP_MPI_CHECK(MPI_Barrier(comm_from_handle(h)), "barrier"); });
+  m.def("barrier", [](std::int64_t h) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    DISTOP_MPI_CHECK(MPI_Ibarrier(comm_from_handle(h), &r), "barrier");
+    complete(r, "barrier");
+  });
   m.def("allreduce_sum", &allreduce_sum, "comm"_a, "value"_a);
   m.def("allgather_int", [](std::int64_t h, std::int64_t v) {
     int size = 0;
     DISTOP_MPI_CHECK(MPI_Comm_size(comm_from_handle(h), &size), "allgather");
     std::vector<std::int64_t> all(static_cast<std::size_t>(size));
-    DISTOP_MPI_CHECK(
-        MPI_Allgather(&v, 1, MPI_INT64_T, all.data(), 1, MPI_INT64_T, comm_from_handle(h)),
-        "allgather");
+    allgather(&v, 1, all.data(), comm_from_handle(h), "allgather");
     return all;
   });
   // Sums a float64 array over every rank of the communicator, in place.
   m.def("allreduce_sum_array",
         [](std::int64_t h, nb::ndarray<double, nb::c_contig, nb::device::cpu> a) {
-          DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, a.data(), static_cast<int>(a.size()),
-                                         MPI_DOUBLE, MPI_SUM, comm_from_handle(h)),
-                           "allreduce_sum");
+          allreduce(MPI_IN_PLACE, a.data(), static_cast<int>(a.size()), MPI_SUM,
+                    comm_from_handle(h), "allreduce_sum");
         });
   // An array viewed through a distop Tensor and handed back: the same memory both ways (the
   // zero-copy check of the tests).
@@ -450,8 +448,7 @@ NB_MODULE(_core, m) {
       "x"_a, "numpy"_a = false);
   m.def("allreduce_max_int", [](std::int64_t h, std::int64_t v) {
     std::int64_t out = 0;
-    DISTOP_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_INT64_T, MPI_MAX, comm_from_handle(h)),
-                     "allreduce_max");
+    allreduce(&v, &out, 1, MPI_MAX, comm_from_handle(h), "allreduce_max");
     return out;
   });
 
