@@ -16,7 +16,8 @@
 # 3. installs pytest 7 and pytest-mpi (pip --target) into $work/site, put first on PYTHONPATH: DistDL's
 #    conftest.py marks its fixtures with pytest.mark.mpi, which pytest 8 deprecated and pytest 9
 #    (the package's tests' pytest) refuses ("Marks cannot be applied to fixtures");
-# 4. runs pytest --with-mpi on tests/primitives, then tests/layers (DISTDL_FOLDERS: folders or
+# 4. runs pytest --with-mpi on tests/primitives, tests/layers, then tests/sequential_layers
+#    (DISTDL_FOLDERS: folders or
 #    files under tests/, such as layers/test_upsampling.py), at
 #    DISTDL_RANKS (default 1 2 3 4) ranks; cases marked mpi(min_size=N) for N above the rank
 #    count are skipped by pytest-mpi. A test module that does not import (a name distop.distdl
@@ -61,7 +62,7 @@ export PYTHONDONTWRITEBYTECODE=1
 
 mkdir -p "$work/logs"
 status=0
-for folder in ${DISTDL_FOLDERS:-primitives layers}; do
+for folder in ${DISTDL_FOLDERS:-primitives layers sequential_layers}; do
   for n in ${DISTDL_RANKS:-1 2 3 4}; do
     log=$work/logs/${folder//\//_}.np$n
     start=$(date +%s)

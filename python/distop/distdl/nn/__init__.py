@@ -2,13 +2,13 @@
 SumReduce, AllSumReduce, Repartition / DistributedTranspose, HaloExchange), the feature-partitioned
 convolutions and pooling, the channel- and generally partitioned convolutions and the
 DistributedConv{1,2,3}d dispatcher, batch normalisation, the linear layer, the losses and
-upsampling."""
+upsampling, and the sequential Interpolate."""
 
 from . import all_sum_reduce, broadcast, halo_exchange, mixins, module, repartition  # noqa: F401
 from . import sum_reduce, transpose  # noqa: F401
 from . import batchnorm, conv_channel, conv_feature, linear, loss, pooling  # noqa: F401
 from . import conv, conv_general  # noqa: F401
-from . import upsampling  # noqa: F401
+from . import interpolate, upsampling  # noqa: F401
 from .all_sum_reduce import AllSumReduce
 from .batchnorm import DistributedBatchNorm
 from .conv_channel import (DistributedChannelConv1d, DistributedChannelConv2d,
@@ -25,6 +25,7 @@ from .pooling import (DistributedAvgPool1d, DistributedAvgPool2d, DistributedAvg
                       DistributedMaxPool1d, DistributedMaxPool2d, DistributedMaxPool3d)
 from .broadcast import Broadcast
 from .halo_exchange import HaloExchange
+from .interpolate import Interpolate
 from .module import Module
 from .repartition import Repartition
 from .sum_reduce import SumReduce
@@ -41,4 +42,4 @@ __all__ = ["AllSumReduce", "Broadcast", "DistributedTranspose", "HaloExchange", 
            "DistributedMaxPool1d", "DistributedMaxPool2d", "DistributedMaxPool3d",
            "DistributedConv1d", "DistributedConv2d", "DistributedConv3d",
            "DistributedGeneralConv1d", "DistributedGeneralConv2d", "DistributedGeneralConv3d",
-           "DistributedUpsample"]
+           "DistributedUpsample", "Interpolate"]
