@@ -2,8 +2,9 @@
 
 ``import distop`` initialises MPI (unless it is initialised already, by mpi4py for one) and Kokkos
 once, and finalises both at exit in the reverse order (MPI only where distop initialised it).
-Tensors cross into distop without a copy (DLPack): a contiguous float32/float64 torch CPU tensor
-or numpy array becomes a distop tensor over the same memory, and results come back as tensors
+Tensors cross into distop without a copy (DLPack): a contiguous float32/float64 torch tensor (or
+numpy array) where this build's tensors live (``distop.device()``: host memory, or in a CUDA build
+the rank's GPU) becomes a distop tensor over the same memory, and results come back as tensors
 over distop's memory. ``distop.torch`` has the operators as autograd functions and modules.
 """
 
@@ -14,7 +15,7 @@ from ._core import Decomposition, Operator, Partition, TensorSpace
 
 __all__ = [
     "Error", "Partition", "TensorSpace", "Decomposition", "Operator", "rank", "size", "barrier",
-    "comm_handle", "distribute", "assemble", "zero_volume_tensor",
+    "comm_handle", "device", "distribute", "assemble", "zero_volume_tensor",
 ]
 
 #: The exception every distop error arrives as, on every rank, with distop's message
@@ -108,8 +109,22 @@ def assemble(local, space, root=0):
     return _core.assemble(space, local, root, numpy)
 
 
-def zero_volume_tensor(dim=1, dtype=None):
-    """A torch tensor with no entries and `dim` axes of extent 0: what a rank outside an
-    operator's partition passes and receives."""
+def device():
+    """Where this build's tensors live, as a torch.device: ``cpu`` in a host build; in a CUDA build
+    (distop built against a Kokkos with CUDA) ``cuda:k``, the GPU distop gave this rank (rank r of
+    a node takes GPU r mod the node's GPU count). Tensors passed to distop must be there (the call
+    raises on every rank otherwise), and its results are."""
     import torch
-    return torch.zeros([0] * dim, dtype=dtype or torch.get_default_dtype())
+    kind, index = _core.tensor_device()
+    return torch.device("cpu") if kind == "cpu" else torch.device(kind, index)
+
+
+_device = device  # for functions whose `device` argument hides it
+
+
+def zero_volume_tensor(dim=1, dtype=None, device=None):
+    """A torch tensor with no entries and `dim` axes of extent 0: what a rank outside an
+    operator's partition passes and receives. On ``device`` (default: distop.device())."""
+    import torch
+    return torch.zeros([0] * dim, dtype=dtype or torch.get_default_dtype(),
+                       device=device if device is not None else _device())

@@ -34,8 +34,8 @@ _TORCH_DTYPES = {"float32": _torch.float32, "float64": _torch.float64}
 
 
 def _dtype_of(dtype):
-    name = _dtype_name(_torch.empty(0, dtype=dtype))
-    if name not in _TORCH_DTYPES:
+    name = {_torch.float32: "float32", _torch.float64: "float64"}.get(dtype)
+    if name is None:
         raise Error(f"[distop.nn] dtype must be torch.float32 or torch.float64, not {dtype}")
     return name
 

@@ -29,6 +29,7 @@ import torch.nn.functional as _F
 
 from . import _core, Error, TensorSpace, Decomposition, assemble
 from .torch import apply as _apply
+from .torch import _dtype_name
 from ._layers import (DistributedUpsample, DistributedConvTranspose1d,  # noqa: F401
                       DistributedGeneralConv1d, DistributedGeneralConv2d, DistributedGeneralConv3d,
                       DistributedConvTranspose2d, DistributedConvTranspose3d,
@@ -58,11 +59,12 @@ class _TieFunction(_torch.autograd.Function):
     @staticmethod
     def forward(ctx, op, *params):
         ctx.op, ctx.shapes, ctx.dtype = op, [p.shape for p in params], params[0].dtype
+        ctx.device = params[0].device
         return tuple(p.view_as(p) for p in params)
 
     @staticmethod
     def backward(ctx, *grads):
-        flat = _torch.cat([(g if g is not None else _torch.zeros(shape, dtype=ctx.dtype))
+        flat = _torch.cat([(g if g is not None else _torch.zeros(shape, dtype=ctx.dtype, device=ctx.device))
                            .reshape(-1) for g, shape in zip(grads, ctx.shapes)])
         total = ctx.op.forward(flat.reshape(ctx.op.domain.local_shape).contiguous(), agreed=True)
         out, offset = [], 0
@@ -140,7 +142,7 @@ class DistributedLinear(_torch.nn.Module):
         self._ops = {}
 
     def _operators(self, x):
-        space, dtype, _ = _core.infer_space(self.P_x, list(x.shape), str(x.dtype).split(".")[-1],
+        space, dtype, _ = _core.infer_space(self.P_x, list(x.shape), _dtype_name(x),
                                             False, [], "DistributedLinear")[:3]
         n = space.global_shape[0]
         if space.global_shape[1] != self.in_features:
@@ -279,7 +281,7 @@ class _WindowLayer(_torch.nn.Module):
 
     def _plan(self, x):
         from .torch import HaloExchange
-        space, dtype, _ = _core.infer_space(self.P_x, list(x.shape), str(x.dtype).split(".")[-1],
+        space, dtype, _ = _core.infer_space(self.P_x, list(x.shape), _dtype_name(x),
                                             False, [], self.name)
         key = (space.fingerprint(), dtype)
         plan = self._plans.get(key)

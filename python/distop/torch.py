@@ -39,8 +39,18 @@ __all__ = [
 _DTYPES = {_torch.float32: "float32", _torch.float64: "float64"}
 
 
+_DEVICE = []  # [torch.device where this build's tensors live], filled at the first call
+
+
 def _dtype_name(x):
-    # Anything else is refused by the agreement, on every rank alike.
+    """What a call's agreement says of x: its dtype's name, or "device <where>" when x is not where
+    this build's tensors live (distop.device()). Anything but float32 and float64 there is refused
+    by the agreement, on every rank alike."""
+    if not _DEVICE:
+        from . import device
+        _DEVICE.append(device())
+    if isinstance(x, _torch.Tensor) and x.device != _DEVICE[0]:
+        return f"device {x.device}"
     return _DTYPES.get(x.dtype, str(x.dtype))
 
 

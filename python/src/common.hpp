@@ -27,8 +27,46 @@ namespace distop::python {
 
 namespace nb = nanobind;
 
-// Host arrays only: this build's tensors live in host memory.
-using Array = nb::ndarray<nb::c_contig, nb::device::cpu>;
+// Arrays of any device cross the boundary; wrap() accepts those in the memory this build's tensors
+// live in (tensor_device()) and refuses the others.
+using Array = nb::ndarray<nb::c_contig>;
+
+#if DISTOP_DEVICE_MEMORY_SPACE && !defined(KOKKOS_ENABLE_CUDA)
+#error "distop's Python package takes a host build or a CUDA build of distop"
+#endif
+
+// Where this build's tensors live, in DLPack's terms: host memory (kDLCPU) in a host build; in a
+// CUDA build (Kokkos with CUDA) the GPU this rank computes on (kDLCUDA and its index, the device
+// Environment chose for the rank).
+struct TensorDevice {
+  int type = nb::device::cpu::value;
+  int id = 0;
+};
+
+inline TensorDevice tensor_device() {
+#if DISTOP_DEVICE_MEMORY_SPACE
+  return {nb::device::cuda::value, ExecSpace().cuda_device()};
+#else
+  return {};
+#endif
+}
+
+inline std::string device_text(int type, int id) {
+  if (type == nb::device::cpu::value) return "in host memory";
+  if (type == nb::device::cuda::value) return "on CUDA device " + std::to_string(id);
+  return "on a device of DLPack type " + std::to_string(type);
+}
+
+// An Error unless `a` lies where this build's tensors live.
+inline void check_device(const Array& a, const std::string& op) {
+  const auto d = tensor_device();
+  const int type = static_cast<int>(a.device_type()), id = static_cast<int>(a.device_id());
+  if (type == d.type && (d.type == nb::device::cpu::value || id == d.id)) return;
+  throw Error(op, "the tensor is " + device_text(type, id) + "; this distop build takes tensors " +
+                      device_text(d.type, d.id) +
+                      (d.type == nb::device::cpu::value ? " (CPU tensors, numpy arrays)"
+                                                        : " (this rank's GPU: distop.device())"));
+}
 
 // A communicator from its Fortran handle (mpi4py's comm.py2f(); world_handle() for
 // MPI_COMM_WORLD), which is an int whatever MPI_Comm is.
@@ -58,16 +96,22 @@ inline DType dtype_from_name(const std::string& name) {
 // A distop Tensor over the array's memory; the array (and so the Python object behind it) lives
 // as long as the Tensor's storage does.
 template <class T>
-Tensor<T> wrap(const Array& a) {
+Tensor<T> wrap(const Array& a, const std::string& op = "distop") {
+  check_device(a, op);
   std::vector<std::int64_t> extents(a.ndim());
   for (std::size_t i = 0; i < a.ndim(); ++i) extents[i] = static_cast<std::int64_t>(a.shape(i));
   auto owner = std::make_shared<Array>(a);
   return Tensor<T>::wrap(static_cast<T*>(a.data()), Shape(extents), std::move(owner));
 }
 
-// An array over t's memory, owned by a capsule holding a copy of t (sharing its storage).
+// An array over t's memory (where this build's tensors live), owned by a capsule holding a copy of
+// t (sharing its storage). numpy: a numpy array, which a CUDA build cannot give.
 template <class T>
 nb::object to_array(const Tensor<T>& t, bool numpy) {
+  const auto d = tensor_device();
+  DISTOP_CHECK(!numpy || d.type == nb::device::cpu::value, "distop",
+               "this distop build keeps its tensors on the GPU, and a numpy array is host memory; "
+               "pass torch tensors");
   auto* keep = new Tensor<T>(t);
   nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor<T>*>(p); });
   std::vector<std::size_t> shape(t.shape().begin(), t.shape().end());
@@ -75,7 +119,9 @@ nb::object to_array(const Tensor<T>& t, bool numpy) {
   static T dummy{};
   T* data = t.numel() > 0 ? t.data() : &dummy;
   if (numpy) return nb::ndarray<nb::numpy, T>(data, shape.size(), shape.data(), owner).cast();
-  return nb::ndarray<nb::pytorch, T>(data, shape.size(), shape.data(), owner).cast();
+  return nb::ndarray<nb::pytorch, T>(data, shape.size(), shape.data(), owner, nullptr,
+                                     nb::dtype<T>(), d.type, d.id)
+      .cast();
 }
 
 // x as a DistTensor of `space`. `agreed`: every rank's local shape is known to be the space's
@@ -143,7 +189,9 @@ inline Agreed agree(MPI_Comm parent, const std::vector<std::int64_t>& local,
   constexpr std::size_t head = 4;
   std::vector<std::int64_t> mine(head + kMaxRank, 0), all;
   const bool known = dtype == "float32" || dtype == "float64";
-  mine[0] = known ? (dtype == "float32" ? 0 : 1) : 2;
+  // The Python side names a tensor in the wrong memory "device <where>" instead of its dtype.
+  const bool elsewhere = dtype.rfind("device ", 0) == 0;
+  mine[0] = elsewhere ? 3 : known ? (dtype == "float32" ? 0 : 1) : 2;
   mine[1] = static_cast<std::int64_t>(local.size());
   mine[2] = active ? 1 : 0;
   mine[3] = requires_grad ? 1 : 0;
@@ -155,6 +203,11 @@ inline Agreed agree(MPI_Comm parent, const std::vector<std::int64_t>& local,
   std::int64_t dt = -1;
   for (int r = 0; r < size; ++r) {
     const auto* row = all.data() + mine.size() * static_cast<std::size_t>(r);
+    DISTOP_CHECK(row[0] != 3, op, "rank ", r,
+                 " passes a tensor in another memory than distop's: this build takes tensors ",
+                 tensor_device().type == nb::device::cpu::value
+                     ? "in host memory (CPU tensors, numpy arrays)"
+                     : "on each rank's own GPU (distop.device())");
     DISTOP_CHECK(row[0] != 2, op, "rank ", r,
                  " passes a tensor that is neither float32 nor float64");
     DISTOP_CHECK(dt < 0 || row[0] == dt, op,

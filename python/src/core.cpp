@@ -65,7 +65,12 @@ void initialize() {
   static char* args[] = {name, nullptr};
   int argc = 1;
   char** argv = args;
-  environment = std::make_unique<Environment>(argc, argv);
+  EnvironmentOptions options;
+#if DISTOP_DEVICE_MEMORY_SPACE
+  // torch's autograd runs the backward pass of GPU tensors on its device thread, not the main one.
+  options.mpi_thread_level = MPI_THREAD_SERIALIZED;
+#endif
+  environment = std::make_unique<Environment>(argc, argv, options);
 }
 
 void finalize() { environment.reset(); }
@@ -366,10 +371,10 @@ nb::object assemble_impl(const TensorSpace& space, const Array& a, int root, boo
 
 template <class T>
 nb::object distribute_impl(const TensorSpace& space, const Array& global, bool numpy) {
-  auto g = wrap<T>(global);
+  auto g = wrap<T>(global, "distribute");
   DISTOP_CHECK(g.shape() == space.global_shape(), "distribute", "the global tensor has shape ",
                g.shape().str(), ", the space ", space.global_shape().str());
-  std::vector<T> values(g.data(), g.data() + g.numel());
+  const std::vector<T> values = g.to_vector();
   DistTensor<T> x = DistTensor<T>::uninitialized(space);
   distribute(values, x);
   return to_array(x.local(), numpy);
@@ -400,6 +405,14 @@ NB_MODULE(_core, m) {
 
   m.def("initialize", &initialize,
         "Initialises MPI (unless already initialised, e.g. by mpi4py) and Kokkos; idempotent.");
+  m.def(
+      "tensor_device",
+      []() {
+        initialize();
+        const auto d = tensor_device();
+        return std::make_pair(std::string(d.type == nb::device::cpu::value ? "cpu" : "cuda"), d.id);
+      },
+      "Where this build's tensors live: ('cpu', 0), or ('cuda', k) with k this rank's GPU.");
   m.def("finalize", &finalize, "Finalises Kokkos, then MPI where distop initialised it.");
   m.def("world_rank", &world_rank);
   m.def("world_handle", []() { return static_cast<std::int64_t>(MPI_Comm_c2f(MPI_COMM_WORLD)); });

@@ -311,9 +311,7 @@ void bind_layers(nb::module_& m) {
                   continue;
                 }
                 const auto& v = std::get<std::vector<T>>(entry.values);
-                Tensor<T> t(entry.shape);
-                std::copy(v.begin(), v.end(), t.data());
-                out[name.c_str()] = to_array(t, false);
+                out[name.c_str()] = to_array(Tensor<T>::from_vector(entry.shape, v), false);
               }
               return out;
             });

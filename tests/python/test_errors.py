@@ -78,3 +78,62 @@ def test_halo_widths_beyond_the_neighbour(world_size):
     with pytest.raises(distop.Error, match="HaloExchange"):
         dt.HaloExchange(interior, widths=[[(2, 2)] * world_size, [(0, 0)]])(
             torch.zeros(5, 2, dtype=torch.float64))
+
+
+def test_a_tensor_in_other_memory_is_an_error_everywhere(world_size, rank):
+    # A torch device other than distop.device() on one rank ("meta" stands for a GPU, which this
+    # host build refuses the same way): the call's agreement refuses it on every rank.
+    assert distop.device() == torch.device("cpu")
+    ag = dt.AllGather(distop.Partition.world([world_size, 1]), [0])
+    x = torch.zeros(1, 2, dtype=torch.float64, device="meta" if rank == 0 else "cpu")
+    with pytest.raises(distop.Error, match="rank 0 passes a tensor in another memory"):
+        ag(x)
+    assert ag(torch.ones(1, 2, dtype=torch.float64)).shape == (world_size, 2)
+
+
+class _CudaArray:
+    """A DLPack producer that says its float64 entries are on CUDA device 0 (they are host memory
+    that is never read): what a torch CUDA tensor hands over."""
+
+    def __init__(self, n):
+        import ctypes
+
+        class Device(ctypes.Structure):
+            _fields_ = [("type", ctypes.c_int32), ("id", ctypes.c_int32)]
+
+        class DType(ctypes.Structure):
+            _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                        ("lanes", ctypes.c_uint16)]
+
+        class Tensor(ctypes.Structure):
+            _fields_ = [("data", ctypes.c_void_p), ("device", Device), ("ndim", ctypes.c_int32),
+                        ("dtype", DType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                        ("strides", ctypes.c_void_p), ("byte_offset", ctypes.c_uint64)]
+
+        class Managed(ctypes.Structure):
+            _fields_ = [("tensor", Tensor), ("ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
+
+        self._ctypes = ctypes
+        self._data = (ctypes.c_double * n)()
+        self._shape = (ctypes.c_int64 * 1)(n)
+        self._managed = Managed(Tensor(ctypes.cast(self._data, ctypes.c_void_p), Device(2, 0), 1,
+                                       DType(2, 64, 1), self._shape, None, 0), None, None)
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+    def __dlpack__(self, *args, **kwargs):
+        ctypes = self._ctypes
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p,
+                                                       ctypes.c_void_p]
+        return new(ctypes.addressof(self._managed), b"dltensor", None)
+
+
+def test_an_array_on_a_gpu_is_refused_by_a_host_build(world_size):
+    # Past the agreement (agreed=True), the C++ side checks where the array's memory is.
+    op = distop._core.all_gather("float64", distop.TensorSpace(
+        [world_size], distop.Partition.world([world_size])), [0])
+    with pytest.raises(distop.Error, match="the tensor is on CUDA device 0; this distop build "
+                                           "takes tensors in host memory"):
+        op.forward(_CudaArray(1), agreed=True)

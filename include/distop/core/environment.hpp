@@ -11,6 +11,12 @@ struct EnvironmentOptions {
   // Threads for BLAS inside each rank. Ranks are the parallelism, so the default is 1; 0 leaves
   // BLAS as configured (for example by OPENBLAS_NUM_THREADS, which is also honoured when set).
   int blas_threads = 1;
+  // The thread support distop asks MPI_Init_thread for, where it initialises MPI itself. distop
+  // calls MPI from one thread at a time; FUNNELED says the main thread. A program whose MPI calls
+  // come from another thread at times (torch's autograd runs the backward pass of GPU tensors on
+  // a device thread of its own) asks for MPI_THREAD_SERIALIZED; an MPI that provides less is an
+  // Error. Where the program initialised MPI, the level it got must be at least this one.
+  int mpi_thread_level = MPI_THREAD_FUNNELED;
 };
 
 // Initialises MPI (unless the program already did; then it is left to the program to finalise)
