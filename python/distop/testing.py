@@ -55,10 +55,10 @@ def adjoint_test(op, x=None, seed=20261121, tolerance=None, comm=None):
         return _core.allreduce_sum(h, float((a.double() * b.double()).sum()))
 
     tol = tolerance or default_tolerance(x.dtype)
-    xs = (torch.rand(x.shape, generator=g, dtype=torch.float64) * 2 - 1).to(x.dtype)
+    xs = (torch.rand(x.shape, generator=g, dtype=torch.float64) * 2 - 1).to(x.device, x.dtype)
     xs.requires_grad_(True)
     fx = op(xs)
-    z = (torch.rand(fx.shape, generator=g, dtype=torch.float64) * 2 - 1).to(fx.dtype)
+    z = (torch.rand(fx.shape, generator=g, dtype=torch.float64) * 2 - 1).to(fx.device, fx.dtype)
     fx_norm = inner(fx, fx) ** 0.5
     z_norm = inner(z, z) ** 0.5
     s = 0.0 if fx_norm == 0 else (z_norm / fx_norm) * (1.0 if inner(fx, z) >= 0 else -1.0)
@@ -84,9 +84,9 @@ def _world_sum(h):
         # so is the seed gradcheck hands to each rank's copy of it (Megatron's g).
         @staticmethod
         def forward(ctx, y):
-            out = y.detach().double().clone()
+            out = y.detach().double().cpu().clone()  # the sum runs on host memory
             _core.allreduce_sum_array(h, out)
-            return out.to(y.dtype)
+            return out.to(y.device, y.dtype)
 
         @staticmethod
         def backward(ctx, dy):
@@ -101,9 +101,9 @@ def _world_sum(h):
 
         @staticmethod
         def backward(ctx, dx):
-            out = dx.detach().double().contiguous().clone()
+            out = dx.detach().double().cpu().contiguous().clone()
             _core.allreduce_sum_array(h, out)
-            return out.to(dx.dtype)
+            return out.to(dx.device, dx.dtype)
 
     return _SumToAll, _CopyToAll
 
@@ -134,7 +134,8 @@ def gradcheck(fn, x, comm=None, seed=0, fast_mode=False, **kwargs):
     rank = _core.comm_rank(h)
     in_off, out_off = sum(n_in[:rank]), sum(n_out[:rank])
     g = torch.Generator().manual_seed(int(seed))
-    x_all = (torch.rand(sum(n_in), generator=g, dtype=torch.float64) * 2 - 1).requires_grad_(True)
+    x_all = (torch.rand(sum(n_in), generator=g, dtype=torch.float64) * 2 - 1).to(x.device)
+    x_all.requires_grad_(True)
     x_shape, y_shape = list(x.shape), list(y0.shape)
 
     def whole(x_all):
