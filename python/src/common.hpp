@@ -5,7 +5,6 @@
 #include <mpi.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -14,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "distop/comm/collectives.hpp"
 #include "distop/core/environment.hpp"
 #include "distop/core/error.hpp"
 #include "distop/core/mpi_check.hpp"
@@ -133,20 +133,13 @@ DistTensor<T> dist(const TensorSpace& space, const Array& a, bool agreed) {
   return DistTensor<T>(space, std::move(local));
 }
 
-// Completes a nonblocking collective. Where the ranks outnumber the cores (yield_when_idle(),
-// core/environment.hpp) it yields the processor between tests, as distop's own collectives do,
-// so that a waiting rank lets the others run; a blocking MPI collective would poll.
-inline void complete(MPI_Request& request, const std::string& op) {
-  if (!yield_when_idle()) {
-    DISTOP_MPI_CHECK(MPI_Wait(&request, MPI_STATUS_IGNORE), op);
-    return;
-  }
-  int done = 0;
-  for (;;) {
-    DISTOP_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE), op);
-    if (done) return;
-    sched_yield();
-  }
+// Completes a nonblocking collective with distop's own wait (comm::Request): where the ranks
+// outnumber the cores (yield_when_idle(), core/environment.hpp) it yields the processor between
+// tests, so that a waiting rank lets the others run (a blocking MPI collective would poll), and
+// the hang watchdog sees it as one wait.
+inline void complete(MPI_Request& request) {
+  comm::Request(comm::Request::Kind::kCollective, request).wait();
+  request = MPI_REQUEST_NULL;
 }
 
 // MPI_Allgather and MPI_Allreduce of int64 and double values, completed as `complete` does.
@@ -155,7 +148,7 @@ inline void allgather(const std::int64_t* send, int count, std::int64_t* recv, M
   MPI_Request r = MPI_REQUEST_NULL;
   DISTOP_MPI_CHECK(MPI_Iallgather(send, count, MPI_INT64_T, recv, count, MPI_INT64_T, comm, &r),
                    op);
-  complete(r, op);
+  complete(r);
 }
 // `send` may be MPI_IN_PLACE.
 template <class T>
@@ -165,7 +158,7 @@ void allreduce(const void* send, T* recv, int count, MPI_Op reduction, MPI_Comm 
   const MPI_Datatype type = std::is_same_v<T, double> ? MPI_DOUBLE : MPI_INT64_T;
   MPI_Request r = MPI_REQUEST_NULL;
   DISTOP_MPI_CHECK(MPI_Iallreduce(send, recv, count, type, reduction, comm, &r), op);
-  complete(r, op);
+  complete(r);
 }
 
 // ---- Spaces inferred from every rank's local shape (one allgather over the parent)

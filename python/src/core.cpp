@@ -434,7 +434,7 @@ NB_MODULE(_core, m) {
   m.def("barrier", [](std::int64_t h) {
     MPI_Request r = MPI_REQUEST_NULL;
     DISTOP_MPI_CHECK(MPI_Ibarrier(comm_from_handle(h), &r), "barrier");
-    complete(r, "barrier");
+    complete(r);
   });
   m.def("allreduce_sum", &allreduce_sum, "comm"_a, "value"_a);
   m.def("allgather_int", [](std::int64_t h, std::int64_t v) {
