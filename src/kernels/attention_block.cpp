@@ -74,12 +74,13 @@ void online_softmax_block(Tensor<T>& s, Tensor<double>& row_max, Tensor<double>&
   auto mv = row_max.view();
   auto lv = row_sum.view();
   auto ov = out.view();
+  // Outside the kernel: numeric_limits' functions are host functions to nvcc.
+  constexpr double inf = std::numeric_limits<double>::infinity();
   Kokkos::parallel_for(
       "distop::online_softmax_block", team_per_row(s.extent(0), op),
       KOKKOS_LAMBDA(const TeamMember& team) {
         const std::int64_t i = team.league_rank();
         const std::int64_t row = i * n;
-        const double inf = std::numeric_limits<double>::infinity();
         const double block_max = team_max(team, n, [&](std::int64_t j) {
           return rule.masked(i, j) ? -inf : static_cast<double>(sv(row + j));
         });

@@ -36,13 +36,15 @@ int blas_int(std::int64_t v, const char* what) {
 
 CBLAS_TRANSPOSE cblas_op(Op op) { return op == Op::T ? CblasTrans : CblasNoTrans; }
 
-void host_gemm(Op ta, Op tb, int m, int n, int k, float alpha, const float* a, int lda,
-               const float* b, int ldb, float beta, float* c, int ldc) {
+// Unused in a device build, whose operands are device memory.
+[[maybe_unused]] void host_gemm(Op ta, Op tb, int m, int n, int k, float alpha, const float* a,
+                                int lda, const float* b, int ldb, float beta, float* c, int ldc) {
   cblas_sgemm(CblasRowMajor, cblas_op(ta), cblas_op(tb), m, n, k, alpha, a, lda, b, ldb, beta, c,
               ldc);
 }
-void host_gemm(Op ta, Op tb, int m, int n, int k, double alpha, const double* a, int lda,
-               const double* b, int ldb, double beta, double* c, int ldc) {
+[[maybe_unused]] void host_gemm(Op ta, Op tb, int m, int n, int k, double alpha, const double* a,
+                                int lda, const double* b, int ldb, double beta, double* c,
+                                int ldc) {
   cblas_dgemm(CblasRowMajor, cblas_op(ta), cblas_op(tb), m, n, k, alpha, a, lda, b, ldb, beta, c,
               ldc);
 }

@@ -226,9 +226,9 @@ std::vector<data::BatchRange> evaluation_batches(std::int64_t n, int replicas) {
 template <class T>
 EvaluationReport evaluate(const Model<T>& model, Loss<T>& loss, const data::Dataset& d,
                           const Layout& l, std::int64_t epoch, const char* program) {
-  nn::Module<T>& module = model.module();
-  const bool was_training = module.training();
-  module.eval();
+  nn::Module<T>& net = model.module();
+  const bool was_training = net.training();
+  net.eval();
   std::array<double, 3> sums{0, 0, 0};  // loss times rows, metric numerator, denominator
   std::vector<std::int64_t> examples;
   for (const auto& range : evaluation_batches(d.size, l.count)) {
@@ -246,7 +246,7 @@ EvaluationReport evaluate(const Model<T>& model, Loss<T>& loss, const data::Data
   DISTOP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums.data(), static_cast<int>(sums.size()),
                                  MPI_DOUBLE, MPI_SUM, l.world),
                    program);
-  module.train(was_training);
+  net.train(was_training);
   EvaluationReport r;
   r.epoch = epoch;
   r.examples = d.size;
