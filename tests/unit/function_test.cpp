@@ -15,11 +15,13 @@
 
 // Heap allocations made on this thread while counting, for
 // MakeFunction.RecordingAllocatesOnlyTheOutputVar (a replacement of the global operator new, which
-// otherwise only forwards to malloc).
+// otherwise only forwards to malloc). Host code only: nvcc would compile the replacement for the
+// device too, where there are no exceptions.
 namespace {
 thread_local bool t_counting = false;
 thread_local long t_allocations = 0;
 }  // namespace
+#ifndef __CUDA_ARCH__
 void* operator new(std::size_t n) {
   if (t_counting) ++t_allocations;
   if (void* p = std::malloc(n > 0 ? n : 1)) return p;
@@ -31,6 +33,7 @@ void* operator new(std::size_t n) {
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 #pragma GCC diagnostic pop
+#endif
 
 namespace distop {
 namespace {
