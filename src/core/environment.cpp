@@ -132,11 +132,10 @@ Environment::Environment(int& argc, char**& argv, EnvironmentOptions options) {
   }
   // Only a level above FUNNELED is checked: every MPI gives a single-threaded program what it needs
   // whatever it reports.
-  DISTOP_CHECK(options.mpi_thread_level <= MPI_THREAD_FUNNELED ||
-                   provided >= options.mpi_thread_level,
-               op, "MPI provides thread support level ", provided, ", below the ",
-               options.mpi_thread_level, " asked for (MPI_THREAD_SERIALIZED is ",
-               MPI_THREAD_SERIALIZED, ")");
+  DISTOP_CHECK(
+      options.mpi_thread_level <= MPI_THREAD_FUNNELED || provided >= options.mpi_thread_level, op,
+      "MPI provides thread support level ", provided, ", below the ", options.mpi_thread_level,
+      " asked for (MPI_THREAD_SERIALIZED is ", MPI_THREAD_SERIALIZED, ")");
   DISTOP_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), op);
   DISTOP_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &errors_), op);
   decide_yield_when_idle(MPI_COMM_WORLD);
