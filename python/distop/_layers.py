@@ -19,7 +19,7 @@ distop.torch's operators.
 import torch as _torch
 
 from . import _core, Error
-from .torch import _dtype_name, _joined, _local, _wants_grad
+from .torch import _DTYPES, _dtype_name, _joined, _local, _wants_grad
 
 __all__ = ["DistributedUpsample", "DistributedGeneralConv1d", "DistributedGeneralConv2d",
            "DistributedGeneralConv3d", "DistributedConvTranspose1d", "DistributedConvTranspose2d",
@@ -34,7 +34,7 @@ _TORCH_DTYPES = {"float32": _torch.float32, "float64": _torch.float64}
 
 
 def _dtype_of(dtype):
-    name = {_torch.float32: "float32", _torch.float64: "float64"}.get(dtype)
+    name = _DTYPES.get(dtype)
     if name is None:
         raise Error(f"[distop.nn] dtype must be torch.float32 or torch.float64, not {dtype}")
     return name

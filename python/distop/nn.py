@@ -64,8 +64,9 @@ class _TieFunction(_torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        flat = _torch.cat([(g if g is not None else _torch.zeros(shape, dtype=ctx.dtype, device=ctx.device))
-                           .reshape(-1) for g, shape in zip(grads, ctx.shapes)])
+        flat = _torch.cat([
+            (g if g is not None else _torch.zeros(shape, dtype=ctx.dtype, device=ctx.device))
+            .reshape(-1) for g, shape in zip(grads, ctx.shapes)])
         total = ctx.op.forward(flat.reshape(ctx.op.domain.local_shape).contiguous(), agreed=True)
         out, offset = [], 0
         for shape in ctx.shapes:

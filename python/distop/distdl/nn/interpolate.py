@@ -107,6 +107,25 @@ class Interpolate(torch.nn.Module):
         if any(e == 0 for e in x_local[2:]) and any(e > 0 for e in y_local[2:]):
             raise ValueError("Interpolate: an empty input block cannot fill a non-empty output")
         self._x_local, self._y_local = torch.Size(x_local), torch.Size(y_local)
+        self._taps = {}  # (dtype, device) -> per spatial axis, last first: (axis, i0, w0, i1, w1)
+
+    def _axes(self, dtype, device):
+        key = (dtype, device)
+        if key not in self._taps:
+            axes = []
+            for axis in range(len(self._x_local) - 1, 1, -1):  # the last first, as DistDL's loops
+                taps = _axis_taps(
+                    dtype, self.mode, self.align_corners, self.scale_factor,
+                    self.x_local_start[axis], self._x_local[axis], self.x_global_shape[axis],
+                    self.y_local_start[axis], self._y_local[axis], self.y_global_shape[axis])
+                view = [1] * len(self._x_local)
+                view[axis] = -1
+                i0, w0, i1, w1 = (None if t is None else t.to(device) for t in taps)
+                if w0 is not None:
+                    w0, w1 = w0.reshape(view), w1.reshape(view)
+                axes.append((axis, i0, w0, i1, w1))
+            self._taps[key] = axes
+        return self._taps[key]
 
     def forward(self, input):
         if input.shape != self._x_local:
@@ -118,18 +137,9 @@ class Interpolate(torch.nn.Module):
         if self._y_local.numel() == 0:
             return input.new_zeros(self._y_local) + input.sum() * 0
         y = input
-        for axis in range(input.dim() - 1, 1, -1):  # the last axis first, as DistDL's loops
-            i0, w0, i1, w1 = _axis_taps(
-                input.dtype, self.mode, self.align_corners, self.scale_factor,
-                self.x_local_start[axis], self._x_local[axis], self.x_global_shape[axis],
-                self.y_local_start[axis], self._y_local[axis], self.y_global_shape[axis])
-            i0 = i0.to(input.device)
+        for axis, i0, w0, i1, w1 in self._axes(input.dtype, input.device):
             if w0 is None:
                 y = y.index_select(axis, i0)
-                continue
-            view = [1] * input.dim()
-            view[axis] = -1
-            w0 = w0.to(input.device).reshape(view)
-            w1 = w1.to(input.device).reshape(view)
-            y = w0 * y.index_select(axis, i0) + w1 * y.index_select(axis, i1.to(input.device))
+            else:
+                y = w0 * y.index_select(axis, i0) + w1 * y.index_select(axis, i1)
         return y
